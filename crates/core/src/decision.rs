@@ -84,26 +84,23 @@ impl PostToolDecision {
     /// The contexts the decision carries.
     pub fn contexts(&self) -> &[ContextMessage] {
         match self {
-            PostToolDecision::Accept { contexts, .. } | PostToolDecision::Block { contexts, .. } => {
-                contexts
-            }
+            PostToolDecision::Accept { contexts, .. }
+            | PostToolDecision::Block { contexts, .. } => contexts,
         }
     }
     /// The decision with `ctx` put in front of its contexts.
     pub fn prepend_context(mut self, ctx: ContextMessage) -> PostToolDecision {
         match &mut self {
-            PostToolDecision::Accept { contexts, .. } | PostToolDecision::Block { contexts, .. } => {
-                contexts.insert(0, ctx)
-            }
+            PostToolDecision::Accept { contexts, .. }
+            | PostToolDecision::Block { contexts, .. } => contexts.insert(0, ctx),
         }
         self
     }
     /// The decision with `ctx` added after its contexts.
     pub fn push_context(mut self, ctx: ContextMessage) -> PostToolDecision {
         match &mut self {
-            PostToolDecision::Accept { contexts, .. } | PostToolDecision::Block { contexts, .. } => {
-                contexts.push(ctx)
-            }
+            PostToolDecision::Accept { contexts, .. }
+            | PostToolDecision::Block { contexts, .. } => contexts.push(ctx),
         }
         self
     }

@@ -155,7 +155,10 @@ impl Failure {
 
     /// Whether this is a cancellation (`ABORTED` or `ABORTED_BEFORE_DISPATCH`).
     pub fn is_abort(&self) -> bool {
-        matches!(self.code(), Some(codes::ABORTED | codes::ABORTED_BEFORE_DISPATCH))
+        matches!(
+            self.code(),
+            Some(codes::ABORTED | codes::ABORTED_BEFORE_DISPATCH)
+        )
     }
 
     /// Appends text to the message, keeping the info (used for remedies).

@@ -328,7 +328,10 @@ mod tests {
     #[test]
     fn trailing_garbage_is_a_syntax_error_with_position() {
         let err = Json::parse("{} x");
-        assert!(matches!(err, Err(JsonError::Syntax { line: 1, .. })), "{err:?}");
+        assert!(
+            matches!(err, Err(JsonError::Syntax { line: 1, .. })),
+            "{err:?}"
+        );
     }
 
     #[test]

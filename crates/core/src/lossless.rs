@@ -150,8 +150,12 @@ macro_rules! compound {
         }
     )*};
 }
-compound!(SerializeSeq::serialize_element, SerializeTuple::serialize_element,
-    SerializeTupleStruct::serialize_field, SerializeTupleVariant::serialize_field);
+compound!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 impl ser::SerializeMap for Check {
     type Ok = ();

@@ -103,7 +103,11 @@ impl State {
         let mut cur = agent;
         while let Some(a) = cur {
             let Some(s) = self.scopes.get(a) else { break };
-            if out.len() >= 64 || out.iter().any(|x| std::ptr::eq(*x as *const ScopeState, s as *const ScopeState)) {
+            if out.len() >= 64
+                || out
+                    .iter()
+                    .any(|x| std::ptr::eq(*x as *const ScopeState, s as *const ScopeState))
+            {
                 break;
             }
             out.push(s);
@@ -112,9 +116,16 @@ impl State {
         out
     }
 
-    fn lookup<'s>(&'s self, name: &str, agent: Option<&'s AgentId>) -> Option<&'s Arc<ToolDefinition>> {
+    fn lookup<'s>(
+        &'s self,
+        name: &str,
+        agent: Option<&'s AgentId>,
+    ) -> Option<&'s Arc<ToolDefinition>> {
         let chain = self.chain(agent);
-        let layers = chain.iter().map(|s| &s.layer).chain(std::iter::once(&self.global));
+        let layers = chain
+            .iter()
+            .map(|s| &s.layer)
+            .chain(std::iter::once(&self.global));
         for (level, layer) in layers.enumerate() {
             if let Some(e) = layer.tools.get(name) {
                 let admitted = chain[..level.min(chain.len())]
@@ -130,7 +141,10 @@ impl State {
         let chain = self.chain(agent);
         let mut seen: HashSet<&str> = HashSet::new();
         let mut out = Vec::new();
-        let layers = chain.iter().map(|s| &s.layer).chain(std::iter::once(&self.global));
+        let layers = chain
+            .iter()
+            .map(|s| &s.layer)
+            .chain(std::iter::once(&self.global));
         for (level, layer) in layers.enumerate() {
             for (name, e) in &layer.tools {
                 if !seen.insert(name) {
@@ -294,7 +308,11 @@ impl ToolRegistry {
         self.insert(Some(agent.clone()), def)
     }
 
-    fn insert(&self, scope: Option<AgentId>, def: ToolDefinition) -> Result<Registration, CoreError> {
+    fn insert(
+        &self,
+        scope: Option<AgentId>,
+        def: ToolDefinition,
+    ) -> Result<Registration, CoreError> {
         if def.name().is_empty() {
             return Err(CoreError::EmptyName);
         }
@@ -360,7 +378,11 @@ impl ToolRegistry {
             let known_list = if known.is_empty() {
                 "(none)".to_owned()
             } else {
-                known.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ")
+                known
+                    .iter()
+                    .map(|k| k.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             };
             let noun = if unknown.len() == 1 { "tool" } else { "tools" };
             return Err(CoreError::RestrictUnknown(format!(

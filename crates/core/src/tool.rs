@@ -323,12 +323,13 @@ impl ToolDefinition {
             Arguments::Raw(_) => Err(Failure::invalid_args(&[
                 "arguments must be a JSON object".to_owned()
             ])),
-            Arguments::Json(j) => match validate::validate(self.parameters.value(), j.value(), "")
-            {
-                Ok(v) if v.is_empty() => Ok(()),
-                Ok(v) => Err(Failure::invalid_args(&v)),
-                Err(e) => Err(Failure::new(e.to_string())),
-            },
+            Arguments::Json(j) => {
+                match validate::validate(self.parameters.value(), j.value(), "") {
+                    Ok(v) if v.is_empty() => Ok(()),
+                    Ok(v) => Err(Failure::invalid_args(&v)),
+                    Err(e) => Err(Failure::new(e.to_string())),
+                }
+            }
         }
     }
 
@@ -355,7 +356,9 @@ impl ToolDefinition {
         let content = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| render(&value)))
             .map_err(|p| Failure::from_panic("render", &*p))
             .and_then(|r| r)
-            .map_err(|e| Failure::invalid_output(name, format!("render failed: {}", e.message())))?;
+            .map_err(|e| {
+                Failure::invalid_output(name, format!("render failed: {}", e.message()))
+            })?;
         let meta = match (&self.output.presentation_meta, with_meta) {
             (Some(f), true) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&value)))
                 .map_err(|p| Failure::from_panic("presentationMeta", &*p))

@@ -54,13 +54,15 @@ impl ToolBuilder {
         Fut: Future<Output = Result<O, Failure>> + Send + 'static,
     {
         let f = Arc::new(f);
-        self.typed_parameters::<I>().execute(move |ctx: ToolContext| {
-            let f = f.clone();
-            async move {
-                let input = decode_input::<I>(&ctx)?;
-                let out = f(input, ctx).await?;
-                Json::snapshot(&out).map_err(|e| Failure::new(format!("value snapshot failed: {e}")))
-            }
-        })
+        self.typed_parameters::<I>()
+            .execute(move |ctx: ToolContext| {
+                let f = f.clone();
+                async move {
+                    let input = decode_input::<I>(&ctx)?;
+                    let out = f(input, ctx).await?;
+                    Json::snapshot(&out)
+                        .map_err(|e| Failure::new(format!("value snapshot failed: {e}")))
+                }
+            })
     }
 }

@@ -22,7 +22,11 @@ const TYPES: [&str; 7] = [
 /// `root` names the top-level value in messages (`""` for arguments, `"value"` for outputs).
 pub fn validate(schema: &Value, value: &Value, root: &str) -> Result<Vec<String>, SchemaError> {
     let mut out = Vec::new();
-    let mut cx = Cx { root_schema: schema, out: &mut out, depth: 0 };
+    let mut cx = Cx {
+        root_schema: schema,
+        out: &mut out,
+        depth: 0,
+    };
     cx.check(schema, value, root)?;
     Ok(out)
 }
@@ -75,7 +79,9 @@ impl<'a> Cx<'a> {
             return Ok(schema);
         };
         let Some(pointer) = r.strip_prefix('#') else {
-            return Err(SchemaError(format!("only local $ref is supported, got {r}")));
+            return Err(SchemaError(format!(
+                "only local $ref is supported, got {r}"
+            )));
         };
         self.root_schema
             .pointer(pointer)
@@ -104,7 +110,9 @@ impl<'a> Cx<'a> {
         }
         let schema = self.resolve(schema)?;
         let Some(obj) = schema.as_object() else {
-            return Err(SchemaError("a schema must be an object or a boolean".into()));
+            return Err(SchemaError(
+                "a schema must be an object or a boolean".into(),
+            ));
         };
 
         let types: Vec<&str> = match obj.get("type") {
@@ -122,7 +130,11 @@ impl<'a> Cx<'a> {
             let Some(list) = en.as_array() else {
                 return Err(SchemaError("enum must be an array".into()));
             };
-            if !types.is_empty() && list.iter().any(|e| !types.iter().any(|t| type_matches(t, e))) {
+            if !types.is_empty()
+                && list
+                    .iter()
+                    .any(|e| !types.iter().any(|t| type_matches(t, e)))
+            {
                 return Err(SchemaError(format!(
                     "enum {} does not match type {}",
                     en,
@@ -132,13 +144,15 @@ impl<'a> Cx<'a> {
         }
         if !types.is_empty() && !types.iter().any(|t| type_matches(t, value)) {
             let t = types[0];
-            self.out.push(format!("{} must be {} {t}", quote(path), article(t)));
+            self.out
+                .push(format!("{} must be {} {t}", quote(path), article(t)));
             return Ok(());
         }
         if let Some(Value::Array(list)) = obj.get("enum") {
             if !list.contains(value) {
                 let compact = serde_json::to_string(list).unwrap_or_default();
-                self.out.push(format!("{} must be one of {compact}", quote(path)));
+                self.out
+                    .push(format!("{} must be one of {compact}", quote(path)));
                 return Ok(());
             }
         }
@@ -199,8 +213,10 @@ impl<'a> Cx<'a> {
                     }
                 }
                 if !matched {
-                    self.out
-                        .push(format!("{} must match one of the allowed shapes", quote(path)));
+                    self.out.push(format!(
+                        "{} must match one of the allowed shapes",
+                        quote(path)
+                    ));
                 }
             }
         }
