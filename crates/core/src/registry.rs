@@ -235,10 +235,10 @@ impl Registration {
                     None => Some(&mut st.global),
                     Some(a) => st.scopes.get_mut(a).map(|s| &mut s.layer),
                 };
-                if let Some(layer) = layer {
-                    if layer.tools.get(&name).is_some_and(|e| e.id == id) {
-                        layer.tools.remove(&name);
-                    }
+                if let Some(layer) = layer
+                    && layer.tools.get(&name).is_some_and(|e| e.id == id)
+                {
+                    layer.tools.remove(&name);
                 }
             }
             Key::Scope(a) => {

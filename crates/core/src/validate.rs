@@ -148,19 +148,19 @@ impl<'a> Cx<'a> {
                 .push(format!("{} must be {} {t}", quote(path), article(t)));
             return Ok(());
         }
-        if let Some(Value::Array(list)) = obj.get("enum") {
-            if !list.contains(value) {
-                let compact = serde_json::to_string(list).unwrap_or_default();
-                self.out
-                    .push(format!("{} must be one of {compact}", quote(path)));
-                return Ok(());
-            }
+        if let Some(Value::Array(list)) = obj.get("enum")
+            && !list.contains(value)
+        {
+            let compact = serde_json::to_string(list).unwrap_or_default();
+            self.out
+                .push(format!("{} must be one of {compact}", quote(path)));
+            return Ok(());
         }
-        if let Some(c) = obj.get("const") {
-            if c != value {
-                self.out.push(format!("{} must be {}", quote(path), c));
-                return Ok(());
-            }
+        if let Some(c) = obj.get("const")
+            && c != value
+        {
+            self.out.push(format!("{} must be {}", quote(path), c));
+            return Ok(());
         }
         if let Value::Object(map) = value {
             if let Some(req) = obj.get("required") {
