@@ -408,6 +408,22 @@ impl ToolRegistry {
         }))
     }
 
+    /// The scope chain of `agent`, nearest first: the agent, its parent scope, and so on. An
+    /// agent without a declared scope is a chain of itself alone; no agent is an empty chain.
+    pub fn scope_chain(&self, agent: Option<&AgentId>) -> Vec<AgentId> {
+        let st = self.shared.state.read();
+        let mut out: Vec<AgentId> = Vec::new();
+        let mut cur = agent.cloned();
+        while let Some(a) = cur {
+            if out.len() >= 64 || out.contains(&a) {
+                break;
+            }
+            cur = st.scopes.get(&a).and_then(|s| s.parent.clone());
+            out.push(a);
+        }
+        out
+    }
+
     /// The definition `name` resolves to for `agent` (or the global view for `None`).
     pub fn get(&self, name: &str, agent: Option<&AgentId>) -> Option<Arc<ToolDefinition>> {
         self.shared.state.read().lookup(name, agent).cloned()

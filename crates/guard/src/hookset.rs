@@ -1,0 +1,267 @@
+//! The hook points of one pipeline and their ordering rules (spec P1, D1, F1, F4): registration
+//! returns a handle that removes exactly that hook when disposed or dropped.
+//!
+//! Ordering: the first-registered hook is outermost; `prepend` puts a hook in front of all
+//! existing ones. A scoped hook sees only calls of its agent (and agents nested under it).
+//! Concurrency: registration and removal are safe while calls run. A call takes a snapshot
+//! ([`CallHooks`]) when it starts and keeps that set of listeners, wrappers and observers to the
+//! end, whatever is registered or removed meanwhile. Guards are the exception, see `guards.rs`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use dsh_core::{AgentId, ExecuteWrapper, Guard, PostExecuteHook, PreExecuteHook, ResultObserver};
+use parking_lot::{Mutex, RwLock};
+
+use crate::guards::GuardTable;
+use crate::scope::Scope;
+
+struct Slot<T: ?Sized> {
+    id: u64,
+    scope: Scope,
+    item: Arc<T>,
+}
+
+struct Ordered<T: ?Sized> {
+    slots: Vec<Slot<T>>,
+}
+
+impl<T: ?Sized> Default for Ordered<T> {
+    fn default() -> Self {
+        Ordered { slots: Vec::new() }
+    }
+}
+
+impl<T: ?Sized> Ordered<T> {
+    fn insert(&mut self, id: u64, scope: Scope, item: Arc<T>, front: bool) {
+        let slot = Slot { id, scope, item };
+        if front {
+            self.slots.insert(0, slot);
+        } else {
+            self.slots.push(slot);
+        }
+    }
+    fn remove(&mut self, id: u64) -> bool {
+        let before = self.slots.len();
+        self.slots.retain(|s| s.id != id);
+        before != self.slots.len()
+    }
+    fn for_chain(&self, chain: &[AgentId]) -> Arc<[Arc<T>]> {
+        self.slots
+            .iter()
+            .filter(|s| s.scope.reaches(chain))
+            .map(|s| s.item.clone())
+            .collect::<Vec<_>>()
+            .into()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    pre: Ordered<dyn PreExecuteHook>,
+    wrappers: Ordered<dyn ExecuteWrapper>,
+    post: Ordered<dyn PostExecuteHook>,
+    observers: Ordered<dyn ResultObserver>,
+    next_id: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Point {
+    Pre,
+    Wrapper,
+    Post,
+    Observer,
+    Guard,
+}
+
+pub(crate) struct Inner {
+    state: RwLock<State>,
+    pub(crate) guards: GuardTable,
+    cache: Mutex<HashMap<Vec<AgentId>, Arc<CallHooks>>>,
+}
+
+/// The hook points of a pipeline. Cloning gives another handle to the same set.
+#[derive(Clone)]
+pub struct Hooks {
+    inner: Arc<Inner>,
+}
+
+/// The hooks one call runs with, fixed when the call starts (outermost first).
+pub struct CallHooks {
+    /// `tools/pre-execute` listeners.
+    pub pre: Arc<[Arc<dyn PreExecuteHook>]>,
+    /// `tools/execute` wrappers.
+    pub wrappers: Arc<[Arc<dyn ExecuteWrapper>]>,
+    /// `tools/post-execute` listeners.
+    pub post: Arc<[Arc<dyn PostExecuteHook>]>,
+    /// `tools/result` observers.
+    pub observers: Arc<[Arc<dyn ResultObserver>]>,
+}
+
+/// Removes exactly the hook it was returned for, when disposed or dropped.
+#[must_use = "dropping a hook handle removes the hook; call `keep()` to keep it"]
+pub struct HookHandle {
+    inner: Weak<Inner>,
+    point: Point,
+    id: u64,
+    armed: bool,
+}
+
+impl HookHandle {
+    /// Removes the hook now.
+    pub fn dispose(mut self) {
+        self.remove();
+    }
+    /// Keeps the hook for the lifetime of the hook set.
+    pub fn keep(mut self) {
+        self.armed = false;
+    }
+    fn remove(&mut self) {
+        if !std::mem::take(&mut self.armed) {
+            return;
+        }
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        if self.point == Point::Guard {
+            inner.guards.remove(self.id);
+            return;
+        }
+        {
+            let mut st = inner.state.write();
+            match self.point {
+                Point::Pre => st.pre.remove(self.id),
+                Point::Wrapper => st.wrappers.remove(self.id),
+                Point::Post => st.post.remove(self.id),
+                Point::Observer => st.observers.remove(self.id),
+                Point::Guard => false,
+            };
+        }
+        inner.cache.lock().clear();
+    }
+}
+
+impl Drop for HookHandle {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Hooks::new()
+    }
+}
+
+impl Hooks {
+    /// An empty set of hooks.
+    pub fn new() -> Hooks {
+        Hooks {
+            inner: Arc::new(Inner {
+                state: RwLock::new(State::default()),
+                guards: GuardTable::default(),
+                cache: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    fn add(&self, point: Point, f: impl FnOnce(&mut State, u64)) -> HookHandle {
+        let id = {
+            let mut st = self.inner.state.write();
+            st.next_id += 1;
+            let id = st.next_id;
+            f(&mut st, id);
+            id
+        };
+        self.inner.cache.lock().clear();
+        HookHandle {
+            inner: Arc::downgrade(&self.inner),
+            point,
+            id,
+            armed: true,
+        }
+    }
+
+    /// Adds a `tools/pre-execute` listener inside all existing ones.
+    pub fn on_pre_execute(&self, scope: Scope, hook: impl PreExecuteHook) -> HookHandle {
+        let hook: Arc<dyn PreExecuteHook> = Arc::new(hook);
+        self.add(Point::Pre, |st, id| st.pre.insert(id, scope, hook, false))
+    }
+    /// Adds a `tools/pre-execute` listener in front of all existing ones.
+    pub fn prepend_pre_execute(&self, scope: Scope, hook: impl PreExecuteHook) -> HookHandle {
+        let hook: Arc<dyn PreExecuteHook> = Arc::new(hook);
+        self.add(Point::Pre, |st, id| st.pre.insert(id, scope, hook, true))
+    }
+    /// Adds a `tools/execute` wrapper inside all existing ones.
+    pub fn on_execute(&self, scope: Scope, wrapper: impl ExecuteWrapper) -> HookHandle {
+        let w: Arc<dyn ExecuteWrapper> = Arc::new(wrapper);
+        self.add(Point::Wrapper, |st, id| st.wrappers.insert(id, scope, w, false))
+    }
+    /// Adds a `tools/execute` wrapper outside all existing ones.
+    pub fn prepend_execute(&self, scope: Scope, wrapper: impl ExecuteWrapper) -> HookHandle {
+        let w: Arc<dyn ExecuteWrapper> = Arc::new(wrapper);
+        self.add(Point::Wrapper, |st, id| st.wrappers.insert(id, scope, w, true))
+    }
+    /// Adds a `tools/post-execute` listener inside all existing ones.
+    pub fn on_post_execute(&self, scope: Scope, hook: impl PostExecuteHook) -> HookHandle {
+        let hook: Arc<dyn PostExecuteHook> = Arc::new(hook);
+        self.add(Point::Post, |st, id| st.post.insert(id, scope, hook, false))
+    }
+    /// Adds a `tools/post-execute` listener in front of all existing ones.
+    pub fn prepend_post_execute(&self, scope: Scope, hook: impl PostExecuteHook) -> HookHandle {
+        let hook: Arc<dyn PostExecuteHook> = Arc::new(hook);
+        self.add(Point::Post, |st, id| st.post.insert(id, scope, hook, true))
+    }
+    /// Adds a `tools/result` observer.
+    pub fn on_result(&self, scope: Scope, observer: impl ResultObserver) -> HookHandle {
+        let o: Arc<dyn ResultObserver> = Arc::new(observer);
+        self.add(Point::Observer, |st, id| {
+            st.observers.insert(id, scope, o, false)
+        })
+    }
+
+    /// Adds a deny-only guard (spec P3). Guards cannot be reordered; only this handle removes it.
+    pub fn add_guard(&self, scope: Scope, guard: impl Guard) -> HookHandle {
+        let id = {
+            let mut st = self.inner.state.write();
+            st.next_id += 1;
+            st.next_id
+        };
+        self.inner.guards.insert(id, scope, Arc::new(guard));
+        HookHandle {
+            inner: Arc::downgrade(&self.inner),
+            point: Point::Guard,
+            id,
+            armed: true,
+        }
+    }
+
+    /// The hooks a call whose agent scope chain is `chain` (nearest first; empty for no agent)
+    /// runs with. Cached until the next registration change.
+    pub fn snapshot(&self, chain: &[AgentId]) -> Arc<CallHooks> {
+        if let Some(c) = self.inner.cache.lock().get(chain) {
+            return c.clone();
+        }
+        let st = self.inner.state.read();
+        let hooks = Arc::new(CallHooks {
+            pre: st.pre.for_chain(chain),
+            wrappers: st.wrappers.for_chain(chain),
+            post: st.post.for_chain(chain),
+            observers: st.observers.for_chain(chain),
+        });
+        drop(st);
+        let mut cache = self.inner.cache.lock();
+        if cache.len() > 1024 {
+            cache.clear();
+        }
+        cache.insert(chain.to_vec(), hooks.clone());
+        hooks
+    }
+
+    /// Runs the guards for an allowed call (spec P3): global first, then the agent's scope chain
+    /// from farthest to nearest, registration order within a layer; the first reason wins.
+    /// A panicking guard denies.
+    pub fn check_guards(&self, exec: &dsh_core::ToolExecution, chain: &[AgentId]) -> Option<String> {
+        self.inner.guards.evaluate(exec, chain)
+    }
+}

@@ -1,0 +1,166 @@
+//! Single-decision waterfalls (`fs/write-intent`, `fs/edit-intent`, `tools/code-dispatch-log`):
+//! listeners in order, each deciding or delegating; the first that decides owns the answer; the
+//! innermost default is supplied by the caller. Synchronous and contained: a panicking listener
+//! is skipped as if it had delegated, and the panic is logged.
+
+use std::sync::{Arc, Weak};
+
+use parking_lot::RwLock;
+
+/// The rest of a single-decision waterfall.
+pub struct DecideNext<'a, Q, A> {
+    rest: &'a [(u64, Listener<Q, A>)],
+    default: &'a dyn Fn(&Q) -> A,
+}
+
+/// A listener: decide, or call `next.run(q)`.
+pub type Listener<Q, A> = Arc<dyn Fn(&Q, DecideNext<'_, Q, A>) -> A + Send + Sync>;
+
+impl<Q, A> DecideNext<'_, Q, A> {
+    /// Asks the rest of the waterfall.
+    pub fn run(self, q: &Q) -> A {
+        let mut rest = self.rest;
+        loop {
+            match rest.split_first() {
+                None => return (self.default)(q),
+                Some(((_, l), tail)) => {
+                    let next = DecideNext {
+                        rest: tail,
+                        default: self.default,
+                    };
+                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(q, next))) {
+                        Ok(a) => return a,
+                        Err(_) => {
+                            tracing::warn!("a waterfall listener panicked; it is skipped");
+                            rest = tail;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct Inner<Q, A> {
+    listeners: RwLock<(u64, Arc<[(u64, Listener<Q, A>)]>)>,
+}
+
+/// A named single-decision waterfall.
+pub struct Waterfall<Q, A> {
+    inner: Arc<Inner<Q, A>>,
+}
+
+impl<Q, A> Clone for Waterfall<Q, A> {
+    fn clone(&self) -> Self {
+        Waterfall {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<Q: 'static, A: 'static> Default for Waterfall<Q, A> {
+    fn default() -> Self {
+        Waterfall::new()
+    }
+}
+
+/// Removes its listener when disposed or dropped.
+#[must_use = "dropping the handle removes the listener; call `keep()` to keep it"]
+pub struct WaterfallHandle {
+    remove: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl WaterfallHandle {
+    /// Removes the listener now.
+    pub fn dispose(mut self) {
+        if let Some(f) = self.remove.take() {
+            f();
+        }
+    }
+    /// Keeps the listener.
+    pub fn keep(mut self) {
+        self.remove = None;
+    }
+}
+
+impl Drop for WaterfallHandle {
+    fn drop(&mut self) {
+        if let Some(f) = self.remove.take() {
+            f();
+        }
+    }
+}
+
+impl<Q: 'static, A: 'static> Waterfall<Q, A> {
+    /// An empty waterfall.
+    pub fn new() -> Self {
+        Waterfall {
+            inner: Arc::new(Inner {
+                listeners: RwLock::new((0, Arc::from(Vec::new()))),
+            }),
+        }
+    }
+
+    fn add(&self, l: Listener<Q, A>, front: bool) -> WaterfallHandle {
+        let id = {
+            let mut g = self.inner.listeners.write();
+            g.0 += 1;
+            let id = g.0;
+            let mut v: Vec<(u64, Listener<Q, A>)> = g.1.to_vec();
+            if front {
+                v.insert(0, (id, l));
+            } else {
+                v.push((id, l));
+            }
+            g.1 = Arc::from(v);
+            id
+        };
+        let weak: Weak<Inner<Q, A>> = Arc::downgrade(&self.inner);
+        WaterfallHandle {
+            remove: Some(Box::new(move || {
+                if let Some(inner) = weak.upgrade() {
+                    let mut g = inner.listeners.write();
+                    let v: Vec<(u64, Listener<Q, A>)> =
+                        g.1.iter().filter(|(i, _)| *i != id).cloned().collect();
+                    g.1 = Arc::from(v);
+                }
+            })),
+        }
+    }
+
+    /// Adds a listener after the existing ones.
+    pub fn on(
+        &self,
+        l: impl Fn(&Q, DecideNext<'_, Q, A>) -> A + Send + Sync + 'static,
+    ) -> WaterfallHandle {
+        self.add(Arc::new(l), false)
+    }
+
+    /// Adds a listener in front of the existing ones.
+    pub fn prepend(
+        &self,
+        l: impl Fn(&Q, DecideNext<'_, Q, A>) -> A + Send + Sync + 'static,
+    ) -> WaterfallHandle {
+        self.add(Arc::new(l), true)
+    }
+
+    /// Asks the waterfall; `default` answers when every listener delegates.
+    pub fn decide(&self, q: &Q, default: &dyn Fn(&Q) -> A) -> A {
+        let snapshot = self.inner.listeners.read().1.clone();
+        DecideNext {
+            rest: &snapshot,
+            default,
+        }
+        .run(q)
+    }
+
+    /// How many listeners are registered.
+    pub fn len(&self) -> usize {
+        self.inner.listeners.read().1.len()
+    }
+
+    /// Whether no listener is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
