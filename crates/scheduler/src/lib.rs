@@ -1,1 +1,44 @@
-//! placeholder
+//! # dsh-scheduler
+//!
+//! The heart of the pipeline: the staged runtime for one call ([`Runtime`]: prepare → dispatch →
+//! finalize) and the step scheduler for one assistant message's calls ([`Runtime::run_step`]),
+//! plus a minimal [`TurnDriver`] for scripted models.
+//!
+//! One call's journey, and the file that owns each stage:
+//! `runtime.rs` freezes the input into a call (token, arguments, hooks snapshot, definition) →
+//! `prepare.rs` runs pre-execute, approval (`approval.rs`), guards and the cancellation check →
+//! `dispatch.rs` runs the around-chain and the body with the fused signal, validating and
+//! rendering the value → `finalize.rs` runs post-execute, cancellation replacement,
+//! `finalize_content` and the `tools/result` observers → `step.rs` commits `tool/result`.
+//!
+//! It deliberately does NOT: decide policy (dsh-guard), store events (dsh-session), or know any
+//! particular tool.
+//!
+//! Spec rules owned here: S2-S5, P1-P5 orchestration, D1-D3, D5, F1-F6, C1-C3, I1-I2.
+
+mod approval;
+mod batch;
+mod dispatch;
+mod finalize;
+mod prepare;
+mod runtime;
+mod step;
+mod turn;
+
+pub use approval::Approver;
+pub use batch::{ToolCallBlock, tool_calls_of};
+pub use prepare::Prepared;
+pub use runtime::{Call, Candidate, Runtime, RuntimeConfig};
+pub use step::{DEFAULT_MAX_PARALLEL, StepContext, StepOutcome, validate_max_parallel};
+pub use turn::{TurnDriver, TurnEnd, TurnReport};
+
+/// Failures of the scheduler itself (never a tool's failure, which is a result).
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    /// The session log could not be written.
+    #[error("session log: {0}")]
+    Session(#[from] dsh_session::SessionError),
+    /// Bad configuration.
+    #[error("{0}")]
+    Config(String),
+}

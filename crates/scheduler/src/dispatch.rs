@@ -1,0 +1,124 @@
+//! Dispatch (spec D1-D5): the `tools/execute` around-chain ending in the body. The caller's signal
+//! is fused back in right before the body runs, so a wrapper can add a signal but never drop the
+//! caller's. Wrapper-authored successes are re-validated and re-rendered against the tool that
+//! resolves now; the body's own successes carry a render stamp and are not rendered twice.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use dsh_core::{
+    BodyEffects, Dispatch, ExecuteNext, Failure, Signal, Terminal, ToolContext, ToolResult,
+};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
+use crate::runtime::{Call, Candidate, Runtime};
+
+struct BodyTerminal<'a> {
+    runtime: &'a Runtime,
+    invoked: AtomicBool,
+}
+
+impl Terminal for BodyTerminal<'_> {
+    fn dispatch(&self, call: Dispatch) -> BoxFuture<'_, ToolResult> {
+        async move { self.run(call).await }.boxed()
+    }
+}
+
+impl BodyTerminal<'_> {
+    async fn run(&self, call: Dispatch) -> ToolResult {
+        let exec = call.exec().clone();
+        let Some(def) = self.runtime.registry.get(exec.name(), exec.agent()) else {
+            return ToolResult::failure(Failure::unknown_tool(exec.name()));
+        };
+        let signal = if Signal::same(call.signal(), exec.signal()) {
+            exec.signal().clone()
+        } else {
+            Signal::any(exec.signal(), call.signal())
+        };
+        if signal.is_aborted() {
+            return ToolResult::failure(Failure::aborted_before_dispatch());
+        }
+        if let Err(f) = def.check_arguments(exec.arguments()) {
+            return ToolResult::failure(f);
+        }
+        let effects = Arc::new(BodyEffects::default());
+        let ctx = ToolContext::new(exec.clone(), signal.clone(), effects.clone());
+        self.invoked.store(true, Ordering::Release);
+        let outcome = match self.runtime.config.hard_backstop {
+            None => def.run_body(ctx).await,
+            Some(grace) => {
+                let body = def.run_body(ctx);
+                tokio::pin!(body);
+                tokio::select! {
+                    r = &mut body => r,
+                    _ = async { signal.aborted().await; tokio::time::sleep(grace).await } => {
+                        tracing::warn!(tool = exec.name(), call = exec.call_id(),
+                            "body ignored its signal past the backstop; no longer awaited");
+                        Err(match signal.reason() {
+                            Some(dsh_core::AbortReason::Timeout(t)) => Failure::tool_timeout(t.timeout_ms()),
+                            _ => Failure::aborted(),
+                        })
+                    }
+                }
+            }
+        };
+        let deferred = effects.take_deferred();
+        let result = match outcome {
+            Ok(value) => match def.render_success(exec.token(), value, exec.parent().is_none()) {
+                Ok(r) => r.with_concludes_turn(effects.concluded()),
+                Err(f) => ToolResult::failure(f),
+            },
+            Err(f) => ToolResult::failure(f),
+        };
+        result.prepend_contexts(&deferred)
+    }
+}
+
+impl Runtime {
+    /// Runs the around-chain and the body for an allowed call.
+    pub async fn dispatch(&self, call: &Call) -> Candidate {
+        let terminal = BodyTerminal {
+            runtime: self,
+            invoked: AtomicBool::new(false),
+        };
+        let chained = ExecuteNext::new(&call.hooks.wrappers, &terminal)
+            .run(Dispatch::new(call.exec.clone()))
+            .await;
+        let body_invoked = terminal.invoked.load(Ordering::Acquire);
+        match chained {
+            // A wrapper failure skips post-execute (D5).
+            Err(f) => Candidate {
+                result: ToolResult::failure(f),
+                run_post: false,
+                body_invoked,
+            },
+            Ok(result) => Candidate {
+                result: self.revalidate(call, result),
+                run_post: true,
+                body_invoked,
+            },
+        }
+    }
+
+    /// A success not rendered by the registry for this very execution (authored by a wrapper,
+    /// or minted for another call) is validated and rendered against the tool resolving now.
+    pub(crate) fn revalidate(&self, call: &Call, result: ToolResult) -> ToolResult {
+        let exec = &call.exec;
+        if result.is_error() || result.rendered_for() == Some(exec.token()) {
+            return result;
+        }
+        let Some(value) = result.value().cloned() else {
+            return result;
+        };
+        let contexts = result.additional_contexts().clone();
+        let concludes = result.concludes_turn();
+        let Some(def) = self.registry.get(exec.name(), exec.agent()) else {
+            return ToolResult::failure(Failure::unknown_tool(exec.name())).with_contexts(contexts);
+        };
+        match def.render_success(exec.token(), value, exec.parent().is_none()) {
+            Ok(r) => r.with_contexts(contexts).with_concludes_turn(concludes),
+            Err(f) => ToolResult::failure(f).with_contexts(contexts),
+        }
+    }
+}

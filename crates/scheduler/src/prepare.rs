@@ -1,0 +1,62 @@
+//! Prepare (spec P1-P5): pre-execute waterfall, approval for `ask`, monotonic guards, then the
+//! cancellation check. A denial reached here is kept even if cancellation arrives meanwhile.
+
+use dsh_core::{Failure, PreNext, PreToolDecision, ToolResult};
+
+use crate::approval::no_approver;
+use crate::runtime::{Call, Candidate, Runtime};
+
+/// What prepare decided.
+pub enum Prepared {
+    /// Allowed: go on to dispatch.
+    Ready,
+    /// Decided already (denied, aborted, or failed): go straight to finalize.
+    Decided(Candidate),
+}
+
+impl Runtime {
+    /// Runs the prepare stage for a call.
+    pub async fn prepare(&self, call: &Call) -> Prepared {
+        let exec = &call.exec;
+        // A call whose caller already gave up runs no policy at all (CAN-16).
+        if exec.signal().is_aborted() {
+            return Prepared::Decided(Candidate::final_failure(ToolResult::failure(
+                Failure::aborted_before_dispatch(),
+            )));
+        }
+        let decision = PreNext::new(&call.hooks.pre).run(exec).await;
+        let denial = match decision {
+            Err(f) => {
+                // A failing listener skips post-execute (P5).
+                return Prepared::Decided(Candidate::final_failure(ToolResult::failure(f)));
+            }
+            Ok(PreToolDecision::Allow) => None,
+            Ok(PreToolDecision::Deny { reason }) => Some(Failure::new(reason)),
+            Ok(PreToolDecision::Ask { reason }) => {
+                let reason = reason.as_deref();
+                match &self.approver {
+                    None => Some(no_approver(exec, reason)),
+                    Some(a) => a.approve(exec, reason).await.err(),
+                }
+            }
+        };
+        let denial = denial.or_else(|| {
+            self.hooks
+                .check_guards(exec, &call.chain)
+                .map(Failure::new)
+        });
+        if let Some(f) = denial {
+            return Prepared::Decided(Candidate {
+                result: ToolResult::failure(f),
+                run_post: true,
+                body_invoked: false,
+            });
+        }
+        if exec.signal().is_aborted() {
+            return Prepared::Decided(Candidate::final_failure(ToolResult::failure(
+                Failure::aborted_before_dispatch(),
+            )));
+        }
+        Prepared::Ready
+    }
+}

@@ -1,0 +1,127 @@
+//! The staged runtime for one call: `prepare` → `dispatch` → `finalize` (spec sections 3-5).
+//! [`Runtime::execute`] runs all three; the step scheduler drives them one stage at a time.
+//!
+//! Guarantees: every outcome goes through `finalize_content` exactly once and `tools/result`
+//! exactly once; a started body is awaited, never abandoned (unless the host opted into the hard
+//! backstop of D4); the arguments are never rewritten.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_core::{AgentId, ToolDefinition, ToolExecution, ToolExecutionInput, ToolRegistry, ToolResult};
+use dsh_guard::{CallHooks, Hooks};
+
+use crate::approval::Approver;
+
+/// Settings of the runtime.
+#[derive(Clone, Debug, Default)]
+pub struct RuntimeConfig {
+    /// The hard backstop of spec D4: after the call's signal fires, wait this long for a body
+    /// that ignores it, then stop awaiting it (its future is dropped). `None` (the default):
+    /// bodies are always awaited.
+    pub hard_backstop: Option<Duration>,
+}
+
+/// The pipeline for single calls: registry, hooks, approval and configuration.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) registry: ToolRegistry,
+    pub(crate) hooks: Hooks,
+    pub(crate) approver: Option<Arc<dyn Approver>>,
+    pub(crate) config: RuntimeConfig,
+}
+
+/// A call that has been frozen and bound to its hooks, ready for the stages.
+pub struct Call {
+    pub(crate) exec: Arc<ToolExecution>,
+    /// The definition resolved when the call was created (its `finalize_content` is used even if
+    /// the tool is unregistered meanwhile, FIN-14).
+    pub(crate) def: Option<Arc<ToolDefinition>>,
+    pub(crate) hooks: Arc<CallHooks>,
+    pub(crate) chain: Vec<AgentId>,
+}
+
+impl Call {
+    /// The execution.
+    pub fn exec(&self) -> &Arc<ToolExecution> {
+        &self.exec
+    }
+}
+
+/// A result on its way through the stages.
+pub struct Candidate {
+    pub(crate) result: ToolResult,
+    /// Whether post-execute sees it (a prepare or wrapper failure skips it, spec P5/D5).
+    pub(crate) run_post: bool,
+    /// Whether the body was invoked (decides ABORTED vs ABORTED_BEFORE_DISPATCH, spec C1).
+    pub(crate) body_invoked: bool,
+}
+
+impl Candidate {
+    pub(crate) fn final_failure(result: ToolResult) -> Candidate {
+        Candidate {
+            result,
+            run_post: false,
+            body_invoked: false,
+        }
+    }
+}
+
+impl Runtime {
+    /// A runtime over a registry and a hook set, with no approver.
+    pub fn new(registry: ToolRegistry, hooks: Hooks) -> Runtime {
+        Runtime {
+            registry,
+            hooks,
+            approver: None,
+            config: RuntimeConfig::default(),
+        }
+    }
+
+    /// Mounts an approver.
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Runtime {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Sets the configuration.
+    pub fn with_config(mut self, config: RuntimeConfig) -> Runtime {
+        self.config = config;
+        self
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The hooks.
+    pub fn hooks(&self) -> &Hooks {
+        &self.hooks
+    }
+
+    /// Freezes an input into a call: token, arguments snapshot, resolved definition and the
+    /// hooks it will run with.
+    pub fn call(&self, input: ToolExecutionInput) -> Call {
+        let exec = ToolExecution::new(input);
+        let chain = self.registry.scope_chain(exec.agent());
+        let def = self.registry.get(exec.name(), exec.agent());
+        let hooks = self.hooks.snapshot(&chain);
+        Call {
+            exec,
+            def,
+            hooks,
+            chain,
+        }
+    }
+
+    /// Runs one call through every stage and returns the frozen result.
+    pub async fn execute(&self, input: ToolExecutionInput) -> Arc<ToolResult> {
+        let call = self.call(input);
+        let candidate = match self.prepare(&call).await {
+            crate::prepare::Prepared::Ready => self.dispatch(&call).await,
+            crate::prepare::Prepared::Decided(c) => c,
+        };
+        self.finalize(&call, candidate).await
+    }
+}

@@ -1,0 +1,284 @@
+//! The step scheduler (spec S2-S5, C3, F5, F6, I1): runs one assistant message's tool calls.
+//!
+//! Guarantees:
+//! - each call appends `tool/call` (raw arguments) when it starts, before any policy runs;
+//! - prepare and finalize run one call at a time, in model order; only dispatch overlaps;
+//! - a call is classified right before it starts; an exclusive call waits for everything before
+//!   it to be committed, runs alone, and nothing after it starts until it is committed;
+//! - parallel calls run in a rolling pool of at most `max_parallel` bodies, as spawned tasks,
+//!   so a slow prepare of a later call never delays a running body;
+//! - results are committed in model order with `sourceEventSeqs: [call seq]`;
+//! - on abort, no new call starts; started calls finish and commit in order; every call that
+//!   never started gets a `tool/call` + `tool/result` (`ABORTED_BEFORE_DISPATCH`) pair;
+//! - if the scheduler itself fails, it stops starting calls, waits for every call in flight and
+//!   reports the error; it never fabricates results.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dsh_core::codes::messages;
+use dsh_core::{
+    AgentId, Arguments, ContextMessage, ExecutionMode, Signal, ToolExecutionInput, ToolResult,
+};
+use dsh_session::{Event, Session};
+use futures::FutureExt;
+use tokio::sync::mpsc;
+
+use crate::SchedulerError;
+use crate::batch::ToolCallBlock;
+use crate::prepare::Prepared;
+use crate::runtime::{Call, Candidate, Runtime};
+
+/// The default pool size (spec S3).
+pub const DEFAULT_MAX_PARALLEL: usize = 10;
+
+/// Where a batch runs: its session, turn and step, agent and signal.
+#[derive(Clone)]
+pub struct StepContext {
+    /// The session the events go to.
+    pub session: Session,
+    /// The turn number.
+    pub turn: u32,
+    /// The step number.
+    pub step: u32,
+    /// The calling agent.
+    pub agent: Option<AgentId>,
+    /// The turn's signal: each call's caller signal.
+    pub signal: Signal,
+    /// The pool size (validated positive).
+    pub max_parallel: usize,
+}
+
+/// What a batch produced.
+#[derive(Debug, Default)]
+pub struct StepOutcome {
+    /// The frozen results, in model order.
+    pub results: Vec<Arc<ToolResult>>,
+    /// The contexts for the next-step inbox, in model call order.
+    pub contexts: Vec<ContextMessage>,
+    /// Whether a successful call concluded the turn.
+    pub concludes_turn: bool,
+    /// Whether the batch was cut short by cancellation.
+    pub aborted: bool,
+}
+
+/// Validates a pool size (`maxParallelToolCalls must be a positive integer`).
+pub fn validate_max_parallel(n: f64) -> Result<usize, SchedulerError> {
+    if n.is_finite() && n >= 1.0 && n.fract() == 0.0 {
+        Ok(n as usize)
+    } else {
+        Err(SchedulerError::Config(messages::MAX_PARALLEL_POSITIVE.into()))
+    }
+}
+
+enum Slot {
+    Running { exclusive: bool },
+    Done { candidate: Candidate, exclusive: bool },
+}
+
+struct Started {
+    call: Call,
+    call_seq: u64,
+    block: ToolCallBlock,
+}
+
+impl Runtime {
+    /// Runs one assistant message's tool calls and commits their results.
+    pub async fn run_step(
+        self: &Arc<Self>,
+        cx: &StepContext,
+        blocks: &[ToolCallBlock],
+    ) -> Result<StepOutcome, SchedulerError> {
+        let cap = cx.max_parallel.max(1);
+        let n = blocks.len();
+        let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Candidate)>();
+        let mut started: Vec<Option<Started>> = (0..n).map(|_| None).collect();
+        let mut slots: HashMap<usize, Slot> = HashMap::new();
+        let mut next_start = 0usize;
+        let mut next_commit = 0usize;
+        let mut running = 0usize;
+        let mut exclusive_open = false;
+        let mut out = StepOutcome::default();
+        let mut failure: Option<SchedulerError> = None;
+
+        loop {
+            while let Ok((i, c)) = rx.try_recv() {
+                running -= 1;
+                if let Some(Slot::Running { exclusive }) = slots.remove(&i) {
+                    slots.insert(i, Slot::Done { candidate: c, exclusive });
+                }
+            }
+            // Finalize and commit the front call once it is decided.
+            if failure.is_none() && next_commit < next_start {
+                if let Some(Slot::Done { .. }) = slots.get(&next_commit) {
+                    if let (Some(Slot::Done { candidate, exclusive }), Some(s)) =
+                        (slots.remove(&next_commit), started[next_commit].take())
+                    {
+                        match self.commit(cx, s, candidate, &mut out).await {
+                            Ok(()) => {
+                                if exclusive {
+                                    exclusive_open = false;
+                                }
+                                next_commit += 1;
+                            }
+                            Err(e) => failure = Some(e),
+                        }
+                        continue;
+                    }
+                }
+            }
+            let aborted = cx.signal.is_aborted();
+            if aborted {
+                out.aborted = true;
+            }
+            // Start the next call when the rules allow it.
+            if failure.is_none() && next_start < n {
+                let block = &blocks[next_start];
+                let in_progress = next_start - next_commit;
+                let synthetic = aborted && in_progress == 0;
+                let mode = if synthetic {
+                    ExecutionMode::Exclusive
+                } else {
+                    self.registry.execution_mode(
+                        &block.name,
+                        cx.agent.as_ref(),
+                        &Arguments::from_raw(&block.arguments),
+                    )
+                };
+                let exclusive = mode == ExecutionMode::Exclusive;
+                let can_start = synthetic
+                    || (!aborted
+                        && !exclusive_open
+                        && if exclusive { in_progress == 0 } else { running < cap });
+                if can_start {
+                    let i = next_start;
+                    next_start += 1;
+                    match self.start(cx, block).await {
+                        Err(e) => failure = Some(e),
+                        Ok((s, prepared)) => {
+                            if exclusive {
+                                exclusive_open = true;
+                            }
+                            match prepared {
+                                Prepared::Decided(candidate) => {
+                                    slots.insert(i, Slot::Done { candidate, exclusive });
+                                }
+                                Prepared::Ready => {
+                                    running += 1;
+                                    slots.insert(i, Slot::Running { exclusive });
+                                    self.spawn_dispatch(i, &s, tx.clone());
+                                }
+                            }
+                            started[i] = Some(s);
+                        }
+                    }
+                    continue;
+                }
+            }
+            if running == 0 && (failure.is_some() || next_commit == n) {
+                break;
+            }
+            if running == 0 && next_commit == next_start {
+                // Nothing runs, nothing waits to commit, and nothing can start: only possible
+                // when every call is done.
+                break;
+            }
+            match rx.recv().await {
+                Some((i, c)) => {
+                    running -= 1;
+                    if let Some(Slot::Running { exclusive }) = slots.remove(&i) {
+                        slots.insert(i, Slot::Done { candidate: c, exclusive });
+                    }
+                }
+                None => break,
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    async fn start(
+        &self,
+        cx: &StepContext,
+        block: &ToolCallBlock,
+    ) -> Result<(Started, Prepared), SchedulerError> {
+        let call_seq = cx
+            .session
+            .append(Event::tool_call(
+                cx.turn,
+                cx.step,
+                &block.call_id,
+                &block.name,
+                &block.arguments,
+            ))
+            .await?;
+        let mut input = ToolExecutionInput::new(
+            &block.call_id,
+            &block.name,
+            Arguments::from_raw(&block.arguments),
+        )
+        .with_signal(cx.signal.clone());
+        input.agent = cx.agent.clone();
+        let call = self.call(input);
+        let prepared = self.prepare(&call).await;
+        Ok((
+            Started {
+                call,
+                call_seq,
+                block: block.clone(),
+            },
+            prepared,
+        ))
+    }
+
+    fn spawn_dispatch(self: &Arc<Self>, i: usize, s: &Started, tx: mpsc::UnboundedSender<(usize, Candidate)>) {
+        let rt = self.clone();
+        let call = Call {
+            exec: s.call.exec.clone(),
+            def: s.call.def.clone(),
+            hooks: s.call.hooks.clone(),
+            chain: s.call.chain.clone(),
+        };
+        tokio::spawn(async move {
+            let candidate = std::panic::AssertUnwindSafe(rt.dispatch(&call))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|p| {
+                    Candidate::final_failure(ToolResult::failure(dsh_core::Failure::from_panic(
+                        "dispatch",
+                        &*p,
+                    )))
+                });
+            let _ = tx.send((i, candidate));
+        });
+    }
+
+    async fn commit(
+        &self,
+        cx: &StepContext,
+        s: Started,
+        candidate: Candidate,
+        out: &mut StepOutcome,
+    ) -> Result<(), SchedulerError> {
+        let result = self.finalize(&s.call, candidate).await;
+        cx.session
+            .append(Event::tool_result(
+                cx.turn,
+                cx.step,
+                &s.block.call_id,
+                s.call_seq,
+                result.content(),
+                result.is_error(),
+                result.error().and_then(|e| e.info()),
+                result.meta(),
+            ))
+            .await?;
+        out.contexts
+            .extend(result.additional_contexts().iter().cloned());
+        out.concludes_turn |= result.concludes_turn();
+        out.results.push(result);
+        Ok(())
+    }
+}

@@ -1,0 +1,188 @@
+//! A minimal turn driver (the loop the CLI and tests use): takes assistant messages one step at a
+//! time from a scripted model and writes the reference framing: `turn/start`, `step/start`, the
+//! next-step inbox as `user/message`s, `assistant/message`, the batch, its contexts, `step/end`,
+//! `turn/end {reason}`. A cancel of the turn stops it after the batch in flight.
+//!
+//! Contexts of a batch are appended after all of its results, before `step/end` (spec F6); when
+//! the turn was cancelled they stay in the inbox and open the next turn's first step (CAN-20).
+
+use std::sync::Arc;
+
+use dsh_core::{AgentId, CancelCause, ContextMessage, Json, Signal};
+use dsh_session::{Event, Session};
+use serde_json::json;
+
+use crate::SchedulerError;
+use crate::batch::tool_calls_of;
+use crate::runtime::Runtime;
+use crate::step::{DEFAULT_MAX_PARALLEL, StepContext, StepOutcome};
+
+/// How a turn ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// The model finished (or a call concluded the turn).
+    Completed,
+    /// The turn was cancelled.
+    Aborted(CancelCause),
+    /// The scheduler failed.
+    Error(String),
+}
+
+impl TurnEnd {
+    /// The `turn/end` reason in the reference shape.
+    pub fn reason_json(&self) -> serde_json::Value {
+        match self {
+            TurnEnd::Completed => json!({"kind": "completed"}),
+            TurnEnd::Aborted(c) => json!({"kind": "aborted", "reason": {"kind": c.kind()}}),
+            TurnEnd::Error(m) => {
+                json!({"kind": "error", "error": {"message": m, "code": "UNKNOWN"}})
+            }
+        }
+    }
+}
+
+/// What one turn did.
+#[derive(Debug)]
+pub struct TurnReport {
+    /// The turn number.
+    pub turn: u32,
+    /// How it ended.
+    pub end: TurnEnd,
+    /// Each step's batch outcome.
+    pub steps: Vec<StepOutcome>,
+}
+
+/// Drives turns of one agent over one session.
+pub struct TurnDriver {
+    runtime: Arc<Runtime>,
+    session: Session,
+    agent: Option<AgentId>,
+    max_parallel: usize,
+    inbox: Vec<ContextMessage>,
+    last_turn: u32,
+}
+
+impl TurnDriver {
+    /// A driver; turn numbers continue after the last `turn/start` already in the session.
+    pub fn new(runtime: Arc<Runtime>, session: Session, agent: Option<AgentId>) -> TurnDriver {
+        let last_turn = session
+            .events()
+            .iter()
+            .filter(|(_, e)| e.event_type() == "turn/start")
+            .filter_map(|(_, e)| e.data().value().get("turn").and_then(|t| t.as_u64()))
+            .max()
+            .unwrap_or(0) as u32;
+        TurnDriver {
+            runtime,
+            session,
+            agent,
+            max_parallel: DEFAULT_MAX_PARALLEL,
+            inbox: Vec::new(),
+            last_turn,
+        }
+    }
+
+    /// Sets the pool size (validate with [`crate::validate_max_parallel`]).
+    pub fn with_max_parallel(mut self, n: usize) -> TurnDriver {
+        self.max_parallel = n.max(1);
+        self
+    }
+
+    /// Contexts waiting for the next step.
+    pub fn inbox(&self) -> &[ContextMessage] {
+        &self.inbox
+    }
+
+    /// The session.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Runs one turn over the given assistant messages (one per step).
+    pub async fn run_turn(
+        &mut self,
+        steps: impl IntoIterator<Item = Json>,
+        signal: Signal,
+    ) -> Result<TurnReport, SchedulerError> {
+        self.last_turn += 1;
+        let turn = self.last_turn;
+        self.session.append(Event::turn_start(turn)).await?;
+        let mut report = TurnReport {
+            turn,
+            end: TurnEnd::Completed,
+            steps: Vec::new(),
+        };
+        let mut step = 0u32;
+        for message in steps {
+            if let Some(reason) = signal.reason() {
+                report.end = aborted_end(&reason);
+                break;
+            }
+            step += 1;
+            self.session.append(Event::step_start(turn, step)).await?;
+            for ctx in std::mem::take(&mut self.inbox) {
+                self.session.append(Event::user_message(&ctx)).await?;
+            }
+            self.session
+                .append(Event::assistant_message(turn, step, message.clone()))
+                .await?;
+            let blocks = tool_calls_of(&message);
+            if blocks.is_empty() {
+                self.session.append(Event::step_end(turn, step)).await?;
+                break;
+            }
+            let cx = StepContext {
+                session: self.session.clone(),
+                turn,
+                step,
+                agent: self.agent.clone(),
+                signal: signal.clone(),
+                max_parallel: self.max_parallel,
+            };
+            let outcome = match self.runtime.run_step(&cx, &blocks).await {
+                Ok(o) => o,
+                Err(e) => {
+                    report.end = TurnEnd::Error(e.to_string());
+                    // Best effort: the log may be what failed.
+                    let _ = self.session.append(Event::step_end(turn, step)).await;
+                    let _ = self
+                        .session
+                        .append(Event::turn_end(turn, Json::from_shallow(report.end.reason_json())))
+                        .await;
+                    return Err(e);
+                }
+            };
+            let cancelled = outcome.aborted || signal.is_aborted();
+            if cancelled {
+                self.inbox.extend(outcome.contexts.iter().cloned());
+            } else {
+                for ctx in &outcome.contexts {
+                    self.session.append(Event::user_message(ctx)).await?;
+                }
+            }
+            self.session.append(Event::step_end(turn, step)).await?;
+            let concludes = outcome.concludes_turn;
+            report.steps.push(outcome);
+            if cancelled {
+                report.end = signal
+                    .reason()
+                    .map_or(TurnEnd::Aborted(CancelCause::User), |r| aborted_end(&r));
+                break;
+            }
+            if concludes {
+                break;
+            }
+        }
+        self.session
+            .append(Event::turn_end(turn, Json::from_shallow(report.end.reason_json())))
+            .await?;
+        Ok(report)
+    }
+}
+
+fn aborted_end(reason: &dsh_core::AbortReason) -> TurnEnd {
+    match reason {
+        dsh_core::AbortReason::Cancelled(c) => TurnEnd::Aborted(c.clone()),
+        dsh_core::AbortReason::Timeout(t) => TurnEnd::Aborted(CancelCause::Other(t.code().into())),
+    }
+}
