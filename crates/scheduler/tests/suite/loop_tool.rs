@@ -1,0 +1,1 @@
+//! Tests: loop_tool.

@@ -1,0 +1,14 @@
+//! One module per checklist group.
+
+mod can_loop;
+mod can_registry;
+mod dsp;
+mod fin;
+mod grd;
+mod interleavings;
+mod log;
+mod loop_tool;
+mod props;
+mod reg_prepare;
+mod sch;
+mod tmo_runtime;

@@ -1,0 +1,1 @@
+//! Tests: reg_prepare.
