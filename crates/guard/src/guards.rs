@@ -58,7 +58,12 @@ impl GuardTable {
     }
 
     /// The next guard of a layer after `after`, if the layer is still in `epoch`.
-    fn next(&self, scope: &Scope, epoch: Option<u64>, after: u64) -> Option<(u64, u64, Arc<dyn Guard>)> {
+    fn next(
+        &self,
+        scope: &Scope,
+        epoch: Option<u64>,
+        after: u64,
+    ) -> Option<(u64, u64, Arc<dyn Guard>)> {
         let t = self.table.lock();
         let layer = match scope {
             Scope::Global => Some(&t.global),
@@ -83,14 +88,17 @@ impl GuardTable {
             while let Some((e, id, guard)) = self.next(&scope, epoch, after) {
                 epoch = Some(e);
                 after = id;
-                let verdict = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    guard.check(exec)
-                }));
+                let verdict =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guard.check(exec)));
                 match verdict {
                     Ok(None) => {}
                     Ok(Some(reason)) => return Some(reason),
                     Err(p) => {
-                        return Some(dsh_core::Failure::from_panic("guard", &*p).message().to_owned());
+                        return Some(
+                            dsh_core::Failure::from_panic("guard", &*p)
+                                .message()
+                                .to_owned(),
+                        );
                     }
                 }
             }

@@ -63,6 +63,24 @@ struct State {
     post: Ordered<dyn PostExecuteHook>,
     observers: Ordered<dyn ResultObserver>,
     next_id: u64,
+    /// Bumped on every change of the four ordered lists.
+    generation: u64,
+}
+
+/// Snapshots by scope chain, valid for one generation of the lists.
+#[derive(Default)]
+struct Cache {
+    generation: u64,
+    by_chain: HashMap<Vec<AgentId>, Arc<CallHooks>>,
+}
+
+impl Cache {
+    fn invalidate(&mut self, generation: u64) {
+        if generation > self.generation {
+            self.generation = generation;
+            self.by_chain.clear();
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,7 +95,7 @@ enum Point {
 pub(crate) struct Inner {
     state: RwLock<State>,
     pub(crate) guards: GuardTable,
-    cache: Mutex<HashMap<Vec<AgentId>, Arc<CallHooks>>>,
+    cache: Mutex<Cache>,
 }
 
 /// The hook points of a pipeline. Cloning gives another handle to the same set.
@@ -127,17 +145,22 @@ impl HookHandle {
             inner.guards.remove(self.id);
             return;
         }
-        {
+        let generation = {
             let mut st = inner.state.write();
-            match self.point {
+            let removed = match self.point {
                 Point::Pre => st.pre.remove(self.id),
                 Point::Wrapper => st.wrappers.remove(self.id),
                 Point::Post => st.post.remove(self.id),
                 Point::Observer => st.observers.remove(self.id),
                 Point::Guard => false,
             };
-        }
-        inner.cache.lock().clear();
+            if !removed {
+                return;
+            }
+            st.generation += 1;
+            st.generation
+        };
+        inner.cache.lock().invalidate(generation);
     }
 }
 
@@ -160,20 +183,21 @@ impl Hooks {
             inner: Arc::new(Inner {
                 state: RwLock::new(State::default()),
                 guards: GuardTable::default(),
-                cache: Mutex::new(HashMap::new()),
+                cache: Mutex::new(Cache::default()),
             }),
         }
     }
 
     fn add(&self, point: Point, f: impl FnOnce(&mut State, u64)) -> HookHandle {
-        let id = {
+        let (id, generation) = {
             let mut st = self.inner.state.write();
             st.next_id += 1;
+            st.generation += 1;
             let id = st.next_id;
             f(&mut st, id);
-            id
+            (id, st.generation)
         };
-        self.inner.cache.lock().clear();
+        self.inner.cache.lock().invalidate(generation);
         HookHandle {
             inner: Arc::downgrade(&self.inner),
             point,
@@ -195,12 +219,16 @@ impl Hooks {
     /// Adds a `tools/execute` wrapper inside all existing ones.
     pub fn on_execute(&self, scope: Scope, wrapper: impl ExecuteWrapper) -> HookHandle {
         let w: Arc<dyn ExecuteWrapper> = Arc::new(wrapper);
-        self.add(Point::Wrapper, |st, id| st.wrappers.insert(id, scope, w, false))
+        self.add(Point::Wrapper, |st, id| {
+            st.wrappers.insert(id, scope, w, false)
+        })
     }
     /// Adds a `tools/execute` wrapper outside all existing ones.
     pub fn prepend_execute(&self, scope: Scope, wrapper: impl ExecuteWrapper) -> HookHandle {
         let w: Arc<dyn ExecuteWrapper> = Arc::new(wrapper);
-        self.add(Point::Wrapper, |st, id| st.wrappers.insert(id, scope, w, true))
+        self.add(Point::Wrapper, |st, id| {
+            st.wrappers.insert(id, scope, w, true)
+        })
     }
     /// Adds a `tools/post-execute` listener inside all existing ones.
     pub fn on_post_execute(&self, scope: Scope, hook: impl PostExecuteHook) -> HookHandle {
@@ -237,31 +265,42 @@ impl Hooks {
     }
 
     /// The hooks a call whose agent scope chain is `chain` (nearest first; empty for no agent)
-    /// runs with. Cached until the next registration change.
+    /// runs with: every global hook plus those scoped to an agent of the chain, outermost first.
+    /// The call keeps this set to its end. Cached per chain until the next registration change.
     pub fn snapshot(&self, chain: &[AgentId]) -> Arc<CallHooks> {
-        if let Some(c) = self.inner.cache.lock().get(chain) {
+        if let Some(c) = self.inner.cache.lock().by_chain.get(chain) {
             return c.clone();
         }
-        let st = self.inner.state.read();
-        let hooks = Arc::new(CallHooks {
-            pre: st.pre.for_chain(chain),
-            wrappers: st.wrappers.for_chain(chain),
-            post: st.post.for_chain(chain),
-            observers: st.observers.for_chain(chain),
-        });
-        drop(st);
+        let (hooks, generation) = {
+            let st = self.inner.state.read();
+            let hooks = Arc::new(CallHooks {
+                pre: st.pre.for_chain(chain),
+                wrappers: st.wrappers.for_chain(chain),
+                post: st.post.for_chain(chain),
+                observers: st.observers.for_chain(chain),
+            });
+            (hooks, st.generation)
+        };
         let mut cache = self.inner.cache.lock();
-        if cache.len() > 1024 {
-            cache.clear();
+        // A change that happened while the snapshot was built has moved the cache on (or will
+        // clear it right after): only a snapshot of the current generation is cached.
+        if cache.generation == generation {
+            if cache.by_chain.len() >= 1024 {
+                cache.by_chain.clear();
+            }
+            cache.by_chain.insert(chain.to_vec(), hooks.clone());
         }
-        cache.insert(chain.to_vec(), hooks.clone());
         hooks
     }
 
     /// Runs the guards for an allowed call (spec P3): global first, then the agent's scope chain
     /// from farthest to nearest, registration order within a layer; the first reason wins.
     /// A panicking guard denies.
-    pub fn check_guards(&self, exec: &dsh_core::ToolExecution, chain: &[AgentId]) -> Option<String> {
+    pub fn check_guards(
+        &self,
+        exec: &dsh_core::ToolExecution,
+        chain: &[AgentId],
+    ) -> Option<String> {
         self.inner.guards.evaluate(exec, chain)
     }
 }

@@ -1,22 +1,85 @@
 //! # dsh-guard
 //!
-//! The policy half of the pipeline: the hook points with their ordering rules, deny-only guards,
-//! the approval seam, permission rules, and the built-in dispatch wrappers (timeout, retry,
-//! metrics).
+//! The policy half of the tool pipeline: the hook points with their ordering rules, deny-only
+//! guards, the approval seam, permission rules, and the built-in dispatch wrappers (timeout,
+//! retry, metrics). The staged runtime drives what is registered here; this crate only keeps
+//! the listeners, orders them, and implements the built-in policies.
 //!
-//! It deliberately does NOT: schedule calls, run tool bodies, write tool events, or know about
-//! the filesystem tools or Code Mode (they use its generic waterfalls).
+//! It deliberately does NOT: schedule calls, run tool bodies, write tool events, know about the
+//! session's internals (audit goes through [`AuditSink`]), or know about the filesystem tools or
+//! Code Mode (they use its generic [`Waterfall`]s).
 //!
-//! Spec rules owned here: P1 (pre-execute waterfall ordering and scoping), P2 (approval, fail
-//! closed), P3 (guards), D1 (around-chain registration), D4 (timeout policy), F1/F4 registration of
-//! post-execute listeners and result observers, FS1's intent waterfalls as generic
-//! [`waterfall::Waterfall`]s.
+//! Spec rules owned here: P1 (pre-execute ordering and scoping), P2 (approval, fail closed),
+//! P3 (guards), D1 (around-chain registration), D4 (timeout policy), F1/F4 registration of
+//! post-execute listeners and result observers, the FS1 intent waterfalls as generic
+//! [`Waterfall`]s; conformance APR-01..40, GRD-05..09, TMO-01..12.
+//!
+//! ## Hook points
+//!
+//! Ordering is the same everywhere: the first-registered listener is outermost (asked first),
+//! `prepend_*` puts one in front of all existing ones. A listener is [`Scope::Global`] (every
+//! call) or [`Scope::Agent`] (calls of that agent and, through the registry's scope chain, of
+//! agents nested under it). Registration returns a handle; disposing or dropping it removes
+//! exactly that listener (`keep()` keeps it). Registration and removal are safe while calls
+//! run: **a call in flight keeps the listeners it started with** ([`Hooks::snapshot`] is taken
+//! once per call); only guards are evaluated live (see below). Anyone holding the [`Hooks`] may
+//! register: plugins, the host, policies of this crate.
+//!
+//! | point | register with | sees | may return |
+//! |---|---|---|---|
+//! | `tools/pre-execute` | [`Hooks::on_pre_execute`], [`Hooks::prepend_pre_execute`] | the frozen `ToolExecution` (arguments read-only) and `next` | `allow`, `deny{reason}`, `ask{reason?}` ([`dsh_core::PreToolDecision`]) or what `next` returns; innermost default `allow`; an `Err` or panic fails the call (P5) |
+//! | approval (`ask`) | [`ApprovalService::add_answerer`], [`ApprovalService::prepend_answerer`] | the [`ApprovalRequest`] `{agent, tool_name, call_id, reason, signal}` and `next` | an [`ApprovalOutcome`] or `next`; chain end `unavailable`; an error or panic is `unavailable` |
+//! | guards | [`Hooks::add_guard`] | the frozen execution, only for a call still allowed after pre-execute and approval | a denial reason or nothing; a panic denies |
+//! | `tools/execute` | [`Hooks::on_execute`], [`Hooks::prepend_execute`] | a [`dsh_core::Dispatch`] (the execution and the signal the body will see) and `next` | a `ToolResult` (its own, or `next`'s, after calling `next` zero, one or several times), or `Err` (a wrapper failure: post-execute is skipped); it may replace the body's signal with [`dsh_core::Dispatch::with_signal`] but never the arguments, and the runtime fuses the caller's signal back in |
+//! | `tools/post-execute` | [`Hooks::on_post_execute`], [`Hooks::prepend_post_execute`] | the execution, the candidate result, and `next` | a [`dsh_core::PostToolDecision`] (accept, replace content or value, block; plus contexts) or `next`'s; innermost default `accept` |
+//! | `tools/result` | [`Hooks::on_result`] | the execution and the frozen, final result | nothing: synchronous, observe only; a panic is contained and logged |
+//! | `fs/write-intent`, `fs/edit-intent`, `tools/code-dispatch-log` | [`Waterfall::on`], [`Waterfall::prepend`] | the question type of the crate that owns the point, and `next` | that crate's answer type; the owner supplies the innermost default; a panicking listener is skipped |
+//!
+//! Guards (spec P3) run only for a call still allowed: global guards first, then the agent's
+//! scope chain from farthest to nearest, registration order within a layer; the first reason
+//! wins and is final. They cannot be reordered and only their handle removes them. They are
+//! evaluated live: a guard registered during a pass is seen in that pass unless its layer was
+//! emptied in between (GRD-08, GRD-09).
+//!
+//! ## Built-in policies
+//!
+//! - [`PermissionRules`]: a pre-execute listener over `allow`/`ask`/`deny` rule lists.
+//! - [`TimeoutPolicy`] (`timeout-policy`): the D4 wrapper.
+//! - [`RetryPolicy`]: bounded retries with backoff for retryable tool failures.
+//! - [`Metrics`]: a `tracing` span per dispatch and per-tool counters and latency histograms.
+//! - [`GuardConfig`]: loads all of the above from TOML and installs them.
 
+pub mod approval;
+pub mod audit;
+pub mod config;
+mod error;
 mod guards;
+mod handle;
 pub mod hookset;
+pub mod metrics;
+pub mod permission;
+pub mod retry;
 pub mod scope;
+pub mod timeout;
 pub mod waterfall;
 
+pub use approval::{
+    APPROVAL_PLUGIN, ASK_POLICY_TEXT, AnswerNext, Answerer, ApprovalConfig, ApprovalOutcome,
+    ApprovalPolicy, ApprovalRequest, ApprovalService, AuditSession, NEVER_POLICY_TEXT,
+    PolicyPrompt, answer_fn, effective_approval_policy, gate_outcome, gate_wire_outcome,
+    resolve_ask,
+};
+pub use audit::{APPROVAL_ASKED, APPROVAL_DECIDED, APPROVAL_POLICY, AuditSink};
+pub use config::{GuardConfig, Installed};
+pub use error::GuardError;
+pub use handle::ListenerHandle;
 pub use hookset::{CallHooks, HookHandle, Hooks};
+pub use metrics::{
+    LATENCY_BOUNDS_MS, LatencyHistogram, Metrics, MetricsSnapshot, OUTCOME_ERROR, OUTCOME_OK,
+    OUTCOME_WRAPPER_ERROR, ToolMetrics, outcome_label,
+};
+pub use permission::{PermissionAction, PermissionMatch, PermissionRule, PermissionRules};
+pub use retry::RetryPolicy;
 pub use scope::Scope;
+pub use timeout::{PluginDescriptor, TimeoutPolicy};
 pub use waterfall::{DecideNext, Waterfall, WaterfallHandle};

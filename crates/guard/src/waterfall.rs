@@ -7,6 +7,8 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::RwLock;
 
+use crate::handle::ListenerHandle;
+
 /// The rest of a single-decision waterfall.
 pub struct DecideNext<'a, Q, A> {
     rest: &'a [(u64, Listener<Q, A>)],
@@ -41,8 +43,12 @@ impl<Q, A> DecideNext<'_, Q, A> {
     }
 }
 
+/// Listeners with their ids, outermost first.
+type Chain<Q, A> = Arc<[(u64, Listener<Q, A>)]>;
+
 struct Inner<Q, A> {
-    listeners: RwLock<(u64, Arc<[(u64, Listener<Q, A>)]>)>,
+    /// The last id handed out, and the listeners in order.
+    listeners: RwLock<(u64, Chain<Q, A>)>,
 }
 
 /// A named single-decision waterfall.
@@ -64,32 +70,8 @@ impl<Q: 'static, A: 'static> Default for Waterfall<Q, A> {
     }
 }
 
-/// Removes its listener when disposed or dropped.
-#[must_use = "dropping the handle removes the listener; call `keep()` to keep it"]
-pub struct WaterfallHandle {
-    remove: Option<Box<dyn FnOnce() + Send + Sync>>,
-}
-
-impl WaterfallHandle {
-    /// Removes the listener now.
-    pub fn dispose(mut self) {
-        if let Some(f) = self.remove.take() {
-            f();
-        }
-    }
-    /// Keeps the listener.
-    pub fn keep(mut self) {
-        self.remove = None;
-    }
-}
-
-impl Drop for WaterfallHandle {
-    fn drop(&mut self) {
-        if let Some(f) = self.remove.take() {
-            f();
-        }
-    }
-}
+/// Removes its listener when disposed or dropped (the crate's shared [`ListenerHandle`]).
+pub type WaterfallHandle = ListenerHandle;
 
 impl<Q: 'static, A: 'static> Waterfall<Q, A> {
     /// An empty waterfall.
@@ -116,16 +98,14 @@ impl<Q: 'static, A: 'static> Waterfall<Q, A> {
             id
         };
         let weak: Weak<Inner<Q, A>> = Arc::downgrade(&self.inner);
-        WaterfallHandle {
-            remove: Some(Box::new(move || {
-                if let Some(inner) = weak.upgrade() {
-                    let mut g = inner.listeners.write();
-                    let v: Vec<(u64, Listener<Q, A>)> =
-                        g.1.iter().filter(|(i, _)| *i != id).cloned().collect();
-                    g.1 = Arc::from(v);
-                }
-            })),
-        }
+        ListenerHandle::new(move || {
+            if let Some(inner) = weak.upgrade() {
+                let mut g = inner.listeners.write();
+                let v: Vec<(u64, Listener<Q, A>)> =
+                    g.1.iter().filter(|(i, _)| *i != id).cloned().collect();
+                g.1 = Arc::from(v);
+            }
+        })
     }
 
     /// Adds a listener after the existing ones.
