@@ -1,1 +1,68 @@
-//! placeholder
+//! # dsh-session
+//!
+//! The session event log of the dsh tool pipeline: one append-only log of events per session,
+//! from which everything the model saw can be rebuilt.
+//!
+//! It holds:
+//! - the event vocabulary ([`Event`]): `tool/call`, `tool/result`, `tool/code-dispatch-start`,
+//!   `tool/code-dispatch`, `user/message`, `assistant/message`, `turn/*`, `step/*`, with typed
+//!   constructors in the reference shapes; events of any other type are kept verbatim, and
+//!   `*-chunks` runs occupy as many seqs as their `texts`/`args` entries;
+//! - [`Session`]: append returns the seq (assigned in call order), O(1) amortized whatever the log
+//!   length, events frozen once appended, subscribers told of each durable event in seq order;
+//! - stores: in memory, and the durable JSON Lines file in the reference format
+//!   ([`Session::open_jsonl`]): an append is acknowledged only once synced, concurrent appends
+//!   are group-committed (one `fdatasync` per group, on a dedicated writer thread), one writer
+//!   per file (advisory lock);
+//! - crash repair on open ([`repair`], [`repair_bytes`]): torn tail cut, in-flight calls closed
+//!   with `INTERRUPTED` results, open step and turn closed;
+//! - the checker ([`check_log`], [`check_bytes`], [`check_file`]): every problem with its line;
+//! - append-time invariant checks ([`InvariantChecker`]): the approval audit trail and Code Mode
+//!   dispatch records;
+//! - the model-visible history ([`derive_messages`]) and its exports ([`to_openai`],
+//!   [`to_anthropic`]).
+//!
+//! It deliberately does NOT know anything about tools beyond event shapes: it never runs,
+//! schedules, validates or authorizes a call, never reads a tool's canonical value (spec I2: only
+//! content and meta reach the log), and never interprets event types it does not name.
+//!
+//! Spec rules owned here: L1 (format, seqs), L2 (event shapes), L3 (durable acknowledgement,
+//! group commit), L4 (checker with line numbers, nothing silently fixed), L5 (derived history and
+//! its exports), I1 (pairing: checked), I2 (the log holds presentation only), I3 (model-visible
+//! history rebuilt from the log alone), I4 (crash repair). Conformance lines: LOG-04, LOG-14..17
+//! (event shapes), LOG-21..27 (dispatch records), APR-41..46 (approval audit), CODE-68.
+//!
+//! Durability notes: a write or sync failure fails every append of its group, cuts the file back
+//! to its last acknowledged byte, and refuses later appends ([`SessionError::Poisoned`]); reopen
+//! the file to continue. Dropping the last handle of a file session lets its writer finish queued
+//! appends and release the lock; [`Session::close`] waits for that.
+
+mod check;
+mod deep;
+mod derive;
+mod error;
+mod event;
+mod export;
+mod framing;
+mod header;
+mod invariant;
+mod jsonl;
+mod read;
+mod repair;
+mod session;
+mod snapshot;
+mod writer;
+
+pub use check::{check_bytes, check_events, check_file, check_log};
+pub use derive::{derive_messages, derive_messages_from};
+pub use error::{InvariantViolation, Problem, SessionError};
+pub use event::{Event, EventKind, SurfaceOp, ToolCallView, ToolResultView, types};
+pub use export::{to_anthropic, to_openai};
+pub use header::{Header, HeaderError, LOG_VERSION};
+pub use invariant::{APPROVAL_OUTCOMES, APPROVAL_POLICIES, InvariantChecker};
+pub use jsonl::OpenOptions;
+pub use read::{Log, read_log};
+pub use repair::{INTERRUPTED_TEXT, InterruptedCall, RepairReport, TornTail, repair, repair_bytes};
+pub use session::{Session, Subscription};
+pub use snapshot::{Entry, Events};
+pub use writer::LogSink;

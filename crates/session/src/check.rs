@@ -1,0 +1,390 @@
+//! The log checker (spec L4, I1): every problem with its 1-based file line.
+//!
+//! It reports bad lines (not UTF-8, bad JSON, too deep), a header of an unknown version, calls
+//! without results, results without calls, results whose `sourceEventSeqs[0]` is not their
+//! call's seq (or is out of range), pairs split across steps or turns, duplicate results,
+//! duplicate call ids within a step, and `sourceEventSeqs` pointing forward. It never changes
+//! anything: repair (spec I4) is [`crate::repair_bytes`].
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Problem, SessionError};
+use crate::event::{Event, types};
+use crate::framing::Framing;
+use crate::read::{lines, parse_event, parse_header};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CallState {
+    Pending,
+    Paired { line: usize },
+    Orphaned { boundary_line: usize },
+}
+
+#[derive(Clone, Debug)]
+struct CallRec {
+    line: usize,
+    call_id: Arc<str>,
+    turn: Option<u64>,
+    step: Option<u64>,
+    state: CallState,
+}
+
+/// A call still waiting for its result when the scan ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PendingCall {
+    pub seq: u64,
+    pub line: usize,
+    pub call_id: Arc<str>,
+    pub turn: Option<u64>,
+    pub step: Option<u64>,
+}
+
+/// What a scan found.
+pub(crate) struct ScanOutcome {
+    /// Every problem, sorted by line.
+    pub problems: Vec<Problem>,
+    /// The open turn and step at the end.
+    pub framing: Framing,
+}
+
+/// `(turn, step, callId)` of a call.
+type StepCallKey = (Option<u64>, Option<u64>, Arc<str>);
+
+/// An incremental pairing scan over a log's events.
+#[derive(Default)]
+pub(crate) struct Scan {
+    problems: Vec<Problem>,
+    calls: HashMap<u64, CallRec>,
+    pending: BTreeSet<u64>,
+    pending_by_id: HashMap<Arc<str>, u64>,
+    step_ids: HashMap<StepCallKey, usize>,
+    framing: Framing,
+    seqs_reliable: bool,
+}
+
+fn turn_step(turn: Option<u64>, step: Option<u64>) -> String {
+    let show = |v: Option<u64>| v.map_or_else(|| "?".to_owned(), |v| v.to_string());
+    format!("turn {} step {}", show(turn), show(step))
+}
+
+impl Scan {
+    /// A scan at the start of a log.
+    pub fn new() -> Scan {
+        Scan {
+            seqs_reliable: true,
+            ..Scan::default()
+        }
+    }
+
+    fn problem(&mut self, line: usize, message: String) {
+        self.problems.push(Problem { line, message });
+    }
+
+    /// Records a line that did not read; later seq references can no longer be trusted.
+    pub fn bad_line(&mut self, line: usize, message: String) {
+        self.problem(line, message);
+        self.seqs_reliable = false;
+    }
+
+    /// Folds one event read from file line `line`, at seq `seq`.
+    pub fn event(&mut self, line: usize, seq: u64, event: &Event) {
+        if let Some(seqs) = event.source_event_seqs() {
+            let skip = usize::from(event.event_type() == types::TOOL_RESULT);
+            if self.seqs_reliable
+                && let Some(&bad) = seqs.iter().skip(skip).find(|&&s| s >= seq)
+            {
+                self.problem(
+                    line,
+                    format!(
+                        "sourceEventSeqs entry {bad} is out of range (this event is seq {seq})"
+                    ),
+                );
+            }
+        }
+        match event.event_type() {
+            types::TOOL_CALL => self.call(line, seq, event),
+            types::TOOL_RESULT => self.result(line, seq, event),
+            types::STEP_END => {
+                let (turn, step) = match (event.data_u64("turn"), event.data_u64("step")) {
+                    (Some(t), Some(s)) => (Some(t), Some(s)),
+                    _ => match self.framing.step {
+                        Some((t, s)) => (Some(t), Some(s)),
+                        None => (None, None),
+                    },
+                };
+                self.close_calls(line, "step", |c| c.turn == turn && c.step == step);
+            }
+            types::TURN_END => {
+                let turn = event.data_u64("turn").or(self.framing.turn);
+                self.close_calls(line, "turn", |c| c.turn == turn);
+            }
+            _ => {}
+        }
+        self.framing.apply(event);
+    }
+
+    fn call(&mut self, line: usize, seq: u64, event: &Event) {
+        let Some(call) = event.as_tool_call() else {
+            self.problem(
+                line,
+                "tool/call lacks a string callId, name or arguments".to_owned(),
+            );
+            return;
+        };
+        let call_id: Arc<str> = Arc::from(call.call_id);
+        let key = (call.turn, call.step, call_id.clone());
+        if let Some(first) = self.step_ids.get(&key) {
+            let message = format!(
+                "duplicate callId \"{}\" in {} (first tool/call on line {first})",
+                call.call_id,
+                turn_step(call.turn, call.step)
+            );
+            self.problem(line, message);
+        } else {
+            self.step_ids.insert(key, line);
+        }
+        self.calls.insert(
+            seq,
+            CallRec {
+                line,
+                call_id: call_id.clone(),
+                turn: call.turn,
+                step: call.step,
+                state: CallState::Pending,
+            },
+        );
+        self.pending.insert(seq);
+        self.pending_by_id.insert(call_id, seq);
+    }
+
+    fn result(&mut self, line: usize, seq: u64, event: &Event) {
+        let Some(result) = event.as_tool_result() else {
+            self.problem(
+                line,
+                "tool/result names no call (no message.source.callId)".to_owned(),
+            );
+            return;
+        };
+        let id = result.call_id;
+        let target = match result.call_seq {
+            None => {
+                self.problem(
+                    line,
+                    format!("tool/result for call \"{id}\" has no sourceEventSeqs pointing at its tool/call"),
+                );
+                self.pending_by_id.get(id).copied()
+            }
+            Some(_) if !self.seqs_reliable => self.pending_by_id.get(id).copied(),
+            Some(s) if s >= seq => {
+                self.problem(
+                    line,
+                    format!(
+                        "tool/result for call \"{id}\" points at seq {s} (sourceEventSeqs[0]), out of range (the result is seq {seq})"
+                    ),
+                );
+                None
+            }
+            Some(s) => match self.calls.get(&s) {
+                Some(call) if &*call.call_id == id => Some(s),
+                Some(call) => {
+                    let message = format!(
+                        "tool/result for call \"{id}\" points at seq {s} (sourceEventSeqs[0]), which is the tool/call of \"{}\" (line {})",
+                        call.call_id, call.line
+                    );
+                    self.problem(line, message);
+                    None
+                }
+                None => {
+                    let message = if self.pending_by_id.contains_key(id)
+                        || self.calls.values().any(|c| &*c.call_id == id)
+                    {
+                        format!(
+                            "tool/result for call \"{id}\" points at seq {s} (sourceEventSeqs[0]), which is not its tool/call"
+                        )
+                    } else {
+                        format!(
+                            "tool/result for call \"{id}\" has no tool/call (sourceEventSeqs[0] = {s} is not a tool/call)"
+                        )
+                    };
+                    self.problem(line, message);
+                    None
+                }
+            },
+        };
+        let Some(target) = target else {
+            if result.call_seq.is_none() || !self.seqs_reliable {
+                self.problem(
+                    line,
+                    format!("tool/result for call \"{id}\" has no tool/call"),
+                );
+            }
+            return;
+        };
+        let Some(call) = self.calls.get_mut(&target) else {
+            return;
+        };
+        match call.state {
+            CallState::Paired { line: first } => {
+                let message = format!(
+                    "duplicate tool/result for call \"{id}\" (its first result is on line {first})"
+                );
+                self.problem(line, message);
+            }
+            CallState::Orphaned { boundary_line } => {
+                call.state = CallState::Paired { line };
+                let message = format!(
+                    "tool/result for call \"{id}\" is split from its tool/call (line {}) by the boundary on line {boundary_line}",
+                    call.line
+                );
+                self.problem(line, message);
+            }
+            CallState::Pending => {
+                call.state = CallState::Paired { line };
+                let (call_turn, call_step, call_line) = (call.turn, call.step, call.line);
+                self.pending.remove(&target);
+                if self.pending_by_id.get(id) == Some(&target) {
+                    self.pending_by_id.remove(id);
+                }
+                if (result.turn, result.step) != (call_turn, call_step) {
+                    let message = format!(
+                        "tool/result for call \"{id}\" is in {}, but its tool/call (line {call_line}) is in {}",
+                        turn_step(result.turn, result.step),
+                        turn_step(call_turn, call_step)
+                    );
+                    self.problem(line, message);
+                }
+            }
+        }
+    }
+
+    fn close_calls(&mut self, line: usize, what: &str, matches: impl Fn(&CallRec) -> bool) {
+        let closing: Vec<u64> = self
+            .pending
+            .iter()
+            .copied()
+            .filter(|s| self.calls.get(s).is_some_and(&matches))
+            .collect();
+        for seq in closing {
+            self.pending.remove(&seq);
+            let Some(call) = self.calls.get_mut(&seq) else {
+                continue;
+            };
+            call.state = CallState::Orphaned {
+                boundary_line: line,
+            };
+            let (call_line, id) = (call.line, call.call_id.clone());
+            if self.pending_by_id.get(&id) == Some(&seq) {
+                self.pending_by_id.remove(&id);
+            }
+            self.problem(
+                call_line,
+                format!(
+                    "tool/call \"{id}\" (seq {seq}) has no tool/result before its {what} ended on line {line}"
+                ),
+            );
+        }
+    }
+
+    /// Calls waiting for their result, in seq order.
+    pub fn pending_calls(&self) -> Vec<PendingCall> {
+        let mut pending = Vec::with_capacity(self.pending.len());
+        for &seq in &self.pending {
+            if let Some(call) = self.calls.get(&seq) {
+                pending.push(PendingCall {
+                    seq,
+                    line: call.line,
+                    call_id: call.call_id.clone(),
+                    turn: call.turn,
+                    step: call.step,
+                });
+            }
+        }
+        pending
+    }
+
+    /// The open turn and step so far.
+    pub fn framing(&self) -> Framing {
+        self.framing
+    }
+
+    /// Ends the scan: calls still pending are unpaired.
+    pub fn finish(mut self) -> ScanOutcome {
+        let pending = self.pending_calls();
+        for p in &pending {
+            self.problems.push(Problem {
+                line: p.line,
+                message: format!(
+                    "tool/call \"{}\" (seq {}) has no tool/result",
+                    p.call_id, p.seq
+                ),
+            });
+        }
+        self.problems.sort_by_key(|p| p.line);
+        ScanOutcome {
+            problems: self.problems,
+            framing: self.framing,
+        }
+    }
+}
+
+/// Checks a log's bytes and returns every problem with its line; an empty list means the log is
+/// well formed. An empty file is a log that was never started and has no problems.
+pub fn check_bytes(bytes: &[u8]) -> Vec<Problem> {
+    let mut scan = Scan::new();
+    let mut header_seen = false;
+    let mut seq = 0u64;
+    for line in lines(bytes) {
+        if line.is_blank() {
+            continue;
+        }
+        let torn = if line.terminated {
+            ""
+        } else {
+            " (the last line has no newline: a torn write?)"
+        };
+        if !header_seen {
+            header_seen = true;
+            if line.number != 1 {
+                scan.problem(line.number, "the header is not on line 1".to_owned());
+            }
+            if let Err(e) = parse_header(line.bytes) {
+                scan.problem(line.number, format!("{e}{torn}"));
+            }
+            continue;
+        }
+        match parse_event(line.bytes) {
+            Ok(event) => {
+                scan.event(line.number, seq, &event);
+                seq += event.seq_span();
+            }
+            Err(message) => {
+                scan.bad_line(line.number, format!("{message}{torn}"));
+                seq += 1;
+            }
+        }
+    }
+    scan.finish().problems
+}
+
+/// Checks a log given as text (see [`check_bytes`]).
+pub fn check_log(text: &str) -> Vec<Problem> {
+    check_bytes(text.as_bytes())
+}
+
+/// Checks a log file (see [`check_bytes`]).
+pub fn check_file(path: &Path) -> Result<Vec<Problem>, SessionError> {
+    let bytes = std::fs::read(path).map_err(|e| SessionError::io("read", path, e))?;
+    Ok(check_bytes(&bytes))
+}
+
+/// Checks events already in memory, numbering them as file lines 2, 3, ... (as a log written
+/// from them would be).
+pub fn check_events<'a>(events: impl IntoIterator<Item = (u64, &'a Event)>) -> Vec<Problem> {
+    let mut scan = Scan::new();
+    for (i, (seq, event)) in events.into_iter().enumerate() {
+        scan.event(i + 2, seq, event);
+    }
+    scan.finish().problems
+}

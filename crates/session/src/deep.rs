@@ -1,0 +1,127 @@
+//! Stack-safe handling of deep JSON: every recursive walk of a value that came from outside runs
+//! on a stack sized for the value's nesting, so no input can overflow the stack.
+
+use serde_json::Value;
+
+use dsh_core::json::{MAX_DEPTH, depth_of};
+
+/// Nesting at or below which plain recursion on the current stack is safe.
+const SHALLOW: usize = 96;
+
+/// Bytes of stack reserved per nesting level for recursive walks (clone, drop, serialize).
+const STACK_PER_LEVEL: usize = 1024;
+
+/// Runs `f` on a stack large enough for recursion `depth` levels deep.
+pub(crate) fn with_stack<R>(depth: usize, f: impl FnOnce() -> R) -> R {
+    if depth <= SHALLOW {
+        f()
+    } else {
+        stacker::grow(depth.saturating_mul(STACK_PER_LEVEL) + (1 << 20), f)
+    }
+}
+
+/// Clones a value of any depth without overflowing the stack.
+pub(crate) fn clone_value(value: &Value) -> Value {
+    match value {
+        Value::Array(_) | Value::Object(_) => {
+            let depth = depth_of(value);
+            with_stack(depth, || value.clone())
+        }
+        other => other.clone(),
+    }
+}
+
+/// The deepest bracket nesting in JSON text, found by a linear scan that skips strings.
+///
+/// Used before parsing so that text nested deeper than the limit is refused without ever
+/// building (and later dropping) a value that deep.
+pub(crate) fn text_depth(bytes: &[u8]) -> usize {
+    let mut depth = 0usize;
+    let mut max = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Parses one JSON text and hands the value to `f`, refusing text nested deeper than
+/// `MAX_DEPTH + extra` levels before any value is built. The parse, `f`, and the drop of any
+/// value left over run on a stack sized for the text's depth.
+pub(crate) fn parse_with<R>(
+    text: &str,
+    extra: usize,
+    f: impl FnOnce(Value) -> Result<R, String>,
+) -> Result<R, String> {
+    let depth = text_depth(text.as_bytes());
+    if depth > MAX_DEPTH + extra {
+        return Err(format!("JSON nests deeper than {MAX_DEPTH} levels"));
+    }
+    with_stack(depth + 4, || {
+        let value = dsh_core::json::parse_value(text).map_err(|e| match e {
+            dsh_core::JsonError::Syntax {
+                column, message, ..
+            } => {
+                let message = strip_position(&message);
+                format!("invalid JSON at column {column}: {message}")
+            }
+            other => other.to_string(),
+        })?;
+        f(value)
+    })
+}
+
+/// Removes serde_json's trailing " at line L column C" (we report file lines ourselves).
+fn strip_position(message: &str) -> &str {
+    match message.rfind(" at line ") {
+        Some(i) => &message[..i],
+        None => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_depth_skips_brackets_inside_strings() {
+        assert_eq!(text_depth(br#"{"a":"[[[{{{","b":[1,[2]]}"#), 3);
+        assert_eq!(text_depth(br#""\"[""#), 0);
+        assert_eq!(text_depth(b"[[]]"), 2);
+    }
+
+    #[test]
+    fn too_deep_text_is_refused_before_parsing() {
+        let text = "[".repeat(MAX_DEPTH + 10);
+        let err = parse_with(&text, 0, Ok);
+        assert!(matches!(err, Err(m) if m.contains("deeper")));
+    }
+
+    #[test]
+    fn syntax_errors_name_the_column_only() {
+        let err = parse_with("{\"a\": }", 0, Ok);
+        assert!(
+            matches!(&err, Err(m) if m.starts_with("invalid JSON at column") && !m.contains("line")),
+            "{err:?}"
+        );
+    }
+}

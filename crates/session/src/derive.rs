@@ -1,0 +1,133 @@
+//! The model-visible history rebuilt from the log alone (spec I3, L5).
+//!
+//! Guarantees: only `user/message`, `assistant/message` and `tool/result` events reach the
+//! history; Code Mode dispatch records and every other log-only event are left out; a surface
+//! operation `{op: "replace", startSeq, endSeq}` replaces the messages of that seq range in place;
+//! an assistant message with no content (a step cut short before any block) is left out. Both the
+//! current reference shapes and the older flat ones read.
+
+use serde_json::{Map, Value};
+
+use dsh_core::Json;
+
+use crate::deep;
+use crate::event::{Event, SurfaceOp, types};
+use crate::snapshot::Events;
+
+/// The model-visible messages of a session's events, in order.
+pub fn derive_messages(events: &Events) -> Vec<Json> {
+    derive_messages_from(events.pairs())
+}
+
+/// [`derive_messages`] over any `(seq, event)` sequence in seq order.
+pub fn derive_messages_from<'a>(events: impl IntoIterator<Item = (u64, &'a Event)>) -> Vec<Json> {
+    let mut items: Vec<(u64, Json)> = Vec::new();
+    for (seq, event) in events {
+        if !matches!(
+            event.event_type(),
+            types::USER_MESSAGE | types::ASSISTANT_MESSAGE | types::TOOL_RESULT
+        ) {
+            continue;
+        }
+        let replace = match event.surface_op() {
+            None | Some(SurfaceOp::Append) => None,
+            Some(SurfaceOp::Other(op)) => match replace_range(op.value()) {
+                Some(range) => Some(range),
+                None => continue,
+            },
+        };
+        let Some(message) = message_of(event) else {
+            continue;
+        };
+        match replace {
+            None => items.push((seq, message)),
+            Some((start, end)) => {
+                let at = items.iter().position(|(s, _)| (start..=end).contains(s));
+                items.retain(|(s, _)| !(start..=end).contains(s));
+                let at = at.unwrap_or(items.len()).min(items.len());
+                items.insert(at, (seq, message));
+            }
+        }
+    }
+    items.into_iter().map(|(_, m)| m).collect()
+}
+
+fn replace_range(op: &Value) -> Option<(u64, u64)> {
+    if op.get("op").and_then(Value::as_str) != Some("replace") {
+        return None;
+    }
+    Some((
+        op.get("startSeq").and_then(Value::as_u64)?,
+        op.get("endSeq").and_then(Value::as_u64)?,
+    ))
+}
+
+fn subtree(value: &Value) -> Json {
+    Json::from_shallow(deep::clone_value(value))
+}
+
+/// The message an event puts on the surface, if any.
+fn message_of(event: &Event) -> Option<Json> {
+    let data = event.data().value();
+    match event.event_type() {
+        types::USER_MESSAGE => {
+            if data.get("role").is_some() {
+                return Some(event.data().clone());
+            }
+            let content = data.get("content")?;
+            let mut m = Map::new();
+            m.insert("content".into(), deep::clone_value(content));
+            if let Some(source) = data.get("source") {
+                m.insert("source".into(), deep::clone_value(source));
+            }
+            m.insert("role".into(), Value::from("user"));
+            Some(Json::from_shallow(Value::Object(m)))
+        }
+        types::ASSISTANT_MESSAGE => {
+            let message = match data.get("message") {
+                Some(message) => subtree(message),
+                None => {
+                    let mut m = Map::new();
+                    m.insert("role".into(), Value::from("assistant"));
+                    m.insert("content".into(), deep::clone_value(data.get("content")?));
+                    Json::from_shallow(Value::Object(m))
+                }
+            };
+            let empty = match message.value().get("content") {
+                Some(Value::Array(blocks)) => blocks.is_empty(),
+                Some(Value::String(s)) => s.is_empty(),
+                _ => true,
+            };
+            (!empty).then_some(message)
+        }
+        types::TOOL_RESULT => match data.get("message") {
+            Some(message) => Some(subtree(message)),
+            None => {
+                let result = event.as_tool_result()?;
+                let mut source = Map::new();
+                source.insert("kind".into(), Value::from("tool"));
+                source.insert("callId".into(), Value::from(result.call_id));
+                let mut block = Map::new();
+                block.insert("type".into(), Value::from("tool-result"));
+                block.insert("toolCallId".into(), Value::from(result.call_id));
+                block.insert(
+                    "content".into(),
+                    result
+                        .content
+                        .map(deep::clone_value)
+                        .unwrap_or(Value::Array(Vec::new())),
+                );
+                block.insert(
+                    "isError".into(),
+                    Value::Bool(result.is_error.unwrap_or(false)),
+                );
+                let mut m = Map::new();
+                m.insert("source".into(), Value::Object(source));
+                m.insert("content".into(), Value::Array(vec![Value::Object(block)]));
+                m.insert("role".into(), Value::from("user"));
+                Some(Json::from_shallow(Value::Object(m)))
+            }
+        },
+        _ => None,
+    }
+}

@@ -1,0 +1,746 @@
+//! One record of the log, `{type, data, sourceEventSeqs?, surfaceOp?}` (spec L1, L2), with typed
+//! constructors in the reference shapes and typed views for reading them back.
+//!
+//! Guarantees: an [`Event`] is immutable; its `data` is kept verbatim as a frozen [`Json`]; any
+//! event type is accepted and written back unchanged; a line whose top-level keys are not in the
+//! canonical order keeps its whole original value, so it is written back exactly as read.
+
+use std::sync::Arc;
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use dsh_core::{ContentBlock, ContextMessage, ErrorInfo, Json};
+
+use crate::deep;
+
+/// The event types this crate knows by name. Any other type is kept verbatim.
+pub mod types {
+    /// A model call recorded before any policy runs.
+    pub const TOOL_CALL: &str = "tool/call";
+    /// The single result the model sees for a call.
+    pub const TOOL_RESULT: &str = "tool/result";
+    /// A Code Mode sub-call started (log-only).
+    pub const CODE_DISPATCH_START: &str = "tool/code-dispatch-start";
+    /// A Code Mode sub-call settled (log-only).
+    pub const CODE_DISPATCH: &str = "tool/code-dispatch";
+    /// A user-role message: a prompt or a context.
+    pub const USER_MESSAGE: &str = "user/message";
+    /// The model's message for a step.
+    pub const ASSISTANT_MESSAGE: &str = "assistant/message";
+    /// A turn opens.
+    pub const TURN_START: &str = "turn/start";
+    /// A turn closes, with a reason.
+    pub const TURN_END: &str = "turn/end";
+    /// A step opens.
+    pub const STEP_START: &str = "step/start";
+    /// A step closes.
+    pub const STEP_END: &str = "step/end";
+    /// Approval audit: a question was asked.
+    pub const APPROVAL_ASKED: &str = "approval/asked";
+    /// Approval audit: a question was decided.
+    pub const APPROVAL_DECIDED: &str = "approval/decided";
+    /// Approval policy change.
+    pub const APPROVAL_POLICY: &str = "approval/policy";
+    /// The suffix of compressed chunk runs (`reasoning-chunks`, `text-chunks`, `tool-call-chunks`).
+    pub const CHUNKS_SUFFIX: &str = "-chunks";
+}
+
+/// How an event changes the model-visible surface.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SurfaceOp {
+    /// `"append"`: the event's message is appended to the history.
+    Append,
+    /// Any other value (for example `{op: "replace", startSeq, endSeq}`), kept verbatim.
+    Other(Json),
+}
+
+impl SurfaceOp {
+    fn from_value(value: Value) -> SurfaceOp {
+        match value {
+            Value::String(s) if s == "append" => SurfaceOp::Append,
+            other => SurfaceOp::Other(Json::from_shallow(other)),
+        }
+    }
+}
+
+impl Serialize for SurfaceOp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SurfaceOp::Append => s.serialize_str("append"),
+            SurfaceOp::Other(v) => v.serialize(s),
+        }
+    }
+}
+
+/// One event of the log. Cheap to clone (every field is shared).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    event_type: Arc<str>,
+    data: Json,
+    surface_op: Option<SurfaceOp>,
+    source_event_seqs: Option<Arc<[u64]>>,
+    /// How many seqs the event occupies; 0 marks a chunk run with no entries (refused on append).
+    span: u64,
+    /// The whole original line, when its top-level layout was not the canonical one.
+    verbatim: Option<Json>,
+}
+
+fn obj(entries: Vec<(&str, Value)>) -> Value {
+    let mut m = Map::with_capacity(entries.len());
+    for (k, v) in entries {
+        m.insert(k.to_owned(), v);
+    }
+    Value::Object(m)
+}
+
+fn content_values(content: &[ContentBlock]) -> Value {
+    Value::Array(
+        content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Other(j) => deep::clone_value(j.value()),
+                other => other.to_value(),
+            })
+            .collect(),
+    )
+}
+
+/// The number of seqs a `-chunks` run stands for: the length of its `texts` (or, for tool-call
+/// chunks, `args`) array, which must be non-empty.
+pub(crate) fn chunk_span(event_type: &str, data: &Value) -> Result<u64, String> {
+    let key = if event_type == "tool-call-chunks" {
+        "args"
+    } else if event_type == "text-chunks"
+        || event_type == "reasoning-chunks"
+        || data.get("texts").is_some_and(Value::is_array)
+    {
+        "texts"
+    } else {
+        "args"
+    };
+    match data.get(key) {
+        Some(Value::Array(items)) if !items.is_empty() => Ok(items.len() as u64),
+        _ => Err(format!(
+            "{event_type} must carry a non-empty `{key}` array (it stands for one event per entry)"
+        )),
+    }
+}
+
+fn span_for(event_type: &str, data: &Value) -> u64 {
+    if event_type.ends_with(types::CHUNKS_SUFFIX) {
+        chunk_span(event_type, data).unwrap_or(0)
+    } else {
+        1
+    }
+}
+
+impl Event {
+    fn build(event_type: &str, data: Value, surface_op: Option<SurfaceOp>) -> Event {
+        let span = span_for(event_type, &data);
+        Event {
+            event_type: Arc::from(event_type),
+            data: Json::from_shallow(data),
+            surface_op,
+            source_event_seqs: None,
+            span,
+            verbatim: None,
+        }
+    }
+
+    /// Any event, its data kept verbatim (`approval/*`, `hook/*`, `permission/*`, chunk runs...).
+    pub fn other(event_type: &str, data: Json) -> Event {
+        let span = span_for(event_type, data.value());
+        Event {
+            event_type: Arc::from(event_type),
+            data,
+            surface_op: None,
+            source_event_seqs: None,
+            span,
+            verbatim: None,
+        }
+    }
+
+    /// The same event with a surface operation.
+    pub fn with_surface_op(mut self, op: SurfaceOp) -> Event {
+        self.surface_op = Some(op);
+        self.verbatim = None;
+        self
+    }
+
+    /// The same event with `sourceEventSeqs`.
+    pub fn with_source_event_seqs(mut self, seqs: impl Into<Arc<[u64]>>) -> Event {
+        self.source_event_seqs = Some(seqs.into());
+        self.verbatim = None;
+        self
+    }
+
+    /// `tool/call {turn, step, callId, name, arguments}`; `arguments` is the model's raw string,
+    /// exactly as it came (empty or invalid JSON included).
+    pub fn tool_call(
+        turn: u32,
+        step: u32,
+        call_id: &str,
+        name: &str,
+        raw_arguments: &str,
+    ) -> Event {
+        Event::build(
+            types::TOOL_CALL,
+            obj(vec![
+                ("turn", Value::from(turn)),
+                ("step", Value::from(step)),
+                ("callId", Value::from(call_id)),
+                ("name", Value::from(name)),
+                ("arguments", Value::from(raw_arguments)),
+            ]),
+            None,
+        )
+    }
+
+    /// `tool/result {turn, step, message, error?, meta?}` with `surfaceOp: "append"` and
+    /// `sourceEventSeqs: [call_seq]` (spec F5, L2). The message gets a fresh id.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tool_result(
+        turn: u32,
+        step: u32,
+        call_id: &str,
+        call_seq: u64,
+        content: &[ContentBlock],
+        is_error: bool,
+        error: Option<&ErrorInfo>,
+        meta: Option<&Json>,
+    ) -> Event {
+        Event::tool_result_at(
+            Value::from(turn),
+            Value::from(step),
+            call_id,
+            call_seq,
+            content,
+            is_error,
+            error,
+            meta,
+        )
+    }
+
+    /// [`Event::tool_result`] with `turn` and `step` given as JSON values (crash repair copies
+    /// them from the call, whatever they are).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn tool_result_at(
+        turn: Value,
+        step: Value,
+        call_id: &str,
+        call_seq: u64,
+        content: &[ContentBlock],
+        is_error: bool,
+        error: Option<&ErrorInfo>,
+        meta: Option<&Json>,
+    ) -> Event {
+        let block = obj(vec![
+            ("type", Value::from("tool-result")),
+            ("toolCallId", Value::from(call_id)),
+            ("content", content_values(content)),
+            ("isError", Value::Bool(is_error)),
+        ]);
+        let message = obj(vec![
+            (
+                "source",
+                obj(vec![
+                    ("kind", Value::from("tool")),
+                    ("callId", Value::from(call_id)),
+                ]),
+            ),
+            ("content", Value::Array(vec![block])),
+            ("role", Value::from("user")),
+            ("id", Value::from(&*dsh_core::context::fresh_message_id())),
+        ]);
+        let mut data = vec![("turn", turn), ("step", step), ("message", message)];
+        if let Some(info) = error {
+            data.push((
+                "error",
+                obj(vec![
+                    ("name", Value::from(&*info.name)),
+                    ("code", Value::from(&*info.code)),
+                ]),
+            ));
+        }
+        if let Some(meta) = meta {
+            data.push(("meta", deep::clone_value(meta.value())));
+        }
+        Event::build(types::TOOL_RESULT, obj(data), None)
+            .with_source_event_seqs(vec![call_seq])
+            .with_surface_op(SurfaceOp::Append)
+    }
+
+    /// `user/message {content, source, role, id}` with `surfaceOp: "append"`.
+    pub fn user_message(ctx: &ContextMessage) -> Event {
+        let data = obj(vec![
+            ("content", content_values(&ctx.content)),
+            ("source", deep::clone_value(ctx.source.value())),
+            ("role", Value::from(&*ctx.role)),
+            ("id", Value::from(&*ctx.id)),
+        ]);
+        Event::build(types::USER_MESSAGE, data, Some(SurfaceOp::Append))
+    }
+
+    /// `turn/start {turn}`.
+    pub fn turn_start(turn: u32) -> Event {
+        Event::build(
+            types::TURN_START,
+            obj(vec![("turn", Value::from(turn))]),
+            None,
+        )
+    }
+
+    /// `turn/end {turn, reason}`, e.g. reason `{kind: "completed"}`.
+    pub fn turn_end(turn: u32, reason: Json) -> Event {
+        Event::build(
+            types::TURN_END,
+            obj(vec![
+                ("turn", Value::from(turn)),
+                ("reason", deep::clone_value(reason.value())),
+            ]),
+            None,
+        )
+    }
+
+    /// `step/start {turn, step}`.
+    pub fn step_start(turn: u32, step: u32) -> Event {
+        Event::build(
+            types::STEP_START,
+            obj(vec![
+                ("turn", Value::from(turn)),
+                ("step", Value::from(step)),
+            ]),
+            None,
+        )
+    }
+
+    /// `step/end {turn, step}`.
+    pub fn step_end(turn: u32, step: u32) -> Event {
+        Event::build(
+            types::STEP_END,
+            obj(vec![
+                ("turn", Value::from(turn)),
+                ("step", Value::from(step)),
+            ]),
+            None,
+        )
+    }
+
+    /// `assistant/message {turn, step, message}` with `surfaceOp: "append"`; `message` is
+    /// `{role: "assistant", content: [...], ...}`.
+    pub fn assistant_message(turn: u32, step: u32, message: Json) -> Event {
+        Event::assistant_message_with_usage(turn, step, message, None)
+    }
+
+    /// `assistant/message {turn, step, message, usage?}` with `surfaceOp: "append"`.
+    pub fn assistant_message_with_usage(
+        turn: u32,
+        step: u32,
+        message: Json,
+        usage: Option<&Json>,
+    ) -> Event {
+        let mut data = vec![
+            ("turn", Value::from(turn)),
+            ("step", Value::from(step)),
+            ("message", deep::clone_value(message.value())),
+        ];
+        if let Some(usage) = usage {
+            data.push(("usage", deep::clone_value(usage.value())));
+        }
+        Event::build(types::ASSISTANT_MESSAGE, obj(data), Some(SurfaceOp::Append))
+    }
+
+    fn dispatch_fields(
+        root_call_id: &str,
+        parent_call_id: &str,
+        sub_call_id: &str,
+        name: &str,
+        arguments: &Json,
+    ) -> Vec<(&'static str, Value)> {
+        vec![
+            ("rootCallId", Value::from(root_call_id)),
+            ("parentCallId", Value::from(parent_call_id)),
+            ("subCallId", Value::from(sub_call_id)),
+            ("name", Value::from(name)),
+            ("arguments", deep::clone_value(arguments.value())),
+        ]
+    }
+
+    /// `tool/code-dispatch-start {rootCallId, parentCallId, subCallId, name, arguments}` (log-only).
+    pub fn code_dispatch_start(
+        root_call_id: &str,
+        parent_call_id: &str,
+        sub_call_id: &str,
+        name: &str,
+        arguments: &Json,
+    ) -> Event {
+        let data =
+            Event::dispatch_fields(root_call_id, parent_call_id, sub_call_id, name, arguments);
+        Event::build(types::CODE_DISPATCH_START, obj(data), None)
+    }
+
+    /// `tool/code-dispatch {rootCallId, parentCallId, subCallId, name, arguments, isError,
+    /// content}` (log-only).
+    pub fn code_dispatch(
+        root_call_id: &str,
+        parent_call_id: &str,
+        sub_call_id: &str,
+        name: &str,
+        arguments: &Json,
+        is_error: bool,
+        content: &[ContentBlock],
+    ) -> Event {
+        let mut data =
+            Event::dispatch_fields(root_call_id, parent_call_id, sub_call_id, name, arguments);
+        data.push(("isError", Value::Bool(is_error)));
+        data.push(("content", content_values(content)));
+        Event::build(types::CODE_DISPATCH, obj(data), None)
+    }
+
+    /// The event's type.
+    pub fn event_type(&self) -> &str {
+        &self.event_type
+    }
+
+    /// The shared type string.
+    pub fn event_type_arc(&self) -> &Arc<str> {
+        &self.event_type
+    }
+
+    /// The event's data, verbatim.
+    pub fn data(&self) -> &Json {
+        &self.data
+    }
+
+    /// The surface operation, if any.
+    pub fn surface_op(&self) -> Option<&SurfaceOp> {
+        self.surface_op.as_ref()
+    }
+
+    /// `sourceEventSeqs`, if any.
+    pub fn source_event_seqs(&self) -> Option<&[u64]> {
+        self.source_event_seqs.as_deref()
+    }
+
+    /// How many seqs the event occupies: 1, or for a `-chunks` run the number of its
+    /// `texts`/`args` entries (0 only for a malformed run, which no log may hold).
+    pub fn seq_span(&self) -> u64 {
+        self.span
+    }
+
+    /// Whether this is a compressed chunk run (`*-chunks`).
+    pub fn is_chunk_run(&self) -> bool {
+        self.event_type.ends_with(types::CHUNKS_SUFFIX)
+    }
+
+    /// Why the event cannot be appended, if it cannot (a chunk run without entries).
+    pub(crate) fn shape_error(&self) -> Option<String> {
+        if self.span == 0 {
+            chunk_span(&self.event_type, self.data.value()).err()
+        } else {
+            None
+        }
+    }
+
+    /// The event as one compact JSON line (without the newline).
+    pub fn to_json_line(&self) -> String {
+        let mut out = Vec::new();
+        self.write_line(&mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// Appends the event's JSON text and a newline to `out`.
+    pub(crate) fn write_line(&self, out: &mut Vec<u8>) {
+        // Serializing into a Vec cannot fail for these types (string keys, finite numbers).
+        let depth = self.data.depth() + 2;
+        let written = deep::with_stack(depth, || serde_json::to_writer(&mut *out, self));
+        if written.is_err() {
+            out.extend_from_slice(b"null");
+        }
+        out.push(b'\n');
+    }
+
+    /// Reads one event from a parsed line value. Unknown types are kept verbatim; a line whose
+    /// top-level keys are not `type, data, sourceEventSeqs?, surfaceOp?` in that order keeps its
+    /// whole value for writing back.
+    ///
+    /// Must run on a stack sized for the value (see [`deep::parse_with`]).
+    pub(crate) fn from_value(value: Value) -> Result<Event, String> {
+        let verbatim = match value.as_object() {
+            Some(map) if is_canonical_layout(map) => None,
+            Some(_) => Some(value.clone()),
+            None => return Err("an event line must be a JSON object".to_owned()),
+        };
+        let Value::Object(mut map) = value else {
+            return Err("an event line must be a JSON object".to_owned());
+        };
+        let event_type = match map.get("type") {
+            Some(Value::String(t)) => Arc::<str>::from(t.as_str()),
+            Some(_) => return Err("event `type` must be a string".to_owned()),
+            None => return Err("event has no `type`".to_owned()),
+        };
+        let Some(data) = map.shift_remove("data") else {
+            return Err(format!("{event_type} event has no `data`"));
+        };
+        let source_event_seqs = match map.shift_remove("sourceEventSeqs") {
+            None => None,
+            Some(Value::Array(items)) => {
+                let mut seqs = Vec::with_capacity(items.len());
+                for item in &items {
+                    match item.as_u64() {
+                        Some(s) => seqs.push(s),
+                        None => {
+                            return Err(
+                                "`sourceEventSeqs` must hold non-negative integers".to_owned()
+                            );
+                        }
+                    }
+                }
+                Some(Arc::from(seqs))
+            }
+            Some(_) => return Err("`sourceEventSeqs` must be an array".to_owned()),
+        };
+        let surface_op = map.shift_remove("surfaceOp").map(SurfaceOp::from_value);
+        let span = if event_type.ends_with(types::CHUNKS_SUFFIX) {
+            chunk_span(&event_type, &data)?
+        } else {
+            1
+        };
+        let data = Json::new(data).map_err(|e| e.to_string())?;
+        let verbatim = verbatim.map(Json::from_shallow);
+        Ok(Event {
+            event_type,
+            data,
+            surface_op,
+            source_event_seqs,
+            span,
+            verbatim,
+        })
+    }
+
+    /// Parses one event from its JSON line.
+    pub fn from_json_line(line: &str) -> Result<Event, String> {
+        deep::parse_with(line, 2, Event::from_value)
+    }
+
+    /// Reads `data.<key>` as an unsigned integer.
+    pub(crate) fn data_u64(&self, key: &str) -> Option<u64> {
+        self.data.value().get(key).and_then(Value::as_u64)
+    }
+
+    /// Reads `data.<key>` as a string.
+    pub(crate) fn data_str(&self, key: &str) -> Option<&str> {
+        self.data.value().get(key).and_then(Value::as_str)
+    }
+
+    /// A typed view of the event's payload (the Rust analogue of the reference's narrowing by
+    /// `type`).
+    pub fn kind(&self) -> EventKind<'_> {
+        match &*self.event_type {
+            types::TOOL_CALL => match self.as_tool_call() {
+                Some(v) => EventKind::ToolCall(v),
+                None => EventKind::Malformed,
+            },
+            types::TOOL_RESULT => match self.as_tool_result() {
+                Some(v) => EventKind::ToolResult(v),
+                None => EventKind::Malformed,
+            },
+            types::CODE_DISPATCH_START => EventKind::CodeDispatchStart,
+            types::CODE_DISPATCH => EventKind::CodeDispatch,
+            types::USER_MESSAGE => EventKind::UserMessage,
+            types::ASSISTANT_MESSAGE => EventKind::AssistantMessage,
+            types::TURN_START => EventKind::TurnStart {
+                turn: self.data_u64("turn"),
+            },
+            types::TURN_END => EventKind::TurnEnd {
+                turn: self.data_u64("turn"),
+            },
+            types::STEP_START => EventKind::StepStart {
+                turn: self.data_u64("turn"),
+                step: self.data_u64("step"),
+            },
+            types::STEP_END => EventKind::StepEnd {
+                turn: self.data_u64("turn"),
+                step: self.data_u64("step"),
+            },
+            t if t.ends_with(types::CHUNKS_SUFFIX) => EventKind::ChunkRun { count: self.span },
+            _ => EventKind::Other,
+        }
+    }
+
+    /// The `tool/call` payload, if this is a well-formed `tool/call`.
+    pub fn as_tool_call(&self) -> Option<ToolCallView<'_>> {
+        if &*self.event_type != types::TOOL_CALL {
+            return None;
+        }
+        Some(ToolCallView {
+            turn: self.data_u64("turn"),
+            step: self.data_u64("step"),
+            call_id: self.data_str("callId")?,
+            name: self.data_str("name")?,
+            arguments: self.data_str("arguments")?,
+        })
+    }
+
+    /// The `tool/result` payload, if this is a `tool/result` naming its call, in either the
+    /// current shape (`message`) or the older flat shape (`callId, content, isError`).
+    pub fn as_tool_result(&self) -> Option<ToolResultView<'_>> {
+        if &*self.event_type != types::TOOL_RESULT {
+            return None;
+        }
+        let data = self.data.value();
+        let (call_id, block) = match data.get("message") {
+            Some(message) => {
+                let block = message
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .and_then(|c| {
+                        c.iter()
+                            .find(|b| b.get("type").and_then(Value::as_str) == Some("tool-result"))
+                    });
+                let from_source = message
+                    .get("source")
+                    .and_then(|s| s.get("callId"))
+                    .and_then(Value::as_str);
+                let from_block = block
+                    .and_then(|b| b.get("toolCallId"))
+                    .and_then(Value::as_str);
+                (from_source.or(from_block)?, block)
+            }
+            None => (data.get("callId").and_then(Value::as_str)?, Some(data)),
+        };
+        Some(ToolResultView {
+            turn: self.data_u64("turn"),
+            step: self.data_u64("step"),
+            call_id,
+            is_error: block
+                .and_then(|b| b.get("isError"))
+                .and_then(Value::as_bool),
+            content: block.and_then(|b| b.get("content")),
+            error: data.get("error"),
+            meta: data.get("meta"),
+            call_seq: self.source_event_seqs().and_then(|s| s.first().copied()),
+        })
+    }
+}
+
+fn is_canonical_layout(map: &Map<String, Value>) -> bool {
+    let mut keys = map.keys().map(String::as_str);
+    if keys.next() != Some("type") || keys.next() != Some("data") {
+        return false;
+    }
+    let mut rest: Vec<&str> = keys.collect();
+    if rest.first() == Some(&"sourceEventSeqs") {
+        rest.remove(0);
+    }
+    if rest.first() == Some(&"surfaceOp") {
+        rest.remove(0);
+    }
+    rest.is_empty()
+}
+
+impl Serialize for Event {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if let Some(v) = &self.verbatim {
+            return v.serialize(s);
+        }
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("type", &*self.event_type)?;
+        m.serialize_entry("data", &self.data)?;
+        if let Some(seqs) = &self.source_event_seqs {
+            m.serialize_entry("sourceEventSeqs", &**seqs)?;
+        }
+        if let Some(op) = &self.surface_op {
+            m.serialize_entry("surfaceOp", op)?;
+        }
+        m.end()
+    }
+}
+
+/// A typed view of an event's payload.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EventKind<'a> {
+    /// `tool/call`.
+    ToolCall(ToolCallView<'a>),
+    /// `tool/result`.
+    ToolResult(ToolResultView<'a>),
+    /// `tool/code-dispatch-start`.
+    CodeDispatchStart,
+    /// `tool/code-dispatch`.
+    CodeDispatch,
+    /// `user/message`.
+    UserMessage,
+    /// `assistant/message`.
+    AssistantMessage,
+    /// `turn/start`.
+    TurnStart {
+        /// `data.turn`.
+        turn: Option<u64>,
+    },
+    /// `turn/end`.
+    TurnEnd {
+        /// `data.turn`.
+        turn: Option<u64>,
+    },
+    /// `step/start`.
+    StepStart {
+        /// `data.turn`.
+        turn: Option<u64>,
+        /// `data.step`.
+        step: Option<u64>,
+    },
+    /// `step/end`.
+    StepEnd {
+        /// `data.turn`.
+        turn: Option<u64>,
+        /// `data.step`.
+        step: Option<u64>,
+    },
+    /// A `*-chunks` run standing for `count` chunk events.
+    ChunkRun {
+        /// Seqs the run occupies.
+        count: u64,
+    },
+    /// A `tool/call` or `tool/result` missing the fields that identify it.
+    Malformed,
+    /// Any other type, kept verbatim.
+    Other,
+}
+
+/// The payload of a `tool/call`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ToolCallView<'a> {
+    /// `turn`.
+    pub turn: Option<u64>,
+    /// `step`.
+    pub step: Option<u64>,
+    /// The model's call id.
+    pub call_id: &'a str,
+    /// The tool name.
+    pub name: &'a str,
+    /// The raw argument string, exactly as the model sent it.
+    pub arguments: &'a str,
+}
+
+/// The payload of a `tool/result`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ToolResultView<'a> {
+    /// `turn`.
+    pub turn: Option<u64>,
+    /// `step`.
+    pub step: Option<u64>,
+    /// The call id the result answers.
+    pub call_id: &'a str,
+    /// The tool-result block's `isError`.
+    pub is_error: Option<bool>,
+    /// The tool-result block's content blocks.
+    pub content: Option<&'a Value>,
+    /// The event's `error {name, code}`, when the failure was typed.
+    pub error: Option<&'a Value>,
+    /// The event's `meta`, when the tool gave one.
+    pub meta: Option<&'a Value>,
+    /// `sourceEventSeqs[0]`: the seq of the matching `tool/call`.
+    pub call_seq: Option<u64>,
+}
