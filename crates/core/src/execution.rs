@@ -81,6 +81,16 @@ impl Arguments {
         Json::new(v).map(Arguments::Json)
     }
 
+    /// Why raw arguments are not JSON (a syntax error with its position, or nesting beyond the
+    /// depth limit); `None` for parsed arguments. Re-reads the raw text, so it is meant for the
+    /// error path.
+    pub fn parse_error(&self) -> Option<JsonError> {
+        match self {
+            Arguments::Json(_) => None,
+            Arguments::Raw(r) => Json::parse(r).err(),
+        }
+    }
+
     /// The JSON value, if the arguments parsed.
     pub fn json(&self) -> Option<&Json> {
         match self {
@@ -89,10 +99,12 @@ impl Arguments {
         }
     }
 
-    /// The JSON value, or `Value::String(raw)` for raw arguments.
+    /// A copy of the JSON value, or `Value::String(raw)` for raw arguments. Prefer
+    /// [`json`](Self::json), which shares; a deep copy is made on a stack grown for its depth, and
+    /// dropping it is the caller's to do (see [`crate::json::dismantle`]).
     pub fn value(&self) -> Value {
         match self {
-            Arguments::Json(j) => j.value().clone(),
+            Arguments::Json(j) => j.to_value(),
             Arguments::Raw(r) => Value::String(r.to_string()),
         }
     }

@@ -61,8 +61,9 @@ impl Drop for Frozen {
     }
 }
 
-/// Drops a value of any depth without recursion.
-pub(crate) fn dismantle(value: Value) {
+/// Drops a value of any depth without recursion (a deep `Value` dropped normally recurses once
+/// per level and can overflow the stack).
+pub fn dismantle(value: Value) {
     let mut stack = vec![value];
     while let Some(v) = stack.pop() {
         match v {
@@ -160,6 +161,12 @@ impl Json {
         &self.0.value
     }
 
+    /// A deep copy of the value, made on a stack grown for its depth. Prefer sharing the
+    /// [`Json`]; drop a deep copy with [`dismantle`].
+    pub fn to_value(&self) -> Value {
+        with_stack_for(self.0.depth, || self.0.value.clone())
+    }
+
     /// Nesting depth of the value.
     pub fn depth(&self) -> usize {
         self.0.depth
@@ -188,27 +195,69 @@ impl Json {
     }
 }
 
-/// Parses JSON text of any nesting into a plain value, growing the stack as needed.
+/// Parses JSON text nested up to [`MAX_DEPTH`] levels into a plain value without overflowing the
+/// stack. Deeper text is refused with [`JsonError::TooDeep`] before any value is built.
 pub fn parse_value(text: &str) -> Result<Value, JsonError> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    de.disable_recursion_limit();
-    let result = {
-        let stacked = serde_stacker::Deserializer::new(&mut de);
-        Value::deserialize(stacked)
-    };
-    let value = result.map_err(syntax)?;
-    if let Err(e) = de.end() {
-        dismantle(value);
-        return Err(syntax(e));
+    let depth = text_depth(text.as_bytes());
+    if depth > MAX_DEPTH {
+        return Err(JsonError::TooDeep { max: MAX_DEPTH });
     }
-    Ok(value)
+    // On a syntax error the parser drops what it built so far, recursively: run it all on a
+    // stack sized for the deepest value the text can produce.
+    with_stack_for(depth, || {
+        let mut de = serde_json::Deserializer::from_str(text);
+        de.disable_recursion_limit();
+        let result = {
+            let stacked = serde_stacker::Deserializer::new(&mut de);
+            Value::deserialize(stacked)
+        };
+        let value = result.map_err(syntax)?;
+        if let Err(e) = de.end() {
+            dismantle(value);
+            return Err(syntax(e));
+        }
+        Ok(value)
+    })
+}
+
+/// The deepest bracket nesting of JSON text, outside strings: an upper bound of the depth of any
+/// value (complete or partial) a parser builds from it.
+fn text_depth(text: &[u8]) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in text {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
 }
 
 fn syntax(e: serde_json::Error) -> JsonError {
+    let (line, column) = (e.line(), e.column());
+    let full = e.to_string();
+    let position = format!(" at line {line} column {column}");
+    let message = full.strip_suffix(&position).unwrap_or(&full).to_owned();
     JsonError::Syntax {
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
+        line,
+        column,
+        message,
     }
 }
 
