@@ -25,6 +25,7 @@ pub struct Failure {
     message: Arc<str>,
     info: Option<ErrorInfo>,
     retryable: bool,
+    violations: Option<Arc<[String]>>,
 }
 
 impl Failure {
@@ -34,6 +35,7 @@ impl Failure {
             message: message.into(),
             info: None,
             retryable: false,
+            violations: None,
         }
     }
 
@@ -46,6 +48,7 @@ impl Failure {
                 code: Arc::from(code),
             }),
             retryable: false,
+            violations: None,
         }
     }
 
@@ -92,13 +95,21 @@ impl Failure {
         )
     }
 
-    /// `invalid arguments: <v1>; <v2>` (`ToolArgsError`, `INVALID_ARGS`).
+    /// `invalid arguments: <v1>; <v2>` (`ToolArgsError`, `INVALID_ARGS`); the list is kept
+    /// ([`violations`](Self::violations)).
     pub fn invalid_args(violations: &[String]) -> Failure {
-        Failure::typed(
+        let mut f = Failure::typed(
             codes::TOOL_ARGS_ERROR,
             codes::INVALID_ARGS,
             format!("invalid arguments: {}", violations.join("; ")),
-        )
+        );
+        f.violations = Some(Arc::from(violations));
+        f
+    }
+
+    /// The individual violations of an argument failure, in order.
+    pub fn violations(&self) -> Option<&[String]> {
+        self.violations.as_deref()
     }
 
     /// An output-contract failure for tool `name` (`ToolOutputError`, `INVALID_TOOL_OUTPUT`).
@@ -167,6 +178,7 @@ impl Failure {
             message: Arc::from(format!("{}{suffix}", self.message)),
             info: self.info.clone(),
             retryable: self.retryable,
+            violations: self.violations.clone(),
         }
     }
 }

@@ -97,4 +97,17 @@ pub enum CoreError {
     /// A pool size that is not a positive integer.
     #[error("{0}")]
     Config(String),
+    /// Parameters that are not lossless JSON (a NaN or infinite number), naming the tool.
+    #[error("tool \"{0}\" parameters must be lossless JSON before schema projection")]
+    LossyParameters(String),
+    /// A validated parameter schema or an output schema with an authoring error.
+    #[error("tool \"{tool}\" {part} schema is invalid: {error}")]
+    InvalidSchema {
+        /// The tool's name.
+        tool: String,
+        /// `parameters` or `output`.
+        part: &'static str,
+        /// The authoring error.
+        error: validate::SchemaError,
+    },
 }

@@ -155,7 +155,13 @@ impl ToolOutput {
     /// A value that is itself an array of content blocks, rendered as those blocks.
     pub fn content_blocks() -> ToolOutput {
         ToolOutput::new(Json::from_shallow(json!({"type": "array"})), |v| {
-            let items = v.value().as_array().cloned().unwrap_or_default();
+            let items = match v.to_value() {
+                Value::Array(items) => items,
+                other => {
+                    crate::json::dismantle(other);
+                    Vec::new()
+                }
+            };
             let blocks: Result<Vec<ContentBlock>, _> =
                 items.into_iter().map(ContentBlock::from_value).collect();
             blocks
@@ -179,13 +185,17 @@ impl ToolOutput {
     }
 }
 
-/// Text for a value: a string raw, anything else pretty JSON with two-space indentation.
+/// Nesting beyond which [`render_value_text`] renders compact JSON: pretty text grows with the
+/// square of the depth (every line is indented by its level).
+pub const PRETTY_MAX_DEPTH: usize = 64;
+
+/// Text for a value: a string raw, anything else pretty JSON with two-space indentation (compact
+/// for values nested deeper than [`PRETTY_MAX_DEPTH`]).
 pub fn render_value_text(v: &Json) -> String {
     match v.value() {
         Value::String(s) => s.clone(),
-        other => crate::json::with_stack_for(v.depth(), || {
-            serde_json::to_string_pretty(other).unwrap_or_default()
-        }),
+        _ if v.depth() > PRETTY_MAX_DEPTH => v.to_json_string(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
     }
 }
 
@@ -238,6 +248,7 @@ impl ToolDefinition {
             timeout_ms: None,
             concurrency: Concurrency::Exclusive,
             permission_subject: None,
+            lossy_parameters: false,
         }
     }
 
@@ -314,14 +325,22 @@ impl ToolDefinition {
     }
 
     /// Validates arguments against the parameter schema when the tool asks for it
-    /// (`INVALID_ARGS` with the reference's messages).
+    /// (`INVALID_ARGS` with the reference's messages). Arguments must be a JSON object whatever
+    /// the schema says; raw text that did not parse is refused with the reason it did not.
     pub fn check_arguments(&self, args: &Arguments) -> Result<(), Failure> {
         if !self.validate_arguments {
             return Ok(());
         }
         match args {
-            Arguments::Raw(_) => Err(Failure::invalid_args(&[
-                "arguments must be a JSON object".to_owned()
+            Arguments::Raw(_) => {
+                let violation = match args.parse_error() {
+                    Some(e) => format!("arguments must be a JSON object: {e}"),
+                    None => "arguments must be a JSON object".to_owned(),
+                };
+                Err(Failure::invalid_args(&[violation]))
+            }
+            Arguments::Json(j) if !j.value().is_object() => Err(Failure::invalid_args(&[
+                "arguments must be an object".to_owned(),
             ])),
             Arguments::Json(j) => {
                 match validate::validate(self.parameters.value(), j.value(), "") {
@@ -395,18 +414,37 @@ pub struct ToolBuilder {
     timeout_ms: Option<f64>,
     concurrency: Concurrency,
     permission_subject: Option<SubjectFn>,
+    lossy_parameters: bool,
 }
 
 impl ToolBuilder {
+    /// The name the tool is being built with.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
     /// A raw parameter schema, projected verbatim; the tool validates its own arguments.
     pub fn parameters(mut self, schema: Json) -> Self {
         self.parameters = schema;
         self
     }
     /// A parameter schema the registry validates arguments against before the body runs.
+    /// [`build`](Self::build) refuses a schema with authoring errors.
     pub fn validated_parameters(mut self, schema: Json) -> Self {
         self.parameters = schema;
         self.validate_arguments = true;
+        self
+    }
+    /// A raw parameter schema snapshotted from any serializable value (like [`parameters`](Self::parameters)).
+    /// A schema that is not lossless JSON (a NaN or infinite number) makes [`build`](Self::build)
+    /// fail with [`CoreError::LossyParameters`] instead of being projected changed.
+    pub fn parameters_from<T: serde::Serialize + ?Sized>(mut self, schema: &T) -> Self {
+        match Json::snapshot(schema) {
+            Ok(json) => {
+                self.parameters = json;
+                self.lossy_parameters = false;
+            }
+            Err(_) => self.lossy_parameters = true,
+        }
         self
     }
     /// Parameters from a Rust input type (`schemars`), validated before the body runs.
@@ -469,10 +507,25 @@ impl ToolBuilder {
         self.permission_subject = Some(Arc::new(f));
         self
     }
-    /// Finishes the definition.
+    /// Finishes the definition. Fails without an output contract or a body, with a budget that
+    /// is not a positive finite number, with lossy parameters, or with a validated parameter or
+    /// output schema that has authoring errors.
     pub fn build(self) -> Result<ToolDefinition, CoreError> {
         let output = self.output.ok_or(CoreError::MissingOutput)?;
         let body = self.body.ok_or(CoreError::MissingBody)?;
+        if self.lossy_parameters {
+            return Err(CoreError::LossyParameters(self.name.to_string()));
+        }
+        let invalid = |part: &'static str, error| CoreError::InvalidSchema {
+            tool: self.name.to_string(),
+            part,
+            error,
+        };
+        if self.validate_arguments {
+            validate::check_schema(self.parameters.value())
+                .map_err(|e| invalid("parameters", e))?;
+        }
+        validate::check_schema(output.schema.value()).map_err(|e| invalid("output", e))?;
         let timeout_ms = match self.timeout_ms {
             None => None,
             Some(ms) if ms.is_finite() && ms > 0.0 => Some(ms.ceil() as u64),
