@@ -52,6 +52,8 @@ impl fmt::Display for TimeoutReason {
     }
 }
 
+impl std::error::Error for TimeoutReason {}
+
 /// A bad budget.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DeadlineError {
@@ -123,8 +125,11 @@ pub fn deadline(upstream: Option<&Signal>, ms: i64, code: &str) -> Result<Deadli
     }
     let handle = tokio::runtime::Handle::try_current().map_err(|_| DeadlineError::NoRuntime)?;
     let reason = TimeoutReason::new(code, ms);
+    // The instant is fixed now, not when the timer task is first polled, so a busy runtime
+    // cannot stretch the budget.
+    let at = tokio::time::Instant::now() + std::time::Duration::from_millis(ms);
     let timer = handle.spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        tokio::time::sleep_until(at).await;
         ctl.abort(AbortReason::Timeout(reason));
     });
     Ok(Deadline {

@@ -253,6 +253,18 @@ impl Registration {
     }
 }
 
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match &self.key {
+            None => "kept",
+            Some(Key::Tool { .. }) => "tool",
+            Some(Key::Scope(_)) => "scope",
+            Some(Key::Filter { .. }) => "restriction",
+        };
+        write!(f, "Registration({what})")
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         self.remove();
