@@ -1,1 +1,69 @@
-//! placeholder
+//! # dsh-tool-fs
+//!
+//! The filesystem side of the dsh tool pipeline: a confined, versioned, atomic filesystem seam;
+//! the `fs/write-intent`, `fs/edit-intent` and `fs/observed` hook points; the read-before-write
+//! observation policy; and the file tools `read`, `write`, `edit`, `glob` and `grep` with the
+//! reference's model-facing names, parameters and output formats.
+//!
+//! To mount: build a [`Workspace`] over the roots, wrap it in [`FsTools`], optionally
+//! [`FsTools::mount_policy`], bind each agent to its session with [`FsSessions::bind`], and call
+//! [`register_fs_tools`]. On resume, feed the session's tool results' meta through
+//! [`observation_from_meta`] into [`ObservationPolicy::restore`].
+//!
+//! It deliberately does NOT: schedule or classify calls beyond declaring each tool's concurrency
+//! (reads and searches parallel, mutations exclusive), store or replay sessions (the caller hands
+//! it the observations to restore), ask for approval or escalate a sandbox (FS-36..39), read
+//! images (FS-77/78), or serialize writes made by other processes.
+//!
+//! Spec rules owned here: FS1 (intent waterfalls raised before every mutation, default
+//! unconditional, first decider owns it), FS2 (the observation policy, per session id, compare-
+//! and-set in the seam, own writes recorded as observed), FS3 (confinement to the roots, atomic
+//! writes, observations rebuilt from the log), and the conformance lines FS-01..35, FS-40..76.
+//!
+//! Session of a call: the tools look up an [`FsContext`] (session id, working directory) from the
+//! call's agent in [`FsSessions`], falling back to a default context; a call whose context has no
+//! session id has no owner, so the policy lets it only create files and never edit.
+
+mod atomic;
+pub mod codes;
+mod confine;
+pub mod diff;
+mod error;
+pub mod intent;
+mod locks;
+mod mount;
+pub mod policy;
+mod remedy;
+pub mod replay;
+pub mod seam;
+pub mod session;
+pub mod text;
+mod tools;
+pub mod version;
+
+#[doc(hidden)]
+pub use atomic::{FaultHook, WriteStage};
+pub use error::FsError;
+pub use intent::{
+    EditDecision, FsHooks, IntentQuery, Observation, ObservedEvent, ObservedHandle,
+    ObservedListeners,
+};
+pub use mount::{FsTools, FsToolsHandle, PROMPT_SECTIONS, register_fs_tools};
+pub use policy::ObservationPolicy;
+pub use remedy::apply_remedy;
+pub use replay::observation_from_meta;
+pub use seam::{
+    EditCondition, EditOutcome, FileContents, MAX_FILE_BYTES, OpCounts, Workspace, WriteCondition,
+    WriteOutcome,
+};
+pub use session::{FsContext, FsSessions};
+pub use version::FileVersion;
+
+/// The tool names, as the model sees them.
+pub mod names {
+    pub use crate::tools::edit::NAME as EDIT;
+    pub use crate::tools::glob::NAME as GLOB;
+    pub use crate::tools::grep::NAME as GREP;
+    pub use crate::tools::read::NAME as READ;
+    pub use crate::tools::write::NAME as WRITE;
+}

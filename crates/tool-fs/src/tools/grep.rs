@@ -1,0 +1,200 @@
+//! `grep {pattern, path?, include?}`: a regular expression over file contents (ripgrep's
+//! `grep-regex` and `grep-searcher`; binary files skipped), matches grouped by file (newest file
+//! first) with line numbers, at most 250 shown with a note saying how to narrow the search.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use dsh_core::{ContentBlock, CoreError, Failure, Json, ToolContext, ToolDefinition, ToolOutput};
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::{BinaryDetection, SearcherBuilder, sinks};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::walk::{self, PathGlob, WalkEnd};
+use super::{ToolEnv, check_abort, decode, field, freeze, subject};
+use crate::error::FsError;
+use crate::text;
+
+/// The tool's name.
+pub const NAME: &str = "grep";
+/// The tool's description.
+pub const DESCRIPTION: &str = "Search file contents with a regular expression; matches are grouped by file with line numbers.";
+/// The most matches one call shows.
+pub const MAX_MATCHES: usize = 250;
+/// The most matches one call collects (for ordering and counting) before it stops searching.
+pub const MAX_COLLECTED: usize = 10_000;
+
+#[derive(Deserialize)]
+struct Args {
+    pattern: String,
+    path: Option<String>,
+    include: Option<String>,
+}
+
+fn parameters() -> Json {
+    Json::from_shallow(json!({
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Regular expression to search for in file contents (Rust regex syntax)."},
+            "path": {"type": "string", "description": "File or directory to search. Defaults to the working directory."},
+            "include": {"type": "string", "description": "Glob of files to search, for example `*.rs` or `*.{ts,tsx}`."}
+        },
+        "required": ["pattern"]
+    }))
+}
+
+fn output_schema() -> Json {
+    Json::from_shallow(json!({
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string"},
+            "path": {"type": "string"},
+            "matches": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "line": {"type": "integer"}, "text": {"type": "string"}},
+                "required": ["path", "line", "text"]
+            }},
+            "totalMatches": {"type": "integer"},
+            "truncated": {"type": "boolean"},
+            "complete": {"type": "boolean"}
+        },
+        "required": ["pattern", "path", "matches", "totalMatches", "truncated", "complete"]
+    }))
+}
+
+fn render(v: &Json) -> Result<dsh_core::Content, Failure> {
+    let v = v.value();
+    let matches = field(v, "matches")
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let total = field(v, "totalMatches").as_u64().unwrap_or(0);
+    let complete = field(v, "complete").as_bool() != Some(false);
+    if matches.is_empty() {
+        return Ok(Arc::from(vec![ContentBlock::text("No matches found")]));
+    }
+    let at_least = if complete { "" } else { "at least " };
+    let mut s = format!(
+        "Found {at_least}{total} match{}",
+        if total == 1 { "" } else { "es" }
+    );
+    let mut current: Option<&str> = None;
+    for m in matches {
+        let p = field(m, "path").as_str().unwrap_or_default();
+        if current != Some(p) {
+            s.push_str(if current.is_some() { "\n\n" } else { "\n" });
+            s.push_str(p);
+            s.push(':');
+            current = Some(p);
+        }
+        let line = field(m, "line").as_u64().unwrap_or(0);
+        let t = field(m, "text").as_str().unwrap_or_default();
+        s.push_str(&format!("\n  Line {line}: {t}"));
+    }
+    if field(v, "truncated").as_bool() == Some(true) {
+        s.push_str(&format!(
+            "\n\n(Results are truncated: showing the first {} of {at_least}{total} matches. Use a more specific pattern, path or include filter to see the rest.)",
+            matches.len()
+        ));
+    }
+    Ok(Arc::from(vec![ContentBlock::text(s)]))
+}
+
+struct FileMatches {
+    mtime: SystemTime,
+    path: String,
+    lines: Vec<(u64, String)>,
+}
+
+async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
+    let args: Args = decode(&ctx)?;
+    let fs = env.context(&ctx);
+    let base = env
+        .resolve(&fs, args.path.as_deref().unwrap_or("."))
+        .await?;
+    check_abort(&ctx)?;
+    let matcher = RegexMatcherBuilder::new()
+        .line_terminator(Some(b'\n'))
+        .build(&args.pattern)
+        .map_err(|e| {
+            FsError::InvalidPattern {
+                kind: "regular expression",
+                pattern: Arc::from(args.pattern.as_str()),
+                reason: Arc::from(e.to_string()),
+            }
+            .to_failure()
+        })?;
+    let include = match &args.include {
+        Some(g) => Some(PathGlob::new(g).map_err(|e| e.to_failure())?),
+        None => None,
+    };
+    let ws = env.workspace.clone();
+    let signal = ctx.signal().clone();
+    let dir = base.clone();
+    let (mut files, collected, end) = tokio::task::spawn_blocking(move || {
+        let mut searcher = SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(b'\x00'))
+            .build();
+        let mut files: Vec<FileMatches> = Vec::new();
+        let mut collected = 0usize;
+        let end = walk::files(&ws, &dir, include.as_ref(), &signal, |f| {
+            let mut lines = Vec::new();
+            let _ = searcher.search_path(
+                &matcher,
+                &f.real,
+                sinks::Lossy(|n, line| {
+                    let line = line.trim_end_matches(['\n', '\r']);
+                    lines.push((n, text::shown_line(line)));
+                    Ok(collected + lines.len() < MAX_COLLECTED)
+                }),
+            );
+            if !lines.is_empty() {
+                collected += lines.len();
+                files.push(FileMatches {
+                    mtime: f.mtime,
+                    path: f.path.to_string_lossy().into_owned(),
+                    lines,
+                });
+            }
+            collected < MAX_COLLECTED
+        })?;
+        let complete = matches!(end, WalkEnd::Complete) && collected < MAX_COLLECTED;
+        Ok::<_, FsError>((files, collected, complete))
+    })
+    .await
+    .map_err(|e| Failure::new(format!("grep failed: {e}")))?
+    .map_err(|e| e.to_failure())?;
+    files.sort_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));
+    let mut shown = Vec::new();
+    'outer: for f in &files {
+        for (n, t) in &f.lines {
+            if shown.len() >= MAX_MATCHES {
+                break 'outer;
+            }
+            shown.push(json!({"path": f.path, "line": n, "text": t}));
+        }
+    }
+    freeze(json!({
+        "pattern": args.pattern,
+        "path": base.to_string_lossy(),
+        "truncated": collected > shown.len(),
+        "matches": Value::Array(shown),
+        "totalMatches": collected,
+        "complete": end,
+    }))
+}
+
+pub(crate) fn definition(env: ToolEnv) -> Result<ToolDefinition, CoreError> {
+    ToolDefinition::builder(NAME, DESCRIPTION)
+        .validated_parameters(parameters())
+        .output(ToolOutput::new(output_schema(), render))
+        .concurrency_safe(true)
+        .permission_subject(subject("pattern"))
+        .execute(move |ctx| {
+            let env = env.clone();
+            async move { run(&env, ctx).await }
+        })
+        .build()
+}

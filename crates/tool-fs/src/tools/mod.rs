@@ -1,0 +1,108 @@
+//! The file tools (`read`, `write`, `edit`, `glob`, `grep`) with the reference's model-facing
+//! names and parameters, and what they share: the environment they run in, argument decoding,
+//! session lookup and path resolution.
+
+pub(crate) mod edit;
+pub(crate) mod glob;
+pub(crate) mod grep;
+pub(crate) mod read;
+mod walk;
+pub(crate) mod write;
+
+use std::path::{Path, PathBuf};
+
+use dsh_core::{Failure, Json, ToolContext};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::FsError;
+use crate::intent::{FsHooks, IntentQuery, Observation, ObservedEvent};
+use crate::seam::Workspace;
+use crate::session::{FsContext, FsSessions};
+
+/// What every file tool runs against.
+#[derive(Clone)]
+pub(crate) struct ToolEnv {
+    pub(crate) workspace: Workspace,
+    pub(crate) hooks: FsHooks,
+    pub(crate) sessions: FsSessions,
+}
+
+impl ToolEnv {
+    /// The session context of this call (from its agent, or the default).
+    pub(crate) fn context(&self, ctx: &ToolContext) -> FsContext {
+        self.sessions.context_for(ctx.exec().agent())
+    }
+
+    /// Resolves a model-given path inside the roots.
+    pub(crate) async fn resolve(&self, fs: &FsContext, raw: &str) -> Result<PathBuf, Failure> {
+        self.workspace
+            .resolve(&fs.cwd, raw)
+            .await
+            .map_err(|e| e.to_failure())
+    }
+
+    /// The intent query of this call for `path`.
+    pub(crate) fn query(fs: &FsContext, path: &Path) -> IntentQuery {
+        IntentQuery {
+            owner: fs.session_id.clone(),
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Announces what this call saw of `path` (`fs/observed`).
+    pub(crate) fn observed(
+        &self,
+        fs: &FsContext,
+        path: &Path,
+        observation: Observation,
+    ) -> Result<(), Failure> {
+        self.hooks.observed().emit(&ObservedEvent {
+            owner: fs.session_id.clone(),
+            path: path.to_path_buf(),
+            observation,
+        })
+    }
+}
+
+/// Decodes the arguments into the tool's input type (`INVALID_ARGS` when they do not fit).
+pub(crate) fn decode<T: DeserializeOwned>(ctx: &ToolContext) -> Result<T, Failure> {
+    let Some(json) = ctx.arguments().json() else {
+        return Err(Failure::invalid_args(&[
+            "arguments must be a JSON object".to_owned()
+        ]));
+    };
+    json.decode::<T>()
+        .map_err(|e| Failure::invalid_args(&[e.to_string()]))
+}
+
+/// The failure for a cancelled call (the body was invoked, so `ABORTED`).
+pub(crate) fn check_abort(ctx: &ToolContext) -> Result<(), Failure> {
+    if ctx.signal().is_aborted() {
+        return Err(FsError::Aborted.to_failure());
+    }
+    Ok(())
+}
+
+/// The path as the session names it: relative to its working directory when inside it.
+pub(crate) fn display_path(path: &Path, cwd: &Path) -> String {
+    match path.strip_prefix(cwd) {
+        Ok(rel) if !rel.as_os_str().is_empty() => rel.to_string_lossy().into_owned(),
+        _ => path.to_string_lossy().into_owned(),
+    }
+}
+
+/// Freezes a value built by a tool.
+pub(crate) fn freeze(v: Value) -> Result<Json, Failure> {
+    Json::new(v).map_err(|e| Failure::new(e.to_string()))
+}
+
+/// The `permission_subject` reader for a string argument.
+pub(crate) fn subject(key: &'static str) -> impl Fn(&Value) -> Option<String> + Send + Sync {
+    move |v| v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// Reads a field of a value in a render or projection (a missing field is an empty default).
+pub(crate) fn field<'v>(v: &'v Value, key: &str) -> &'v Value {
+    v.get(key).unwrap_or(&Value::Null)
+}
