@@ -30,7 +30,12 @@ pub fn echo_named(name: &str) -> ToolDefinition {
             let text = ctx
                 .arguments()
                 .json()
-                .and_then(|j| j.value().get("text").and_then(Value::as_str).map(str::to_owned))
+                .and_then(|j| {
+                    j.value()
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
                 .unwrap_or_default();
             Ok(Json::string(text))
         })
@@ -59,9 +64,15 @@ pub fn content_tool() -> ToolDefinition {
             let text = ctx
                 .arguments()
                 .json()
-                .and_then(|j| j.value().get("text").and_then(Value::as_str).map(str::to_owned))
+                .and_then(|j| {
+                    j.value()
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
                 .unwrap_or_default();
-            Json::new(json!([{"type": "text", "text": text}])).map_err(|e| Failure::new(e.to_string()))
+            Json::new(json!([{"type": "text", "text": text}]))
+                .map_err(|e| Failure::new(e.to_string()))
         })
         .build()
         .unwrap_or_else(|e| panic!("content fixture: {e}"))
@@ -260,4 +271,66 @@ pub fn context_texts(result: &ToolResult) -> Vec<String> {
         .iter()
         .filter_map(|c| c.first_text().map(str::to_owned))
         .collect()
+}
+
+/// An input for `name` with JSON `args`, no agent, no parent and a never-firing signal.
+pub fn input(call_id: &str, name: &str, args: Value) -> dsh_core::ToolExecutionInput {
+    let args = dsh_core::Arguments::from_value(args)
+        .unwrap_or_else(|e| panic!("test arguments must be JSON: {e}"));
+    dsh_core::ToolExecutionInput::new(call_id, name, args)
+}
+
+/// A result in its serialized reference shape, for exact comparisons with `json!`.
+pub fn shape(result: &ToolResult) -> Value {
+    serde_json::to_value(result).unwrap_or_else(|e| panic!("result serializes: {e}"))
+}
+
+/// A one-shot pause point for hooks and bodies: `hold()` records that it was reached and waits
+/// until `release()`; the test waits for the point with `reached()`.
+#[derive(Clone, Default)]
+pub struct Latch {
+    state: Arc<Mutex<(bool, bool)>>,
+    notify: Arc<Notify>,
+}
+
+impl Latch {
+    /// A closed latch nobody has reached.
+    pub fn new() -> Latch {
+        Latch::default()
+    }
+
+    /// Marks the latch reached, then waits until it is released (at once if it already was).
+    pub async fn hold(&self) {
+        self.state.lock().0 = true;
+        self.notify.notify_waiters();
+        self.wait_for(|s| s.1).await;
+    }
+
+    /// Opens the latch, now and for every later `hold`.
+    pub fn release(&self) {
+        self.state.lock().1 = true;
+        self.notify.notify_waiters();
+    }
+
+    /// Whether some `hold` has been reached.
+    pub fn is_reached(&self) -> bool {
+        self.state.lock().0
+    }
+
+    /// Waits until some `hold` has been reached.
+    pub async fn reached(&self) {
+        self.wait_for(|s| s.0).await;
+    }
+
+    async fn wait_for(&self, done: impl Fn(&(bool, bool)) -> bool) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if done(&self.state.lock()) {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
