@@ -77,22 +77,35 @@ impl Inner {
         })
     }
 
+    /// Sets the reason if none is set yet and fires every live descendant that has none, walking
+    /// the descendants iteratively (a long chain of derived signals cannot overflow the stack).
     fn abort(&self, reason: AbortReason) -> bool {
+        let Some(children) = self.fire(&reason) else {
+            return false;
+        };
+        let mut pending: Vec<Weak<Inner>> = children;
+        while let Some(child) = pending.pop() {
+            if let Some(c) = child.upgrade()
+                && let Some(more) = c.fire(&reason)
+            {
+                pending.extend(more);
+            }
+        }
+        true
+    }
+
+    /// Sets the reason and wakes waiters; returns the children to fire, or `None` if it had fired.
+    fn fire(&self, reason: &AbortReason) -> Option<Vec<Weak<Inner>>> {
         let children = {
             let mut st = self.state.lock();
             if st.reason.is_some() {
-                return false;
+                return None;
             }
             st.reason = Some(reason.clone());
             std::mem::take(&mut st.children)
         };
         self.notify.notify_waiters();
-        for child in children {
-            if let Some(c) = child.upgrade() {
-                c.abort(reason.clone());
-            }
-        }
-        true
+        Some(children)
     }
 
     /// Registers `child` to fire with this signal; returns the reason if already fired.

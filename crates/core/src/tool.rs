@@ -296,9 +296,11 @@ impl ToolDefinition {
 
     /// A copy with another budget (configuration overrides); `None` removes it.
     pub fn with_timeout_ms(&self, ms: Option<u64>) -> Result<ToolDefinition, CoreError> {
-        if ms == Some(0) {
-            return Err(CoreError::Timeout);
-        }
+        let ms = match ms {
+            Some(0) => return Err(CoreError::Timeout),
+            Some(ms) => Some(budget_within_max(ms)?),
+            None => None,
+        };
         let mut d = self.clone();
         d.timeout_ms = ms;
         Ok(d)
@@ -400,6 +402,18 @@ impl ToolDefinition {
             .await
             .unwrap_or_else(|p| Err(Failure::from_panic(&format!("tool \"{}\"", self.name), &*p)))
     }
+}
+
+/// A budget no timer can arm is refused when the tool is defined, not when it is first called.
+fn budget_within_max(ms: u64) -> Result<u64, CoreError> {
+    if ms > crate::deadline::MAX_TIMEOUT_MS {
+        return Err(CoreError::Deadline(
+            crate::deadline::DeadlineError::TooLarge {
+                label: "timeoutMs".into(),
+            },
+        ));
+    }
+    Ok(ms)
 }
 
 /// Builds a [`ToolDefinition`].
@@ -528,7 +542,7 @@ impl ToolBuilder {
         validate::check_schema(output.schema.value()).map_err(|e| invalid("output", e))?;
         let timeout_ms = match self.timeout_ms {
             None => None,
-            Some(ms) if ms.is_finite() && ms > 0.0 => Some(ms.ceil() as u64),
+            Some(ms) if ms.is_finite() && ms > 0.0 => Some(budget_within_max(ms.ceil() as u64)?),
             Some(_) => return Err(CoreError::Timeout),
         };
         Ok(ToolDefinition {

@@ -179,3 +179,49 @@ fn json_output_renders_pretty_and_deep_values_compact() {
         deeper
     );
 }
+
+#[test]
+fn a_long_chain_of_derived_signals_fires_without_overflow() {
+    let root = AbortController::new();
+    let mut leaf = root.signal();
+    let mut keep = Vec::new();
+    for _ in 0..100_000 {
+        let (child, ctl) = leaf.child();
+        keep.push(ctl);
+        leaf = child;
+    }
+    root.abort(AbortReason::Cancelled(CancelCause::Parent));
+    assert_eq!(
+        leaf.reason(),
+        Some(AbortReason::Cancelled(CancelCause::Parent))
+    );
+}
+
+#[test]
+fn a_budget_no_timer_can_arm_is_refused_when_defined() {
+    let build = |ms: f64| {
+        ToolDefinition::builder("t", "d")
+            .output(ToolOutput::string())
+            .execute(|_ctx| async { Ok(Json::null()) })
+            .timeout_ms(ms)
+            .build()
+    };
+    assert_eq!(
+        build(2_147_483_647.0).map(|d| d.timeout_ms()),
+        Ok(Some(2_147_483_647))
+    );
+    for too_large in [2_147_483_648.0, 1e19, 1e300] {
+        let e = build(too_large).expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            "timeoutMs must be no greater than 2147483647"
+        );
+    }
+    let def = build(10.0).expect("builds");
+    assert!(def.with_timeout_ms(Some(u64::MAX)).is_err());
+    assert_eq!(def.with_timeout_ms(None).map(|d| d.timeout_ms()), Ok(None));
+    assert_eq!(
+        def.with_timeout_ms(Some(7)).map(|d| d.timeout_ms()),
+        Ok(Some(7))
+    );
+}
