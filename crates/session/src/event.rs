@@ -448,6 +448,7 @@ impl Event {
     pub fn to_json_line(&self) -> String {
         let mut out = Vec::new();
         self.write_line(&mut out);
+        out.pop();
         String::from_utf8(out).unwrap_or_default()
     }
 

@@ -1,0 +1,3 @@
+//! Integration tests of dsh-session (one binary; topics under `suite/`).
+
+mod suite;

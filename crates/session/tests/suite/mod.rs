@@ -1,0 +1,13 @@
+//! Topics: event shapes, the stores, crash repair, the checker, invariants, derived history,
+//! reference fixtures, bad input and property tests.
+
+mod bad_input;
+mod check;
+mod derive;
+mod events;
+mod fixtures;
+mod invariants;
+mod props;
+mod repair;
+mod store;
+mod support;
