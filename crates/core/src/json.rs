@@ -298,6 +298,9 @@ impl Serialize for Json {
     }
 }
 
+/// Decoding a [`Json`] from another deserializer is bounded by that deserializer: `serde_json`
+/// stops at 128 levels unless its recursion limit is disabled, and then it must be wrapped in
+/// `serde_stacker` to stay on a safe stack. Text is best read with [`Json::parse`].
 impl<'de> Deserialize<'de> for Json {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Json, D::Error> {
         let value = Value::deserialize(deserializer)?;
