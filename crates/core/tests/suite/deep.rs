@@ -131,6 +131,8 @@ fn deep_text_followed_by_a_syntax_error_does_not_overflow() {
         let text = format!("{{\"a\": {}, \"b\": }}", nested_arrays(depth, "1"));
         assert!(Json::parse(&text).is_err());
         assert!(matches!(Arguments::from_raw(&text), Arguments::Raw(_)));
+        let objects = format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth));
+        assert!(Json::parse(&format!("[{objects}, oops]")).is_err());
     }
 }
 
