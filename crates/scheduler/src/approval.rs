@@ -19,3 +19,10 @@ pub(crate) fn no_approver(exec: &ToolExecution, reason: Option<&str>) -> Failure
         None => Failure::new(messages::approval_not_supported(exec.name())),
     }
 }
+
+#[async_trait]
+impl Approver for dsh_guard::ApprovalService {
+    async fn approve(&self, exec: &ToolExecution, reason: Option<&str>) -> Result<(), Failure> {
+        dsh_guard::approval::resolve_ask(Some(self), exec, reason).await
+    }
+}
