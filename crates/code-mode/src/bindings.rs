@@ -1,0 +1,94 @@
+//! The `tools` bindings a program sees: the names it may call and the host that answers. Every
+//! call crosses as JSON text and is checked here (known name, lossless JSON) before the host
+//! sees it, whichever runtime made it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use dsh_core::Json;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
+use crate::outcome::ToolCallError;
+
+/// The prefix of every argument rejection (the conformance checklist counts it).
+pub const ARGS_NOT_LOSSLESS: &str = "tool arguments must be lossless JSON";
+
+/// The reason given when a binding is called without arguments.
+pub const MISSING_ARGS: &str = "call the tool with an arguments object";
+
+/// Answers the program's tool calls. The answer is the sub-call's canonical value, or a
+/// rejection with the tool's name and the reason.
+pub trait Host: Send + Sync + 'static {
+    /// Runs one call of `name` with `args` and settles with its value or its rejection.
+    fn call(&self, name: &str, args: Json) -> BoxFuture<'static, Result<Json, ToolCallError>>;
+}
+
+/// The binding table of one run: the callable names (a plain set; no name is special, not even
+/// `__proto__`) and the host behind them.
+#[derive(Clone)]
+pub struct Bindings {
+    names: Arc<[Arc<str>]>,
+    index: Arc<HashSet<Arc<str>>>,
+    host: Arc<dyn Host>,
+}
+
+impl std::fmt::Debug for Bindings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bindings")
+            .field("names", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bindings {
+    /// Bindings for `names` (duplicates are dropped, order is kept) answered by `host`.
+    pub fn new(names: impl IntoIterator<Item = Arc<str>>, host: Arc<dyn Host>) -> Bindings {
+        let mut index = HashSet::new();
+        let mut ordered = Vec::new();
+        for n in names {
+            if index.insert(n.clone()) {
+                ordered.push(n);
+            }
+        }
+        Bindings {
+            names: Arc::from(ordered),
+            index: Arc::new(index),
+            host,
+        }
+    }
+
+    /// The callable names, in presentation order.
+    pub fn names(&self) -> &[Arc<str>] {
+        &self.names
+    }
+
+    /// Whether `name` is callable.
+    pub fn contains(&self, name: &str) -> bool {
+        self.index.contains(name)
+    }
+
+    /// One call from the program: `args` is the JSON text of the argument object (`None` when
+    /// the program passed none). Unknown names and arguments that are not JSON are rejected
+    /// here, before the host sees anything.
+    pub fn call(
+        &self,
+        name: &str,
+        args: Option<&str>,
+    ) -> BoxFuture<'static, Result<Json, ToolCallError>> {
+        let reject = |message: String| {
+            let e = ToolCallError::new(name, message);
+            async move { Err(e) }.boxed()
+        };
+        if !self.contains(name) {
+            return reject(dsh_core::codes::messages::unknown_tool(name));
+        }
+        let Some(text) = args else {
+            return reject(format!("{ARGS_NOT_LOSSLESS}: {MISSING_ARGS}"));
+        };
+        match Json::parse(text) {
+            Ok(json) => self.host.call(name, json),
+            Err(e) => reject(format!("{ARGS_NOT_LOSSLESS}: {e}")),
+        }
+    }
+}

@@ -1,0 +1,257 @@
+// The bridge between a program and the host, evaluated once per run before the program.
+// It receives two native functions and the binding names, installs `console`, `tools` and
+// `ToolCallError`, and returns the three entry points the host drives: start, settle, poll.
+// Every builtin it relies on is captured here, before the program can replace it.
+(function (hostLog, hostCall, namesJson, argsPrefix, missingArgs) {
+  "use strict";
+  const ObjectProto = Object.prototype;
+  const objectToString = ObjectProto.toString;
+  const create = Object.create;
+  const getProto = Object.getPrototypeOf;
+  const defineProperty = Object.defineProperty;
+  const freeze = Object.freeze;
+  const isArray = Array.isArray;
+  const isFinite = Number.isFinite;
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const StringCtor = String;
+  const ErrorCtor = Error;
+  const TypeErrorCtor = TypeError;
+  const PromiseCtor = Promise;
+  const then = PromiseCtor.prototype.then;
+  const call = Function.prototype.call;
+  const AsyncFunction = (async function () {}).constructor;
+  const UNPRINTABLE = "<unprintable thrown value>";
+
+  function callThen(p, onOk, onErr) {
+    return call.call(then, p, onOk, onErr);
+  }
+
+  // `Name: message` for errors, the text itself for strings, String(v) otherwise.
+  function describe(e) {
+    try {
+      if (e !== null && typeof e === "object" && typeof e.message === "string") {
+        const name = typeof e.name === "string" && e.name ? e.name : "Error";
+        return e.message ? name + ": " + e.message : name;
+      }
+      return StringCtor(e);
+    } catch (_) {
+      return UNPRINTABLE;
+    }
+  }
+
+  // The message alone (argument rejections quote the cause without its class).
+  function reason(e) {
+    try {
+      if (e !== null && typeof e === "object" && typeof e.message === "string") {
+        return e.message;
+      }
+      return StringCtor(e);
+    } catch (_) {
+      return UNPRINTABLE;
+    }
+  }
+
+  // A JSON.stringify replacer that refuses anything JSON would silently change.
+  function lossless(key, value) {
+    switch (typeof value) {
+      case "string":
+      case "boolean":
+        return value;
+      case "number":
+        if (!isFinite(value)) {
+          throw new TypeErrorCtor("non-finite number " + value + " is not lossless JSON");
+        }
+        return value;
+      case "undefined":
+        if (isArray(this)) {
+          throw new TypeErrorCtor("an undefined array element is not lossless JSON");
+        }
+        return value;
+      case "object": {
+        if (value === null || isArray(value)) {
+          return value;
+        }
+        const proto = getProto(value);
+        if (proto === ObjectProto || proto === null) {
+          return value;
+        }
+        let tag = "an object with a prototype";
+        try {
+          tag = call.call(objectToString, value);
+        } catch (_) {}
+        throw new TypeErrorCtor(tag + " is not lossless JSON");
+      }
+      case "bigint":
+        throw new TypeErrorCtor("a BigInt is not lossless JSON");
+      case "function":
+        throw new TypeErrorCtor("a function is not lossless JSON");
+      default:
+        throw new TypeErrorCtor("a " + typeof value + " is not lossless JSON");
+    }
+  }
+
+  function show(v) {
+    try {
+      switch (typeof v) {
+        case "string":
+          return v;
+        case "undefined":
+          return "undefined";
+        case "function":
+          return v.name ? "[Function: " + v.name + "]" : "[Function (anonymous)]";
+        case "bigint":
+          return StringCtor(v) + "n";
+        case "symbol":
+          return call.call(Symbol.prototype.toString, v);
+        case "object": {
+          if (v === null) {
+            return "null";
+          }
+          if (v instanceof ErrorCtor) {
+            return describe(v);
+          }
+          const s = stringify(v);
+          if (s !== undefined) {
+            return s;
+          }
+          return StringCtor(v);
+        }
+        default:
+          return StringCtor(v);
+      }
+    } catch (_) {
+      try {
+        return StringCtor(v);
+      } catch (_) {
+        return UNPRINTABLE;
+      }
+    }
+  }
+
+  function logger() {
+    return function () {
+      let line = "";
+      for (let i = 0; i < arguments.length; i++) {
+        if (i > 0) {
+          line += " ";
+        }
+        line += show(arguments[i]);
+      }
+      hostLog(line);
+    };
+  }
+
+  const consoleObject = create(null);
+  const levels = ["log", "info", "warn", "error", "debug"];
+  for (let i = 0; i < levels.length; i++) {
+    defineProperty(consoleObject, levels[i], { value: logger(), enumerable: true });
+  }
+  freeze(consoleObject);
+  defineProperty(globalThis, "console", { value: consoleObject });
+
+  class ToolCallError extends ErrorCtor {
+    constructor(toolName, message) {
+      super(message);
+      defineProperty(this, "name", { value: "ToolCallError", writable: true, configurable: true });
+      this.toolName = toolName;
+    }
+  }
+  defineProperty(globalThis, "ToolCallError", { value: ToolCallError });
+
+  const pending = create(null);
+  const names = parse(namesJson);
+  const tools = create(null);
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
+    const binding = async function (args) {
+      if (arguments.length === 0 || args === undefined) {
+        throw new ToolCallError(name, argsPrefix + ": " + missingArgs);
+      }
+      let text;
+      try {
+        text = stringify(args, lossless);
+      } catch (e) {
+        throw new ToolCallError(name, argsPrefix + ": " + reason(e));
+      }
+      if (text === undefined) {
+        throw new ToolCallError(name, argsPrefix + ": " + missingArgs);
+      }
+      const id = hostCall(name, text);
+      return new PromiseCtor(function (resolve, reject) {
+        pending[id] = [resolve, reject];
+      });
+    };
+    defineProperty(binding, "name", { value: name });
+    defineProperty(tools, name, { value: binding, enumerable: true });
+  }
+  freeze(tools);
+  defineProperty(globalThis, "tools", { value: tools });
+
+  let state;
+
+  function outcome(ok, kind, message, json) {
+    const o = create(null);
+    o.ok = ok;
+    if (kind !== undefined) {
+      o.kind = kind;
+      o.message = message;
+    }
+    if (json !== undefined) {
+      o.json = json;
+    }
+    return o;
+  }
+
+  function finish(value) {
+    if (value === undefined) {
+      return outcome(true);
+    }
+    let text;
+    try {
+      text = stringify(value, lossless);
+    } catch (e) {
+      return outcome(false, "invalid-output", "the returned value is not lossless JSON: " + reason(e));
+    }
+    return outcome(true, undefined, undefined, text);
+  }
+
+  function start(src) {
+    let main;
+    try {
+      main = new AsyncFunction(src);
+    } catch (e) {
+      state = outcome(false, "exception", describe(e));
+      return;
+    }
+    callThen(
+      main(),
+      function (v) {
+        state = finish(v);
+      },
+      function (e) {
+        state = outcome(false, "exception", describe(e));
+      }
+    );
+  }
+
+  function settle(id, ok, payload) {
+    const p = pending[id];
+    if (p === undefined) {
+      return;
+    }
+    delete pending[id];
+    if (ok) {
+      p[0](parse(payload));
+    } else {
+      const e = parse(payload);
+      p[1](new ToolCallError(e.toolName, e.message));
+    }
+  }
+
+  function poll() {
+    return state === undefined ? undefined : stringify(state);
+  }
+
+  return { start: start, settle: settle, poll: poll };
+})

@@ -1,0 +1,4 @@
+//! Topics of the Code Mode suite.
+
+mod engine;
+mod support;
