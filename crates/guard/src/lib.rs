@@ -6,7 +6,7 @@
 //! the listeners, orders them, and implements the built-in policies.
 //!
 //! It deliberately does NOT: schedule calls, run tool bodies, write tool events, know about the
-//! session's internals (audit goes through [`AuditSink`]), or know about the filesystem tools or
+//! session's internals (audit goes through [`AuditSink`], which `dsh_session::Session` implements), or know about the filesystem tools or
 //! Code Mode (they use its generic [`Waterfall`]s).
 //!
 //! Spec rules owned here: P1 (pre-execute ordering and scoping), P2 (approval, fail closed),
@@ -60,6 +60,7 @@ pub mod metrics;
 pub mod permission;
 pub mod retry;
 pub mod scope;
+mod session_audit;
 pub mod timeout;
 pub mod waterfall;
 
