@@ -334,3 +334,11 @@ impl Latch {
         }
     }
 }
+
+impl Latch {
+    /// Marks the latch reached without waiting (a body announcing that it started).
+    pub fn reach(&self) {
+        self.state.lock().0 = true;
+        self.notify.notify_waiters();
+    }
+}
