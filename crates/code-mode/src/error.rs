@@ -15,7 +15,9 @@ pub enum CodeModeError {
     #[error("no SDK renderer registered for runtime language \"{0}\"")]
     NoSdkRenderer(String),
     /// No `run_code` schema flavor for the runtime's language.
-    #[error("no run_code schema flavor registered for runtime language \"{language}\" (known: {known})")]
+    #[error(
+        "no run_code schema flavor registered for runtime language \"{language}\" (known: {known})"
+    )]
     NoFlavor {
         /// The language asked for.
         language: String,
@@ -26,7 +28,9 @@ pub enum CodeModeError {
     #[error("declaring a presentation mode requires a scoped context")]
     NeedsScope,
     /// A second presentation mode for the same agent.
-    #[error("presentation mode \"{new}\" for agent \"{agent}\" conflicts with \"{existing}\" already declared")]
+    #[error(
+        "presentation mode \"{new}\" for agent \"{agent}\" conflicts with \"{existing}\" already declared"
+    )]
     ModeConflict {
         /// The agent.
         agent: String,

@@ -47,7 +47,7 @@ impl Limits {
     /// Checks that every limit is usable (positive; memory at least 1 MiB, stack at least
     /// 256 KiB, so the interpreter can start at all).
     pub fn validate(&self) -> Result<(), CodeModeError> {
-        let bad = |what: &str| Err(CodeModeError::Config(format!("{what}")));
+        let bad = |what: &str| Err(CodeModeError::Config(what.to_owned()));
         if self.memory_bytes < (1 << 20) {
             return bad("memoryBytes must be at least 1 MiB");
         }
@@ -71,9 +71,9 @@ impl Limits {
 
     /// `<n> bytes` in the largest whole unit, for messages.
     pub(crate) fn bytes(n: usize) -> String {
-        if n >= (1 << 20) && n % (1 << 20) == 0 {
+        if n >= (1 << 20) && n.is_multiple_of(1 << 20) {
             format!("{} MiB", n >> 20)
-        } else if n >= (1 << 10) && n % (1 << 10) == 0 {
+        } else if n >= (1 << 10) && n.is_multiple_of(1 << 10) {
             format!("{} KiB", n >> 10)
         } else {
             format!("{n} bytes")

@@ -263,16 +263,11 @@ impl<'js> Session<'_, 'js> {
             (Err(e), _) | (_, Err(e)) => return self.failed("the code runtime could not start", e),
         };
         let names_json = serde_json::to_string(&names).unwrap_or_else(|_| "[]".to_owned());
-        let runner: Object = match prelude.call((
-            log_fn,
-            call_fn,
-            names_json,
-            ARGS_NOT_LOSSLESS,
-            MISSING_ARGS,
-        )) {
-            Ok(r) => r,
-            Err(e) => return self.failed("the code runtime could not start", e),
-        };
+        let runner: Object =
+            match prelude.call((log_fn, call_fn, names_json, ARGS_NOT_LOSSLESS, MISSING_ARGS)) {
+                Ok(r) => r,
+                Err(e) => return self.failed("the code runtime could not start", e),
+            };
         let entry = |name: &str| runner.get::<_, Function>(name);
         let (start, settle, poll) = match (entry("start"), entry("settle"), entry("poll")) {
             (Ok(a), Ok(b), Ok(c)) => (a, b, c),
@@ -410,7 +405,10 @@ impl<'js> Session<'_, 'js> {
                     .saturating_add(line.len());
                 if total > cap {
                     stop.fatal.store(FATAL_OUTPUT, Ordering::Relaxed);
-                    return Err(Exception::throw_range(&ctx, "run_code output limit exceeded"));
+                    return Err(Exception::throw_range(
+                        &ctx,
+                        "run_code output limit exceeded",
+                    ));
                 }
                 logs.bytes = total;
                 logs.lines.push(line);

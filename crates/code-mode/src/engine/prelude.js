@@ -19,9 +19,14 @@
   const TypeErrorCtor = TypeError;
   const PromiseCtor = Promise;
   const then = PromiseCtor.prototype.then;
+  const promiseReject = PromiseCtor.reject;
   const call = Function.prototype.call;
   const AsyncFunction = (async function () {}).constructor;
   const UNPRINTABLE = "<unprintable thrown value>";
+
+  function rejected(e) {
+    return call.call(promiseReject, PromiseCtor, e);
+  }
 
   function callThen(p, onOk, onErr) {
     return call.call(then, p, onOk, onErr);
@@ -159,25 +164,37 @@
   }
   defineProperty(globalThis, "ToolCallError", { value: ToolCallError });
 
+  // Shared memory and blocking waits have no use without threads, and a blocking wait would
+  // stall the interpreter where the interrupt handler cannot reach it.
+  delete globalThis.Atomics;
+  delete globalThis.SharedArrayBuffer;
+
   const pending = create(null);
   const names = parse(namesJson);
   const tools = create(null);
   for (let i = 0; i < names.length; i++) {
     const name = names[i];
-    const binding = async function (args) {
-      if (arguments.length === 0 || args === undefined) {
-        throw new ToolCallError(name, argsPrefix + ": " + missingArgs);
-      }
-      let text;
+    // A plain function returning a native promise: `await` on it never looks up `then`, so a
+    // program that replaces `Promise.prototype.then` cannot intercept tool results.
+    const binding = function (args) {
+      let id;
       try {
-        text = stringify(args, lossless);
+        if (arguments.length === 0 || args === undefined) {
+          return rejected(new ToolCallError(name, argsPrefix + ": " + missingArgs));
+        }
+        let text;
+        try {
+          text = stringify(args, lossless);
+        } catch (e) {
+          return rejected(new ToolCallError(name, argsPrefix + ": " + reason(e)));
+        }
+        if (text === undefined) {
+          return rejected(new ToolCallError(name, argsPrefix + ": " + missingArgs));
+        }
+        id = hostCall(name, text);
       } catch (e) {
-        throw new ToolCallError(name, argsPrefix + ": " + reason(e));
+        return rejected(e);
       }
-      if (text === undefined) {
-        throw new ToolCallError(name, argsPrefix + ": " + missingArgs);
-      }
-      const id = hostCall(name, text);
       return new PromiseCtor(function (resolve, reject) {
         pending[id] = [resolve, reject];
       });

@@ -10,7 +10,8 @@ use super::support::*;
 
 #[tokio::test]
 async fn returns_values_as_lossless_json() {
-    let o = run_plain("return {n: 42, ok: true, list: [1, 'x', null], big: 12345678901234567}").await;
+    let o =
+        run_plain("return {n: 42, ok: true, list: [1, 'x', null], big: 12345678901234567}").await;
     assert_eq!(o.error, None);
     assert_eq!(
         o.value.map(|v| v.value().clone()),
@@ -45,7 +46,10 @@ async fn host_calls_resolve_and_reject() {
     assert_eq!(o.error, None, "{o:?}");
     assert_eq!(
         o.value.map(|v| v.value().clone()),
-        Some(json!(["echo:ok", ["ToolCallError", "echo", "deliberate failure", true]]))
+        Some(json!([
+            "echo:ok",
+            ["ToolCallError", "echo", "deliberate failure", true]
+        ]))
     );
     assert_eq!(host.calls.lock().len(), 2);
 }
@@ -72,7 +76,13 @@ async fn infinite_loop_times_out() {
     let start = std::time::Instant::now();
     let mut limits = fast_limits();
     limits.wall_time = std::time::Duration::from_millis(200);
-    let o = run_with("console.log('x'); while (true) {}", &[], echo_host(), limits).await;
+    let o = run_with(
+        "console.log('x'); while (true) {}",
+        &[],
+        echo_host(),
+        limits,
+    )
+    .await;
     let e = o.error.expect("error");
     assert_eq!(e.kind, CodeErrorKind::Timeout);
     assert!(e.message.contains("wallTime"), "{}", e.message);
@@ -95,4 +105,24 @@ async fn names_are_plain_keys() {
         o.value.map(|v| v.value().clone()),
         Some(json!([["__proto__", "echo"], "__proto__:1", null]))
     );
+}
+
+#[tokio::test]
+async fn deep_values_cross_both_ways_without_overflow() {
+    let host = fn_host(|_name, args| Ok(Json::from(args.depth() as u64)));
+    let o = run_with(
+        "let a = 'leaf'; for (let i = 0; i < 5000; i++) a = [a]; \
+         const d = await tools.depth({list: a}); \
+         let r = {leaf: true}; for (let i = 0; i < 5000; i++) r = [r]; return [d, r]",
+        &["depth"],
+        host.clone(),
+        fast_limits(),
+    )
+    .await;
+    assert_eq!(o.error, None, "{o:?}");
+    let v = o.value.expect("value");
+    assert_eq!(v.value()[0], json!(5001));
+    assert_eq!(v.depth(), 5002);
+    let calls = host.calls.lock();
+    assert_eq!(calls[0].1.depth(), 5001);
 }

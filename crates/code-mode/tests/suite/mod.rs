@@ -1,4 +1,5 @@
 //! Topics of the Code Mode suite.
 
 mod engine;
+mod escape;
 mod support;

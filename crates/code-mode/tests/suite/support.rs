@@ -37,7 +37,8 @@ where
 }
 
 /// `echo({value})` answers `echo:<value>`.
-pub fn echo_host() -> Arc<FnHost<impl Fn(&str, &Json) -> Result<Json, ToolCallError> + Send + Sync>> {
+pub fn echo_host() -> Arc<FnHost<impl Fn(&str, &Json) -> Result<Json, ToolCallError> + Send + Sync>>
+{
     fn_host(|name, args| {
         let v = args
             .value()
@@ -59,7 +60,12 @@ pub fn fast_limits() -> Limits {
     }
 }
 
-pub async fn run_with(program: &str, names: &[&str], host: Arc<dyn Host>, limits: Limits) -> CodeOutcome {
+pub async fn run_with(
+    program: &str,
+    names: &[&str],
+    host: Arc<dyn Host>,
+    limits: Limits,
+) -> CodeOutcome {
     let bindings = Bindings::new(names.iter().map(|n| Arc::from(*n)), host);
     run_quickjs(CodeRun {
         program: program.to_owned(),
