@@ -36,20 +36,24 @@ where
     })
 }
 
+/// A host answering from a plain function.
+pub type PlainHost = FnHost<fn(&str, &Json) -> Result<Json, ToolCallError>>;
+
+fn echo_answer(name: &str, args: &Json) -> Result<Json, ToolCallError> {
+    let v = args
+        .value()
+        .get("value")
+        .map(|v| match v.as_str() {
+            Some(s) => s.to_owned(),
+            None => v.to_string(),
+        })
+        .unwrap_or_default();
+    Ok(Json::string(format!("{name}:{v}")))
+}
+
 /// `echo({value})` answers `echo:<value>`.
-pub fn echo_host() -> Arc<FnHost<impl Fn(&str, &Json) -> Result<Json, ToolCallError> + Send + Sync>>
-{
-    fn_host(|name, args| {
-        let v = args
-            .value()
-            .get("value")
-            .map(|v| match v.as_str() {
-                Some(s) => s.to_owned(),
-                None => v.to_string(),
-            })
-            .unwrap_or_default();
-        Ok(Json::string(format!("{name}:{v}")))
-    })
+pub fn echo_host() -> Arc<PlainHost> {
+    fn_host(echo_answer as fn(&str, &Json) -> Result<Json, ToolCallError>)
 }
 
 /// Small limits that keep failing tests fast.
