@@ -1,11 +1,34 @@
 //! # dsh
 //!
-//! The facade of the dsh tool execution pipeline: it re-exports each layer and (with the `cli`
-//! feature) ships the `dsh` command-line program.
+//! The tool execution pipeline of an AI-agent harness. Every tool call a model makes is recorded
+//! in a session log before anything runs, checked by hooks, permission rules, approval and
+//! deny-only guards, run under timeout/retry/metrics wrappers, checked again after it ran,
+//! rendered, and recorded as the one result the model sees.
+//!
+//! This facade re-exports each layer explicitly and wires them in a [`Harness`]. Teams that want
+//! one layer only can depend on its crate directly.
 //!
 //! ## Feature flags
 //!
-//! - `cli` (default): the `dsh` program.
+//! - `fs` (default): the filesystem seam, read-before-write policy and file tools, as [`fs`].
+//! - `jsonl` (default): helpers for the durable JSON Lines session store.
+//! - `cli` (default): the `dsh` command-line program (implies `fs` and `jsonl`).
+//!
+//! Always present: [`core`], [`session`], [`guard`], [`scheduler`], the [`Harness`], the policy
+//! file and the scripted-model reader.
 
 pub use dsh_core as core;
+pub use dsh_guard as guard;
+pub use dsh_scheduler as scheduler;
 pub use dsh_session as session;
+#[cfg(feature = "fs")]
+pub use dsh_tool_fs as fs;
+
+pub mod demo_tools;
+mod harness;
+pub mod policy;
+pub mod script;
+
+pub use harness::{Approvals, Harness, HarnessBuilder, HarnessError};
+pub use policy::{Mode, Policy, PolicyError};
+pub use script::{Script, ScriptError, parse_script};

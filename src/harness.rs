@@ -1,0 +1,293 @@
+//! The `Harness`: registry, hooks, guards, approval, session and scheduler wired with sensible
+//! defaults in a few lines.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), dsh::HarnessError> {
+//! use dsh::{Harness, Approvals};
+//! let session = dsh::session::Session::in_memory("s1");
+//! let harness = Harness::builder(session).approvals(Approvals::Never).build().await?;
+//! let mut driver = harness.driver();
+//! # Ok(()) }
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dsh_core::{AgentId, ToolRegistry};
+use dsh_guard::approval::{AnswerNext, ApprovalConfig, ApprovalOutcome, ApprovalRequest, AuditSession, Answerer};
+use dsh_guard::{ApprovalPolicy, ApprovalService, GuardError, Hooks, Scope, TimeoutPolicy};
+use dsh_scheduler::{Runtime, RuntimeConfig, TurnDriver};
+use dsh_session::Session;
+
+use crate::policy::Policy;
+
+/// Failures while wiring a harness.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The policy is invalid.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    /// A tool could not be defined or registered.
+    #[error(transparent)]
+    Core(#[from] dsh_core::CoreError),
+    /// A guard could not be configured.
+    #[error(transparent)]
+    Guard(#[from] GuardError),
+    /// The session log failed.
+    #[error(transparent)]
+    Session(#[from] dsh_session::SessionError),
+    /// The workspace is unusable.
+    #[cfg(feature = "fs")]
+    #[error(transparent)]
+    Fs(#[from] dsh_tool_fs::FsError),
+    /// The configuration asks for something this build cannot do.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Where `ask` decisions go.
+#[derive(Clone)]
+pub enum Approvals {
+    /// No approval channel: every ask is denied (fail closed).
+    NoChannel,
+    /// Every ask is allowed once.
+    Always,
+    /// Every ask is rejected without asking anyone (`approval/policy never`).
+    Never,
+    /// Asks go to this answerer.
+    Answerer(Arc<dyn Answerer>),
+}
+
+struct Shared(Arc<dyn Answerer>);
+
+#[async_trait::async_trait]
+impl Answerer for Shared {
+    async fn answer(
+        &self,
+        req: &ApprovalRequest,
+        next: AnswerNext<'_>,
+    ) -> Result<ApprovalOutcome, GuardError> {
+        self.0.answer(req, next).await
+    }
+}
+
+struct AllowAll;
+
+#[async_trait::async_trait]
+impl Answerer for AllowAll {
+    async fn answer(
+        &self,
+        _req: &ApprovalRequest,
+        _next: AnswerNext<'_>,
+    ) -> Result<ApprovalOutcome, GuardError> {
+        Ok(ApprovalOutcome::AllowedOnce)
+    }
+}
+
+/// Builds a [`Harness`].
+pub struct HarnessBuilder {
+    session: Session,
+    agent: AgentId,
+    policy: Policy,
+    approvals: Approvals,
+    config: RuntimeConfig,
+    demo_tools: bool,
+    #[cfg(feature = "fs")]
+    workspace: Option<PathBuf>,
+}
+
+/// A wired pipeline over one session.
+pub struct Harness {
+    registry: ToolRegistry,
+    hooks: Hooks,
+    runtime: Arc<Runtime>,
+    session: Session,
+    agent: AgentId,
+    approval: ApprovalService,
+    policy: Policy,
+    #[cfg(feature = "fs")]
+    fs: Option<dsh_tool_fs::FsTools>,
+}
+
+impl Harness {
+    /// Starts wiring a harness over `session`.
+    pub fn builder(session: Session) -> HarnessBuilder {
+        HarnessBuilder {
+            session,
+            agent: AgentId::new("main"),
+            policy: Policy::default(),
+            approvals: Approvals::NoChannel,
+            config: RuntimeConfig::default(),
+            demo_tools: false,
+            #[cfg(feature = "fs")]
+            workspace: None,
+        }
+    }
+    /// The tool registry.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+    /// The hook points.
+    pub fn hooks(&self) -> &Hooks {
+        &self.hooks
+    }
+    /// The staged runtime.
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+    /// The session.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+    /// The agent the harness's calls run as.
+    pub fn agent(&self) -> &AgentId {
+        &self.agent
+    }
+    /// The approval service.
+    pub fn approval(&self) -> &ApprovalService {
+        &self.approval
+    }
+    /// The policy in force.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+    /// The file tools, when mounted.
+    #[cfg(feature = "fs")]
+    pub fn fs(&self) -> Option<&dsh_tool_fs::FsTools> {
+        self.fs.as_ref()
+    }
+    /// A turn driver for the harness's agent, with the policy's pool size.
+    pub fn driver(&self) -> TurnDriver {
+        TurnDriver::new(
+            self.runtime.clone(),
+            self.session.clone(),
+            Some(self.agent.clone()),
+        )
+        .with_max_parallel(self.policy.max_parallel_tool_calls)
+    }
+}
+
+impl HarnessBuilder {
+    /// The agent calls run as (default `main`).
+    pub fn agent(mut self, agent: AgentId) -> Self {
+        self.agent = agent;
+        self
+    }
+    /// The policy (default: pool 10, native, approval ask, no permission rules).
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+    /// Where asks go (default: no channel, fail closed).
+    pub fn approvals(mut self, approvals: Approvals) -> Self {
+        self.approvals = approvals;
+        self
+    }
+    /// Runtime settings (e.g. the hard backstop).
+    pub fn runtime_config(mut self, config: RuntimeConfig) -> Self {
+        self.config = config;
+        self
+    }
+    /// Adds the `echo`, `sleep` and `fail` tools.
+    pub fn demo_tools(mut self, yes: bool) -> Self {
+        self.demo_tools = yes;
+        self
+    }
+    /// Mounts the file tools over this workspace root, with the read-before-write policy.
+    #[cfg(feature = "fs")]
+    pub fn workspace(mut self, root: impl Into<PathBuf>) -> Self {
+        self.workspace = Some(root.into());
+        self
+    }
+
+    /// Wires everything.
+    pub async fn build(self) -> Result<Harness, HarnessError> {
+        let registry = ToolRegistry::new();
+        let hooks = Hooks::new();
+        if self.policy.mode != crate::policy::Mode::Native {
+            return Err(HarnessError::Unsupported(format!(
+                "mode \"{}\" needs Code Mode, which this build does not include",
+                self.policy.mode.as_str()
+            )));
+        }
+        if self.demo_tools {
+            for def in crate::demo_tools::demo_tools()? {
+                registry.register(def)?.keep();
+            }
+        }
+        #[cfg(feature = "fs")]
+        let fs = match &self.workspace {
+            None => None,
+            Some(root) => Some(mount_fs(&registry, &self.session, root)?),
+        };
+        if self.policy.has_permissions() {
+            let rules = self.policy.permissions(registry.clone())?;
+            hooks.on_pre_execute(Scope::Global, rules).keep();
+        }
+        TimeoutPolicy::new(registry.clone())
+            .with_overrides(
+                self.policy
+                    .tool_timeouts
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), *v)),
+            )?
+            .install(&hooks)
+            .keep();
+
+        let policy = match self.approvals {
+            Approvals::Never => ApprovalPolicy::Never,
+            _ => self.policy.approval,
+        };
+        let approval = ApprovalService::with_registry(ApprovalConfig { policy }, registry.clone());
+        let audit = AuditSession::new(Arc::new(self.session.clone()));
+        approval.attach_session(Scope::Global, audit).keep();
+        match self.approvals {
+            Approvals::Always => approval.add_answerer(Scope::Global, AllowAll).keep(),
+            Approvals::Answerer(a) => approval.add_answerer(Scope::Global, Shared(a)).keep(),
+            Approvals::Never | Approvals::NoChannel => {}
+        }
+        let runtime = Arc::new(
+            Runtime::new(registry.clone(), hooks.clone())
+                .with_approver(Arc::new(approval.clone()))
+                .with_config(self.config),
+        );
+        Ok(Harness {
+            registry,
+            hooks,
+            runtime,
+            session: self.session,
+            agent: self.agent,
+            approval,
+            policy: self.policy,
+            #[cfg(feature = "fs")]
+            fs,
+        })
+    }
+}
+
+#[cfg(feature = "fs")]
+fn mount_fs(
+    registry: &ToolRegistry,
+    session: &Session,
+    root: &std::path::Path,
+) -> Result<dsh_tool_fs::FsTools, HarnessError> {
+    use dsh_tool_fs::{FsContext, FsTools, Workspace, register_fs_tools};
+    let workspace = Workspace::new([root])?;
+    let cwd = workspace.default_cwd().to_path_buf();
+    let tools = FsTools::new(workspace);
+    tools
+        .sessions()
+        .set_default(FsContext::new(session.id(), cwd));
+    let policy = tools.mount_policy();
+    // Resuming: rebuild what this session observed from its own log (spec FS3).
+    for (_, event) in session.events().iter() {
+        if let Some(view) = event.as_tool_result() {
+            if let Some((path, obs)) = view.meta.and_then(dsh_tool_fs::observation_from_meta) {
+                policy.record(session.id(), &path, obs);
+            }
+        }
+    }
+    policy.keep();
+    register_fs_tools(registry, &tools)?.keep();
+    Ok(tools)
+}

@@ -1,0 +1,241 @@
+//! The policy file (TOML): pool size, presentation mode, approval policy, permission rules and
+//! per-tool timeouts. Everything is validated when the file is loaded; an error names the key
+//! and its line.
+//!
+//! ```toml
+//! max_parallel_tool_calls = 4
+//! mode = "native"            # native | code | both
+//! approval = "ask"           # ask | never
+//!
+//! [permissions]
+//! allow = ["read", "glob", "grep"]
+//! ask = ["write", "edit"]
+//! deny = ["write(secrets/*)"]
+//! default = "ask"
+//!
+//! [tools.sleep]
+//! timeout_ms = 500
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use dsh_core::ToolRegistry;
+use dsh_guard::{ApprovalPolicy, PermissionRules};
+use serde::Deserialize;
+
+/// How tools are presented to the model (spec CM5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Every tool is sent to the model.
+    #[default]
+    Native,
+    /// Only `run_code`.
+    Code,
+    /// Both.
+    Both,
+}
+
+impl Mode {
+    /// Parses `native`, `code` or `both`.
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "native" => Some(Mode::Native),
+            "code" => Some(Mode::Code),
+            "both" => Some(Mode::Both),
+            _ => None,
+        }
+    }
+    /// The mode's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Native => "native",
+            Mode::Code => "code",
+            Mode::Both => "both",
+        }
+    }
+}
+
+/// A bad policy file.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("policy file {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A key or value is wrong.
+    #[error("policy file{}: line {line}: {message}", path.as_deref().map(|p| format!(" {p}")).unwrap_or_default())]
+    Invalid {
+        /// The file, when loaded from one.
+        path: Option<String>,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// A permission rule is wrong.
+    #[error("policy file{}: {source}", path.as_deref().map(|p| format!(" {p}")).unwrap_or_default())]
+    Permissions {
+        /// The file, when loaded from one.
+        path: Option<String>,
+        /// The rule error (names the rule and line).
+        source: dsh_guard::GuardError,
+    },
+}
+
+/// A loaded, validated policy.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// `max_parallel_tool_calls` (default 10).
+    pub max_parallel_tool_calls: usize,
+    /// `mode` (default native).
+    pub mode: Mode,
+    /// `approval` (default ask).
+    pub approval: ApprovalPolicy,
+    /// `[tools.<name>] timeout_ms` overrides.
+    pub tool_timeouts: BTreeMap<String, u64>,
+    has_permissions: bool,
+    text: String,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            max_parallel_tool_calls: dsh_scheduler::DEFAULT_MAX_PARALLEL,
+            mode: Mode::Native,
+            approval: ApprovalPolicy::Ask,
+            tool_timeouts: BTreeMap::new(),
+            has_permissions: false,
+            text: String::new(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    max_parallel_tool_calls: Option<toml::Spanned<toml::Value>>,
+    mode: Option<toml::Spanned<String>>,
+    approval: Option<toml::Spanned<String>>,
+    permissions: Option<toml::Value>,
+    #[serde(default)]
+    tools: BTreeMap<String, ToolTable>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolTable {
+    timeout_ms: toml::Spanned<toml::Value>,
+}
+
+fn line_at(text: &str, offset: usize) -> usize {
+    text.get(..offset).map_or(1, |t| t.matches('\n').count() + 1)
+}
+
+impl Policy {
+    /// Loads and validates a policy file.
+    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Policy::parse(&text).map_err(|e| match e {
+            PolicyError::Invalid { line, message, .. } => PolicyError::Invalid {
+                path: Some(path.display().to_string()),
+                line,
+                message,
+            },
+            PolicyError::Permissions { source, .. } => PolicyError::Permissions {
+                path: Some(path.display().to_string()),
+                source,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses and validates policy text.
+    pub fn parse(text: &str) -> Result<Policy, PolicyError> {
+        let invalid = |offset: usize, message: String| PolicyError::Invalid {
+            path: None,
+            line: line_at(text, offset),
+            message,
+        };
+        let file: File = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map_or(0, |s| s.start);
+            invalid(offset, e.message().to_owned())
+        })?;
+        let mut policy = Policy {
+            text: text.to_owned(),
+            ..Policy::default()
+        };
+        if let Some(v) = file.max_parallel_tool_calls {
+            let n = match v.get_ref() {
+                toml::Value::Integer(i) => *i as f64,
+                toml::Value::Float(f) => *f,
+                _ => f64::NAN,
+            };
+            policy.max_parallel_tool_calls = dsh_scheduler::validate_max_parallel(n)
+                .map_err(|e| invalid(v.span().start, format!("max_parallel_tool_calls: {e}")))?;
+        }
+        if let Some(m) = file.mode {
+            policy.mode = Mode::parse(m.get_ref()).ok_or_else(|| {
+                invalid(
+                    m.span().start,
+                    format!(
+                        "mode: must be \"native\", \"code\" or \"both\", not \"{}\"",
+                        m.get_ref()
+                    ),
+                )
+            })?;
+        }
+        if let Some(a) = file.approval {
+            policy.approval = match a.get_ref().as_str() {
+                "ask" => ApprovalPolicy::Ask,
+                "never" => ApprovalPolicy::Never,
+                other => {
+                    return Err(invalid(
+                        a.span().start,
+                        format!(
+                            "approval: {} (got \"{other}\")",
+                            dsh_core::codes::messages::APPROVAL_POLICY_VALUES
+                        ),
+                    ));
+                }
+            };
+        }
+        for (name, table) in &file.tools {
+            let ms = match table.timeout_ms.get_ref() {
+                toml::Value::Integer(i) if *i > 0 && *i <= i64::from(i32::MAX) => *i as u64,
+                _ => {
+                    return Err(invalid(
+                        table.timeout_ms.span().start,
+                        format!(
+                            "tools.{name}.timeout_ms: must be a positive whole number of milliseconds no greater than 2147483647"
+                        ),
+                    ));
+                }
+            };
+            policy.tool_timeouts.insert(name.clone(), ms);
+        }
+        if file.permissions.is_some() {
+            policy.has_permissions = true;
+            policy.permissions(ToolRegistry::new())?;
+        }
+        Ok(policy)
+    }
+
+    /// The permission rules of `[permissions]`, bound to `registry` (no table: no rules).
+    pub fn permissions(&self, registry: ToolRegistry) -> Result<PermissionRules, PolicyError> {
+        PermissionRules::from_toml(&self.text, registry)
+            .map_err(|source| PolicyError::Permissions { path: None, source })
+    }
+
+    /// Whether the file had a `[permissions]` table.
+    pub fn has_permissions(&self) -> bool {
+        self.has_permissions
+    }
+}

@@ -1,0 +1,169 @@
+//! Scripted models: JSON Lines, one assistant message per line, in the OpenAI Chat Completions
+//! shape (`tool_calls` with `function.arguments` as a string) or the Anthropic Messages shape
+//! (`tool_use` blocks), turned into the reference's assistant message
+//! (`{role, content: [{type: "text"} | {type: "tool-call", id, name, arguments}], source, id}`).
+//!
+//! The whole script is validated before anything runs: a bad line is an error naming its number.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use dsh_core::Json;
+use serde_json::{Map, Value, json};
+
+/// A bad script line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ScriptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "script line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for ScriptError {}
+
+/// A validated script: one reference-shape assistant message per step.
+#[derive(Clone, Debug)]
+pub struct Script {
+    /// The steps, in order.
+    pub steps: Vec<Json>,
+}
+
+/// Parses and validates a whole script. Blank lines are skipped.
+pub fn parse_script(text: &str) -> Result<Script, ScriptError> {
+    let mut steps = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line_no = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let err = |message: String| ScriptError {
+            line: line_no,
+            message,
+        };
+        let value = dsh_core::json::parse_value(line).map_err(|e| err(e.to_string()))?;
+        let message = parse_message(&value).map_err(err)?;
+        steps.push(Json::new(message).map_err(|e| ScriptError {
+            line: line_no,
+            message: e.to_string(),
+        })?);
+    }
+    if steps.is_empty() {
+        return Err(ScriptError {
+            line: 1,
+            message: "the script holds no assistant message".into(),
+        });
+    }
+    Ok(Script { steps })
+}
+
+fn non_empty_str<'a>(v: Option<&'a Value>, what: &str) -> Result<&'a str, String> {
+    match v.and_then(Value::as_str) {
+        Some(s) if !s.is_empty() => Ok(s),
+        Some(_) => Err(format!("{what} must not be empty")),
+        None => Err(format!("{what} must be a string")),
+    }
+}
+
+/// Converts one assistant message of either shape into the reference shape.
+pub fn parse_message(v: &Value) -> Result<Value, String> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| "an assistant message must be a JSON object".to_owned())?;
+    if let Some(role) = obj.get("role") {
+        if role.as_str() != Some("assistant") {
+            return Err(format!("role must be \"assistant\", got {role}"));
+        }
+    }
+    let mut blocks: Vec<Value> = Vec::new();
+    let mut ids = HashSet::new();
+    let mut push_call = |id: &str, name: &str, arguments: String, blocks: &mut Vec<Value>| {
+        if !ids.insert(id.to_owned()) {
+            return Err(format!("duplicate tool call id \"{id}\""));
+        }
+        blocks.push(json!({"type": "tool-call", "id": id, "name": name, "arguments": arguments}));
+        Ok(())
+    };
+    match obj.get("content") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => {
+            if !s.is_empty() {
+                blocks.push(json!({"type": "text", "text": s}));
+            }
+        }
+        Some(Value::Array(items)) => {
+            for (k, b) in items.iter().enumerate() {
+                let ty = b.get("type").and_then(Value::as_str).unwrap_or_default();
+                match ty {
+                    "text" => {
+                        let t = b.get("text").and_then(Value::as_str).ok_or_else(|| {
+                            format!("content[{k}]: a text block needs a string \"text\"")
+                        })?;
+                        blocks.push(json!({"type": "text", "text": t}));
+                    }
+                    "thinking" | "reasoning" => {
+                        let t = b
+                            .get("thinking")
+                            .or_else(|| b.get("text"))
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
+                        blocks.push(json!({"type": "reasoning", "text": t}));
+                    }
+                    "tool_use" => {
+                        let id = non_empty_str(b.get("id"), &format!("content[{k}].id"))?;
+                        let name = non_empty_str(b.get("name"), &format!("content[{k}].name"))?;
+                        let input = b.get("input").cloned().unwrap_or(Value::Object(Map::new()));
+                        if !input.is_object() {
+                            return Err(format!("content[{k}].input must be a JSON object"));
+                        }
+                        let args = dsh_core::Json::new(input)
+                            .map_err(|e| format!("content[{k}].input: {e}"))?
+                            .to_json_string();
+                        push_call(id, name, args, &mut blocks)?;
+                    }
+                    other => {
+                        return Err(format!(
+                            "content[{k}]: unsupported block type \"{other}\" (text, thinking, tool_use)"
+                        ));
+                    }
+                }
+            }
+        }
+        Some(other) => return Err(format!("content must be a string, an array or null, got {other}")),
+    }
+    match obj.get("tool_calls") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(calls)) => {
+            for (k, c) in calls.iter().enumerate() {
+                let id = non_empty_str(c.get("id"), &format!("tool_calls[{k}].id"))?;
+                let f = c
+                    .get("function")
+                    .ok_or_else(|| format!("tool_calls[{k}] has no \"function\""))?;
+                let name = non_empty_str(f.get("name"), &format!("tool_calls[{k}].function.name"))?;
+                let args = match f.get("arguments") {
+                    Some(Value::String(s)) => s.clone(),
+                    None => String::new(),
+                    Some(_) => {
+                        return Err(format!(
+                            "tool_calls[{k}].function.arguments must be a string (the raw JSON text the model wrote)"
+                        ));
+                    }
+                };
+                push_call(id, name, args, &mut blocks)?;
+            }
+        }
+        Some(_) => return Err("tool_calls must be an array".into()),
+    }
+    Ok(json!({
+        "role": "assistant",
+        "content": blocks,
+        "source": {"kind": "model", "provider": "script", "model": "scripted"},
+        "id": dsh_core::context::fresh_message_id().to_string(),
+    }))
+}
