@@ -1,10 +1,12 @@
 //! Single-decision waterfalls (`fs/write-intent`, `fs/edit-intent`, `tools/code-dispatch-log`):
 //! listeners in order, each deciding or delegating; the first that decides owns the answer; the
 //! innermost default is supplied by the caller. Synchronous and contained: a panicking listener
-//! is skipped as if it had delegated, and the panic is logged.
+//! never unwinds into the caller. With [`Waterfall::decide`] it is skipped as if it had delegated
+//! (logged); with [`Waterfall::decide_or`] its panic becomes the caller's fail-closed answer.
 
 use std::sync::{Arc, Weak};
 
+use dsh_core::Failure;
 use parking_lot::RwLock;
 
 use crate::handle::ListenerHandle;
@@ -13,6 +15,7 @@ use crate::handle::ListenerHandle;
 pub struct DecideNext<'a, Q, A> {
     rest: &'a [(u64, Listener<Q, A>)],
     default: &'a dyn Fn(&Q) -> A,
+    on_panic: Option<&'a dyn Fn(&Q, Failure) -> A>,
 }
 
 /// A listener: decide, or call `next.run(q)`.
@@ -29,11 +32,17 @@ impl<Q, A> DecideNext<'_, Q, A> {
                     let next = DecideNext {
                         rest: tail,
                         default: self.default,
+                        on_panic: self.on_panic,
                     };
                     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(q, next))) {
                         Ok(a) => return a,
-                        Err(_) => {
-                            tracing::warn!("a waterfall listener panicked; it is skipped");
+                        Err(p) => {
+                            let failure = Failure::from_panic("waterfall listener", &*p);
+                            if let Some(f) = self.on_panic {
+                                tracing::warn!(error = %failure, "a waterfall listener panicked; the question fails closed");
+                                return f(q, failure);
+                            }
+                            tracing::warn!(error = %failure, "a waterfall listener panicked; it is skipped");
                             rest = tail;
                         }
                     }
@@ -124,12 +133,33 @@ impl<Q: 'static, A: 'static> Waterfall<Q, A> {
         self.add(Arc::new(l), true)
     }
 
-    /// Asks the waterfall; `default` answers when every listener delegates.
+    /// Asks the waterfall; `default` answers when every listener delegates. A listener that
+    /// panics is skipped as if it had delegated (fail-open: prefer [`Waterfall::decide_or`]
+    /// where the answer guards something).
     pub fn decide(&self, q: &Q, default: &dyn Fn(&Q) -> A) -> A {
         let snapshot = self.inner.listeners.read().1.clone();
         DecideNext {
             rest: &snapshot,
             default,
+            on_panic: None,
+        }
+        .run(q)
+    }
+
+    /// Asks the waterfall like [`Waterfall::decide`], but a listener that panics ends the
+    /// question with `on_panic(q, failure)` (fail-closed: e.g. a refusal carrying the failure).
+    /// The listeners asked are those registered when the question started.
+    pub fn decide_or(
+        &self,
+        q: &Q,
+        default: &dyn Fn(&Q) -> A,
+        on_panic: &dyn Fn(&Q, Failure) -> A,
+    ) -> A {
+        let snapshot = self.inner.listeners.read().1.clone();
+        DecideNext {
+            rest: &snapshot,
+            default,
+            on_panic: Some(on_panic),
         }
         .run(q)
     }

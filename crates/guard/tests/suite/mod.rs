@@ -11,3 +11,4 @@ mod retry;
 mod session_audit;
 mod support;
 mod timeout;
+mod waterfall;
