@@ -15,11 +15,11 @@ use crate::handle::ListenerHandle;
 pub struct DecideNext<'a, Q, A> {
     rest: &'a [(u64, Listener<Q, A>)],
     default: &'a dyn Fn(&Q) -> A,
-    on_panic: Option<&'a PanicAnswer<Q, A>>,
+    on_panic: Option<&'a PanicAnswer<'a, Q, A>>,
 }
 
 /// Turns a listener's panic into the waterfall's answer (fail closed).
-pub type PanicAnswer<Q, A> = dyn Fn(&Q, Failure) -> A;
+pub type PanicAnswer<'a, Q, A> = dyn Fn(&Q, Failure) -> A + 'a;
 
 /// A listener: decide, or call `next.run(q)`.
 pub type Listener<Q, A> = Arc<dyn Fn(&Q, DecideNext<'_, Q, A>) -> A + Send + Sync>;
