@@ -65,15 +65,15 @@ pub(crate) fn text_depth(bytes: &[u8]) -> usize {
 }
 
 /// Parses one JSON text and hands the value to `f`, refusing text nested deeper than
-/// `MAX_DEPTH + extra` levels before any value is built. The parse, `f`, and the drop of any
-/// value left over run on a stack sized for the text's depth.
+/// `MAX_DEPTH` levels (the whole text counts, its outer object included) before any value is
+/// built. The parse, `f`, and the drop of any value left over run on a stack sized for the
+/// text's depth.
 pub(crate) fn parse_with<R>(
     text: &str,
-    extra: usize,
     f: impl FnOnce(Value) -> Result<R, String>,
 ) -> Result<R, String> {
     let depth = text_depth(text.as_bytes());
-    if depth > MAX_DEPTH + extra {
+    if depth > MAX_DEPTH {
         return Err(format!("JSON nests deeper than {MAX_DEPTH} levels"));
     }
     with_stack(depth + 4, || {
@@ -112,13 +112,13 @@ mod tests {
     #[test]
     fn too_deep_text_is_refused_before_parsing() {
         let text = "[".repeat(MAX_DEPTH + 10);
-        let err = parse_with(&text, 0, Ok);
+        let err = parse_with(&text, Ok);
         assert!(matches!(err, Err(m) if m.contains("deeper")));
     }
 
     #[test]
     fn syntax_errors_name_the_column_only() {
-        let err = parse_with("{\"a\": }", 0, Ok);
+        let err = parse_with("{\"a\": }", Ok);
         assert!(
             matches!(&err, Err(m) if m.starts_with("invalid JSON at column") && !m.contains("line")),
             "{err:?}"

@@ -47,6 +47,10 @@ pub mod types {
     pub const CHUNKS_SUFFIX: &str = "-chunks";
 }
 
+/// The deepest `data` an appended event may hold: its log line wraps it in one more level, and
+/// a line may nest at most [`dsh_core::json::MAX_DEPTH`] levels.
+pub const MAX_DATA_DEPTH: usize = dsh_core::json::MAX_DEPTH - 1;
+
 /// How an event changes the model-visible surface.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SurfaceOp {
@@ -523,7 +527,7 @@ impl Event {
 
     /// Parses one event from its JSON line.
     pub fn from_json_line(line: &str) -> Result<Event, String> {
-        deep::parse_with(line, 2, Event::from_value)
+        deep::parse_with(line, Event::from_value)
     }
 
     /// Reads `data.<key>` as an unsigned integer.

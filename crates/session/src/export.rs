@@ -174,7 +174,7 @@ fn anthropic_input(block: &Value) -> Value {
     if raw.trim().is_empty() {
         return Value::Object(Map::new());
     }
-    match deep::parse_with(&raw, 0, Ok) {
+    match deep::parse_with(&raw, Ok) {
         Ok(v @ Value::Object(_)) => v,
         _ => obj(vec![("_raw_arguments", Value::from(raw))]),
     }

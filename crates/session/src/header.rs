@@ -59,7 +59,7 @@ impl Header {
     /// Parses a header line.
     pub fn from_json_line(line: &str) -> Result<Header, HeaderError> {
         let mut header_error = None;
-        let parsed = deep::parse_with(line, 1, |value| match Header::from_value(value) {
+        let parsed = deep::parse_with(line, |value| match Header::from_value(value) {
             Ok(h) => Ok(h),
             Err(e) => {
                 header_error = Some(e);

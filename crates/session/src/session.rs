@@ -16,10 +16,8 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 
-use dsh_core::json::MAX_DEPTH;
-
 use crate::error::SessionError;
-use crate::event::Event;
+use crate::event::{Event, MAX_DATA_DEPTH};
 use crate::framing::Framing;
 use crate::header::Header;
 use crate::invariant::InvariantChecker;
@@ -295,10 +293,11 @@ impl Session {
         if let Some(message) = event.shape_error() {
             return Submitted::Ready(Err(SessionError::InvalidEvent(message)));
         }
-        if event.data().depth() > MAX_DEPTH {
+        if event.data().depth() > MAX_DATA_DEPTH {
             return Submitted::Ready(Err(SessionError::InvalidEvent(format!(
-                "{} data nests deeper than {MAX_DEPTH} levels",
-                event.event_type()
+                "{} data nests deeper than {MAX_DATA_DEPTH} levels (a log line holds at most {})",
+                event.event_type(),
+                dsh_core::json::MAX_DEPTH
             ))));
         }
         let line = self.inner.writer.as_ref().map(|_| {
