@@ -17,7 +17,7 @@ use crate::metrics::Metrics;
 use crate::permission::{PermissionRules, PermissionTable, line_of, toml_error};
 use crate::retry::{RetryPolicy, RetryTable};
 use crate::scope::Scope;
-use crate::timeout::{TimeoutPolicy, check_budget};
+use crate::timeout::{TimeoutPolicy, budget_problem};
 
 #[derive(Deserialize)]
 struct File {
@@ -144,9 +144,12 @@ impl GuardConfig {
                             ),
                         )
                     })?;
-                    check_budget(name, value).map_err(|e| {
-                        GuardError::config(line, format!("timeout.tools.{name}: {e}"))
-                    })?;
+                    if let Some(problem) = budget_problem(value) {
+                        return Err(GuardError::config(
+                            line,
+                            format!("timeout.tools.{name} {problem}"),
+                        ));
+                    }
                     budgets.push((name.clone(), value));
                 }
                 config.timeout = Some(budgets);

@@ -6,8 +6,9 @@
 //! the listeners, orders them, and implements the built-in policies.
 //!
 //! It deliberately does NOT: schedule calls, run tool bodies, write tool events, know about the
-//! session's internals (audit goes through [`AuditSink`], which `dsh_session::Session` implements), or know about the filesystem tools or
-//! Code Mode (they use its generic [`Waterfall`]s).
+//! session's internals (approval audit goes through [`AuditSink`], which `dsh_session::Session`
+//! implements), or know about the scheduler, the filesystem tools or Code Mode (those use its
+//! generic [`Waterfall`]s and call [`resolve_ask`]).
 //!
 //! Spec rules owned here: P1 (pre-execute ordering and scoping), P2 (approval, fail closed),
 //! P3 (guards), D1 (around-chain registration), D4 (timeout policy), F1/F4 registration of
@@ -28,18 +29,26 @@
 //! | point | register with | sees | may return |
 //! |---|---|---|---|
 //! | `tools/pre-execute` | [`Hooks::on_pre_execute`], [`Hooks::prepend_pre_execute`] | the frozen `ToolExecution` (arguments read-only) and `next` | `allow`, `deny{reason}`, `ask{reason?}` ([`dsh_core::PreToolDecision`]) or what `next` returns; innermost default `allow`; an `Err` or panic fails the call (P5) |
-//! | approval (`ask`) | [`ApprovalService::add_answerer`], [`ApprovalService::prepend_answerer`] | the [`ApprovalRequest`] `{agent, tool_name, call_id, reason, signal}` and `next` | an [`ApprovalOutcome`] or `next`; chain end `unavailable`; an error or panic is `unavailable` |
+//! | approval answerers (for an `ask`) | [`ApprovalService::add_answerer`], [`ApprovalService::prepend_answerer`] | the [`ApprovalRequest`] `{agent, tool_name, call_id, reason, signal}` (the caller's own signal) and `next`; only questions of an agent their scope reaches | an [`ApprovalOutcome`] or `next`'s; chain end `unavailable`; an error or panic is `unavailable`; the `never` policy and an already-aborted signal answer before any answerer is asked |
 //! | guards | [`Hooks::add_guard`] | the frozen execution, only for a call still allowed after pre-execute and approval | a denial reason or nothing; a panic denies |
 //! | `tools/execute` | [`Hooks::on_execute`], [`Hooks::prepend_execute`] | a [`dsh_core::Dispatch`] (the execution and the signal the body will see) and `next` | a `ToolResult` (its own, or `next`'s, after calling `next` zero, one or several times), or `Err` (a wrapper failure: post-execute is skipped); it may replace the body's signal with [`dsh_core::Dispatch::with_signal`] but never the arguments, and the runtime fuses the caller's signal back in |
 //! | `tools/post-execute` | [`Hooks::on_post_execute`], [`Hooks::prepend_post_execute`] | the execution, the candidate result, and `next` | a [`dsh_core::PostToolDecision`] (accept, replace content or value, block; plus contexts) or `next`'s; innermost default `accept` |
 //! | `tools/result` | [`Hooks::on_result`] | the execution and the frozen, final result | nothing: synchronous, observe only; a panic is contained and logged |
-//! | `fs/write-intent`, `fs/edit-intent`, `tools/code-dispatch-log` | [`Waterfall::on`], [`Waterfall::prepend`] | the question type of the crate that owns the point, and `next` | that crate's answer type; the owner supplies the innermost default; a panicking listener is skipped |
+//! | `fs/write-intent`, `fs/edit-intent`, `tools/code-dispatch-log` | [`Waterfall::on`], [`Waterfall::prepend`] | the question type of the crate that owns the point, and `next` | that crate's answer type; the owner supplies the innermost default; these points are global (no scope); a panicking listener is skipped ([`Waterfall::decide`]) or ends the question with the owner's fail-closed answer ([`Waterfall::decide_or`]) |
 //!
 //! Guards (spec P3) run only for a call still allowed: global guards first, then the agent's
 //! scope chain from farthest to nearest, registration order within a layer; the first reason
 //! wins and is final. They cannot be reordered and only their handle removes them. They are
 //! evaluated live: a guard registered during a pass is seen in that pass unless its layer was
 //! emptied in between (GRD-08, GRD-09).
+//!
+//! ## Approval
+//!
+//! [`resolve_ask`] is what the runtime calls for an `ask` (APR-01..08): no service, or no agent
+//! on the call, denies at once; otherwise [`ApprovalService::request`] asks, and only
+//! `allowed-once` continues (to the guards). Every question is audited to the agent's session
+//! as `approval/asked` + `approval/decided` with one id, inside an open turn; a session's
+//! `approval/policy` override (`ask` | `never`) outranks the configured default.
 //!
 //! ## Built-in policies
 //!

@@ -110,15 +110,20 @@ impl TimeoutPolicy {
 }
 
 pub(crate) fn check_budget(name: &str, ms: u64) -> Result<(), GuardError> {
-    if ms == 0 || ms > MAX_TIMEOUT_MS {
-        return Err(GuardError::config(
+    match budget_problem(ms) {
+        None => Ok(()),
+        Some(p) => Err(GuardError::config(
             None,
-            format!(
-                "timeout for tool \"{name}\" must be a positive number of milliseconds no greater than {MAX_TIMEOUT_MS}"
-            ),
-        ));
+            format!("timeout for tool \"{name}\" {p}"),
+        )),
     }
-    Ok(())
+}
+
+/// What is wrong with a budget, if anything.
+pub(crate) fn budget_problem(ms: u64) -> Option<String> {
+    (ms == 0 || ms > MAX_TIMEOUT_MS).then(|| {
+        format!("must be a positive number of milliseconds no greater than {MAX_TIMEOUT_MS}")
+    })
 }
 
 #[async_trait]
