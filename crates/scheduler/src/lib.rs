@@ -28,7 +28,7 @@ mod turn;
 pub use approval::Approver;
 pub use batch::{ToolCallBlock, tool_calls_of};
 pub use prepare::Prepared;
-pub use runtime::{Call, Candidate, Runtime, RuntimeConfig};
+pub use runtime::{Admission, Call, Candidate, Runtime, RuntimeConfig};
 pub use step::{DEFAULT_MAX_PARALLEL, StepContext, StepOutcome, validate_max_parallel};
 pub use turn::{TurnDriver, TurnEnd, TurnReport};
 

@@ -24,6 +24,14 @@ impl Runtime {
                 Failure::aborted_before_dispatch(),
             )));
         }
+        // The host's admission check comes before any policy; its refusal is final.
+        if let Some(admit) = &self.admission {
+            let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| admit(exec)))
+                .unwrap_or_else(|p| Some(Failure::from_panic("admission check", &*p)));
+            if let Some(f) = refused {
+                return Prepared::Decided(Candidate::final_failure(ToolResult::failure(f)));
+            }
+        }
         let decision = PreNext::new(&call.hooks.pre).run(exec).await;
         let denial = match decision {
             Err(f) => {

@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_core::{AgentId, ToolDefinition, ToolExecution, ToolExecutionInput, ToolRegistry, ToolResult};
+use dsh_core::{
+    AgentId, Failure, ToolDefinition, ToolExecution, ToolExecutionInput, ToolRegistry, ToolResult,
+};
 use dsh_guard::{CallHooks, Hooks};
 
 use crate::approval::Approver;
@@ -22,12 +24,19 @@ pub struct RuntimeConfig {
     pub hard_backstop: Option<Duration>,
 }
 
+/// A host-installed admission check, consulted in prepare right after the cancellation check and
+/// before any policy: `Some(failure)` refuses the call with that failure as a final result (no
+/// policy, no body, no post-execute; finalize and `tools/result` still run). Code Mode installs
+/// its presentation check here; the runtime knows nothing about what the check means.
+pub type Admission = Arc<dyn Fn(&ToolExecution) -> Option<Failure> + Send + Sync>;
+
 /// The pipeline for single calls: registry, hooks, approval and configuration.
 #[derive(Clone)]
 pub struct Runtime {
     pub(crate) registry: ToolRegistry,
     pub(crate) hooks: Hooks,
     pub(crate) approver: Option<Arc<dyn Approver>>,
+    pub(crate) admission: Option<Admission>,
     pub(crate) config: RuntimeConfig,
 }
 
@@ -74,6 +83,7 @@ impl Runtime {
             registry,
             hooks,
             approver: None,
+            admission: None,
             config: RuntimeConfig::default(),
         }
     }
@@ -81,6 +91,12 @@ impl Runtime {
     /// Mounts an approver.
     pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Runtime {
         self.approver = Some(approver);
+        self
+    }
+
+    /// Installs the admission check (see [`Admission`]).
+    pub fn with_admission(mut self, admission: Admission) -> Runtime {
+        self.admission = Some(admission);
         self
     }
 
