@@ -720,10 +720,8 @@ async fn c2_case(outcome: Outcome, at: AbortAt) -> Option<String> {
     let r = rt
         .execute(input("c1", "t", json!({})).with_signal(caller.signal()))
         .await;
-    match r.error() {
-        None => None,
-        Some(f) => Some(f.code().unwrap_or(f.message()).to_owned()),
-    }
+    r.error()
+        .map(|f| f.code().unwrap_or(f.message()).to_owned())
 }
 
 struct FailAfterNext;
