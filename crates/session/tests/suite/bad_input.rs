@@ -3,7 +3,9 @@
 //! panics or overflows the stack; nothing already in the log is lost.
 
 use dsh_core::Json;
-use dsh_session::{Event, Header, OpenOptions, Session, SessionError, check_bytes, read_log, repair_bytes};
+use dsh_session::{
+    Event, Header, OpenOptions, Session, SessionError, check_bytes, read_log, repair_bytes,
+};
 use serde_json::{Value, json};
 
 use super::support::{j, put, tempdir};
@@ -20,7 +22,11 @@ fn with_line(middle: &[u8]) -> Vec<u8> {
     bytes.push(b'\n');
     bytes.extend_from_slice(middle);
     bytes.push(b'\n');
-    bytes.extend_from_slice(Event::turn_end(1, j(json!({"kind": "completed"}))).to_json_line().as_bytes());
+    bytes.extend_from_slice(
+        Event::turn_end(1, j(json!({"kind": "completed"})))
+            .to_json_line()
+            .as_bytes(),
+    );
     bytes.push(b'\n');
     bytes
 }
@@ -30,11 +36,20 @@ async fn refused_on_line(bytes: &[u8], line: usize, needle: &str) {
     let dir = tempdir();
     let path = dir.path().join("bad.jsonl");
     std::fs::write(&path, bytes).expect("write");
-    let err = Session::open_jsonl(&path, OpenOptions::new()).await.expect_err("refused");
+    let err = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect_err("refused");
     assert_eq!(err.line(), Some(line), "{err}");
     let shown = err.to_string();
-    assert!(shown.contains(&format!("line {line}")) && shown.contains(needle), "{shown}");
-    assert_eq!(std::fs::read(&path).expect("read"), bytes, "nothing was changed");
+    assert!(
+        shown.contains(&format!("line {line}")) && shown.contains(needle),
+        "{shown}"
+    );
+    assert_eq!(
+        std::fs::read(&path).expect("read"),
+        bytes,
+        "nothing was changed"
+    );
     let problems = check_bytes(bytes);
     assert!(problems.iter().any(|p| p.line == line), "{problems:?}");
 }
@@ -51,20 +66,37 @@ async fn malformed_event_lines_are_errors_with_their_line() {
     refused_on_line(&with_line(b"[1,2,3]"), 3, "must be a JSON object").await;
     refused_on_line(&with_line(b"{\"data\":{}}"), 3, "no `type`").await;
     refused_on_line(&with_line(b"{\"type\":\"x\"}"), 3, "no `data`").await;
-    refused_on_line(&with_line(b"{\"type\":\"x\",\"data\":{},\"sourceEventSeqs\":[-1]}"), 3, "non-negative").await;
-    refused_on_line(&with_line(b"{\"type\":\"text-chunks\",\"data\":{\"texts\":[]}}"), 3, "non-empty `texts`").await;
+    refused_on_line(
+        &with_line(b"{\"type\":\"x\",\"data\":{},\"sourceEventSeqs\":[-1]}"),
+        3,
+        "non-negative",
+    )
+    .await;
+    refused_on_line(
+        &with_line(b"{\"type\":\"text-chunks\",\"data\":{\"texts\":[]}}"),
+        3,
+        "non-empty `texts`",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn an_unknown_header_version_is_a_clear_error() {
-    let mut bytes = b"{\"type\":\"session\",\"version\":2,\"id\":\"x\",\"createdAt\":0,\"cwd\":\"/\"}\n".to_vec();
+    let mut bytes =
+        b"{\"type\":\"session\",\"version\":2,\"id\":\"x\",\"createdAt\":0,\"cwd\":\"/\"}\n"
+            .to_vec();
     bytes.extend_from_slice(Event::turn_start(1).to_json_line().as_bytes());
     bytes.push(b'\n');
     let dir = tempdir();
     let path = dir.path().join("v2.jsonl");
     std::fs::write(&path, &bytes).expect("write");
-    let err = Session::open_jsonl(&path, OpenOptions::new()).await.expect_err("refused");
-    assert!(matches!(&err, SessionError::UnknownVersion { version } if version == "2"), "{err}");
+    let err = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&err, SessionError::UnknownVersion { version } if version == "2"),
+        "{err}"
+    );
     assert!(err.to_string().contains("unknown session log version 2"));
     assert_eq!(err.line(), Some(1));
     assert_eq!(std::fs::read(&path).expect("read"), bytes);
@@ -72,7 +104,12 @@ async fn an_unknown_header_version_is_a_clear_error() {
 
 #[tokio::test]
 async fn non_utf8_bytes_are_an_error_with_their_line() {
-    refused_on_line(&with_line(b"{\"type\":\"x\",\"data\":\"caf\xe9\"}"), 3, "not valid UTF-8").await;
+    refused_on_line(
+        &with_line(b"{\"type\":\"x\",\"data\":\"caf\xe9\"}"),
+        3,
+        "not valid UTF-8",
+    )
+    .await;
     let mut bytes = b"{\"type\":\"session\",\"version\":0,\"id\":\"\xff\"}\n".to_vec();
     bytes.extend_from_slice(b"{}\n");
     refused_on_line(&bytes, 1, "UTF-8").await;
@@ -82,8 +119,13 @@ async fn non_utf8_bytes_are_an_error_with_their_line() {
 async fn unknown_event_types_survive_a_file_round_trip_verbatim() {
     let dir = tempdir();
     let path = dir.path().join("unknown.jsonl");
-    let odd = Event::other("plugin/whatever", j(json!({"z": 1, "a": [true, null, 2.5, "s"], "m": {"y": {}, "b": []}})));
-    let (s, _) = Session::open_jsonl(&path, OpenOptions::new()).await.expect("opens");
+    let odd = Event::other(
+        "plugin/whatever",
+        j(json!({"z": 1, "a": [true, null, 2.5, "s"], "m": {"y": {}, "b": []}})),
+    );
+    let (s, _) = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect("opens");
     put(&s, odd.clone()).await;
     s.close().await.expect("closes");
     let mut bytes = std::fs::read(&path).expect("read");
@@ -91,11 +133,16 @@ async fn unknown_event_types_survive_a_file_round_trip_verbatim() {
     bytes.extend_from_slice(foreign);
     bytes.push(b'\n');
     std::fs::write(&path, &bytes).expect("write");
-    let (s, report) = Session::open_jsonl(&path, OpenOptions::new()).await.expect("reopens");
+    let (s, report) = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect("reopens");
     assert!(report.is_clean());
     let events = s.events();
     assert_eq!(*events.get(0).expect("first").1, odd);
-    assert_eq!(events.get(1).expect("second").1.to_json_line().as_bytes(), foreign);
+    assert_eq!(
+        events.get(1).expect("second").1.to_json_line().as_bytes(),
+        foreign
+    );
 }
 
 #[tokio::test]
@@ -103,7 +150,9 @@ async fn a_ten_megabyte_line_is_written_read_and_checked() {
     let dir = tempdir();
     let path = dir.path().join("big.jsonl");
     let big = "x".repeat(10 << 20);
-    let (s, _) = Session::open_jsonl(&path, OpenOptions::new()).await.expect("opens");
+    let (s, _) = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect("opens");
     put(&s, Event::other("test/big", j(json!({"text": big})))).await;
     put(&s, Event::other("test/after", j(json!({})))).await;
     s.close().await.expect("closes");
@@ -111,7 +160,12 @@ async fn a_ten_megabyte_line_is_written_read_and_checked() {
     assert!(bytes.len() > 10 << 20);
     assert!(check_bytes(&bytes).is_empty());
     let log = read_log(&bytes).expect("reads");
-    assert_eq!(log.events[0].1.data().value()["text"].as_str().map(str::len), Some(10 << 20));
+    assert_eq!(
+        log.events[0].1.data().value()["text"]
+            .as_str()
+            .map(str::len),
+        Some(10 << 20)
+    );
 
     // The same line torn in the middle is cut by repair; every earlier line is kept.
     let torn = &bytes[..bytes.len() / 2];
@@ -151,7 +205,10 @@ async fn an_event_nested_beyond_the_limit_is_refused_and_nothing_is_appended() {
         .await
         .expect("opens");
     let err = s.append(event).await.expect_err("refused");
-    assert!(matches!(&err, SessionError::InvalidEvent(m) if m.contains("deeper")), "{err}");
+    assert!(
+        matches!(&err, SessionError::InvalidEvent(m) if m.contains("deeper")),
+        "{err}"
+    );
     assert_eq!(s.next_seq(), 0);
 }
 
@@ -166,7 +223,9 @@ async fn nesting_at_the_limit_round_trips_through_a_file() {
     let data = Json::parse(&deep_array(dsh_session::MAX_DATA_DEPTH)).expect("at the limit");
     let dir = tempdir();
     let path = dir.path().join("limit.jsonl");
-    let (s, _) = Session::open_jsonl(&path, OpenOptions::new()).await.expect("opens");
+    let (s, _) = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect("opens");
     put(&s, Event::other("test/deep", data.clone())).await;
     s.close().await.expect("closes");
     let bytes = std::fs::read(&path).expect("read");
@@ -175,4 +234,3 @@ async fn nesting_at_the_limit_round_trips_through_a_file() {
     let log = read_log(&bytes).expect("reads");
     assert_eq!(log.events[0].1.data(), &data);
 }
-

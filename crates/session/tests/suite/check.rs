@@ -17,7 +17,16 @@ fn log(events: &[Event]) -> String {
 }
 
 fn result(call_id: &str, call_seq: u64, turn: u32, step: u32) -> Event {
-    Event::tool_result(turn, step, call_id, call_seq, &text("ok"), false, None, None)
+    Event::tool_result(
+        turn,
+        step,
+        call_id,
+        call_seq,
+        &text("ok"),
+        false,
+        None,
+        None,
+    )
 }
 
 fn lines(problems: &[Problem]) -> Vec<usize> {
@@ -26,7 +35,9 @@ fn lines(problems: &[Problem]) -> Vec<usize> {
 
 fn one(problems: &[Problem], line: usize, needle: &str) {
     assert!(
-        problems.iter().any(|p| p.line == line && p.message.contains(needle)),
+        problems
+            .iter()
+            .any(|p| p.line == line && p.message.contains(needle)),
         "no problem on line {line} containing {needle:?}: {problems:?}"
     );
 }
@@ -74,7 +85,11 @@ fn an_unknown_header_version_or_a_missing_header_is_reported_on_line_1() {
 
 #[test]
 fn an_unpaired_call_is_reported_on_the_call_line() {
-    let text = log(&[Event::turn_start(1), Event::step_start(1, 1), Event::tool_call(1, 1, "c1", "echo", "{}")]);
+    let text = log(&[
+        Event::turn_start(1),
+        Event::step_start(1, 1),
+        Event::tool_call(1, 1, "c1", "echo", "{}"),
+    ]);
     let problems = check_log(&text);
     assert_eq!(lines(&problems), [4]);
     one(&problems, 4, "\"c1\" (seq 2) has no tool/result");
@@ -118,17 +133,28 @@ fn a_pair_split_across_steps_is_reported_on_both_sides() {
         Event::turn_end(1, completed()),
     ]);
     let problems = check_log(&text);
-    one(&problems, 4, "has no tool/result before its step ended on line 5");
+    one(
+        &problems,
+        4,
+        "has no tool/result before its step ended on line 5",
+    );
     one(&problems, 7, "split from its tool/call (line 4)");
     assert_eq!(lines(&problems), [4, 7]);
 }
 
 #[test]
 fn a_pair_whose_turn_or_step_differ_is_reported() {
-    let text = log(&[Event::tool_call(1, 1, "c1", "echo", "{}"), result("c1", 0, 1, 2)]);
+    let text = log(&[
+        Event::tool_call(1, 1, "c1", "echo", "{}"),
+        result("c1", 0, 1, 2),
+    ]);
     let problems = check_log(&text);
     assert_eq!(lines(&problems), [3]);
-    one(&problems, 3, "is in turn 1 step 2, but its tool/call (line 2) is in turn 1 step 1");
+    one(
+        &problems,
+        3,
+        "is in turn 1 step 2, but its tool/call (line 2) is in turn 1 step 1",
+    );
 }
 
 #[test]
@@ -154,8 +180,16 @@ fn duplicate_results_and_duplicate_call_ids_in_a_step_are_reported() {
         result("c1", 3, 1, 1),
     ]);
     let problems = check_log(&text);
-    one(&problems, 4, "duplicate tool/result for call \"c1\" (its first result is on line 3)");
-    one(&problems, 5, "duplicate callId \"c1\" in turn 1 step 1 (first tool/call on line 2)");
+    one(
+        &problems,
+        4,
+        "duplicate tool/result for call \"c1\" (its first result is on line 3)",
+    );
+    one(
+        &problems,
+        5,
+        "duplicate callId \"c1\" in turn 1 step 1 (first tool/call on line 2)",
+    );
     assert_eq!(lines(&problems), [4, 5]);
 }
 
@@ -163,12 +197,23 @@ fn duplicate_results_and_duplicate_call_ids_in_a_step_are_reported() {
 fn a_result_without_source_event_seqs_and_forward_references_are_reported() {
     let call = Event::tool_call(1, 1, "c1", "echo", "{}");
     let bare = Event::other("tool/result", result("c1", 0, 1, 1).data().clone());
-    let forward = Event::other("assistant/message", j(json!({"turn": 1, "step": 1, "message": {"role": "assistant", "content": []}})))
-        .with_source_event_seqs(vec![0, 7]);
+    let forward = Event::other(
+        "assistant/message",
+        j(json!({"turn": 1, "step": 1, "message": {"role": "assistant", "content": []}})),
+    )
+    .with_source_event_seqs(vec![0, 7]);
     let problems = check_log(&log(&[call, bare, forward]));
     one(&problems, 3, "has no sourceEventSeqs");
-    one(&problems, 4, "sourceEventSeqs entry 7 is out of range (this event is seq 2)");
-    assert_eq!(lines(&problems), [3, 4], "the bare result still pairs with its call by id");
+    one(
+        &problems,
+        4,
+        "sourceEventSeqs entry 7 is out of range (this event is seq 2)",
+    );
+    assert_eq!(
+        lines(&problems),
+        [3, 4],
+        "the bare result still pairs with its call by id"
+    );
 }
 
 #[test]

@@ -39,7 +39,10 @@ async fn log_04_tool_call_keeps_call_id_name_and_raw_string_arguments() {
     assert!(event.data().value()["arguments"].is_string());
     match event.kind() {
         EventKind::ToolCall(call) => {
-            assert_eq!((call.call_id, call.name, call.arguments), ("c1", "echo", "{}"));
+            assert_eq!(
+                (call.call_id, call.name, call.arguments),
+                ("c1", "echo", "{}")
+            );
             assert_eq!((call.turn, call.step), (Some(1), Some(1)));
         }
         other => panic!("expected a tool/call view, got {other:?}"),
@@ -74,9 +77,21 @@ fn log_16_typed_failure_result_carries_exactly_name_and_code() {
         name: Arc::from("HarnessError"),
         code: Arc::from("BOOM"),
     };
-    let event = Event::tool_result(1, 1, "c1", 4, &text("Error: exploded"), true, Some(&info), None);
+    let event = Event::tool_result(
+        1,
+        1,
+        "c1",
+        4,
+        &text("Error: exploded"),
+        true,
+        Some(&info),
+        None,
+    );
     let data = event.data().value();
-    assert_eq!(data["error"], json!({"name": "HarnessError", "code": "BOOM"}));
+    assert_eq!(
+        data["error"],
+        json!({"name": "HarnessError", "code": "BOOM"})
+    );
     assert_eq!(data["message"]["content"][0]["isError"], json!(true));
     assert_eq!(
         data["message"]["content"][0]["content"],
@@ -101,10 +116,16 @@ fn tool_result_points_at_its_call_and_appends_to_the_surface() {
     assert_eq!(event.source_event_seqs(), Some(&[18u64][..]));
     assert_eq!(event.surface_op(), Some(&SurfaceOp::Append));
     let line = line_value(&event);
-    assert_eq!(keys(&line), ["type", "data", "sourceEventSeqs", "surfaceOp"]);
+    assert_eq!(
+        keys(&line),
+        ["type", "data", "sourceEventSeqs", "surfaceOp"]
+    );
     let message = &line["data"]["message"];
     assert_eq!(keys(message), ["source", "content", "role", "id"]);
-    assert_eq!(message["source"], json!({"kind": "tool", "callId": "call_a"}));
+    assert_eq!(
+        message["source"],
+        json!({"kind": "tool", "callId": "call_a"})
+    );
     assert_eq!(message["role"], json!("user"));
     assert!(message["id"].as_str().is_some_and(|id| !id.is_empty()));
     assert_eq!(
@@ -113,7 +134,10 @@ fn tool_result_points_at_its_call_and_appends_to_the_surface() {
     );
     assert_eq!(message["content"][0]["toolCallId"], json!("call_a"));
     let view = event.as_tool_result().expect("result view");
-    assert_eq!((view.call_id, view.call_seq, view.turn, view.step), ("call_a", Some(18), Some(2), Some(3)));
+    assert_eq!(
+        (view.call_id, view.call_seq, view.turn, view.step),
+        ("call_a", Some(18), Some(2), Some(3))
+    );
     assert_eq!(view.is_error, Some(false));
     let other = Event::tool_result(2, 3, "call_a", 18, &text("alpha"), false, None, None);
     assert_ne!(
@@ -131,13 +155,22 @@ fn user_message_has_the_reference_shape() {
     assert_eq!(keys(&line), ["type", "data", "surfaceOp"]);
     assert_eq!(line["surfaceOp"], json!("append"));
     assert_eq!(keys(&line["data"]), ["content", "source", "role", "id"]);
-    assert_eq!(line["data"]["source"], json!({"kind": "plugin", "plugin": "goal"}));
-    assert_eq!(line["data"]["content"], json!([{"type": "text", "text": "keep going"}]));
+    assert_eq!(
+        line["data"]["source"],
+        json!({"kind": "plugin", "plugin": "goal"})
+    );
+    assert_eq!(
+        line["data"]["content"],
+        json!([{"type": "text", "text": "keep going"}])
+    );
 }
 
 #[test]
 fn framing_and_dispatch_events_have_the_reference_shapes() {
-    assert_eq!(line_value(&Event::turn_start(1)), json!({"type": "turn/start", "data": {"turn": 1}}));
+    assert_eq!(
+        line_value(&Event::turn_start(1)),
+        json!({"type": "turn/start", "data": {"turn": 1}})
+    );
     assert_eq!(
         line_value(&Event::turn_end(1, j(json!({"kind": "completed"})))),
         json!({"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "completed"}}})
@@ -151,15 +184,39 @@ fn framing_and_dispatch_events_have_the_reference_shapes() {
         json!({"type": "step/end", "data": {"turn": 1, "step": 2}})
     );
     let args = j(json!({"command": "echo hi"}));
-    let start = line_value(&Event::code_dispatch_start("r", "r", "r:code:1", "bash", &args));
+    let start = line_value(&Event::code_dispatch_start(
+        "r", "r", "r:code:1", "bash", &args,
+    ));
     assert_eq!(
         keys(&start["data"]),
-        ["rootCallId", "parentCallId", "subCallId", "name", "arguments"]
+        [
+            "rootCallId",
+            "parentCallId",
+            "subCallId",
+            "name",
+            "arguments"
+        ]
     );
-    let done = line_value(&Event::code_dispatch("r", "r", "r:code:1", "bash", &args, false, &text("hi\n")));
+    let done = line_value(&Event::code_dispatch(
+        "r",
+        "r",
+        "r:code:1",
+        "bash",
+        &args,
+        false,
+        &text("hi\n"),
+    ));
     assert_eq!(
         keys(&done["data"]),
-        ["rootCallId", "parentCallId", "subCallId", "name", "arguments", "isError", "content"]
+        [
+            "rootCallId",
+            "parentCallId",
+            "subCallId",
+            "name",
+            "arguments",
+            "isError",
+            "content"
+        ]
     );
     assert_eq!(done["data"]["arguments"], json!({"command": "echo hi"}));
     let message = j(json!({"role": "assistant", "content": [{"type": "text", "text": "DONE"}]}));
@@ -169,7 +226,10 @@ fn framing_and_dispatch_events_have_the_reference_shapes() {
         message,
         Some(&j(json!({"inputTokens": 1}))),
     ));
-    assert_eq!(keys(&assistant["data"]), ["turn", "step", "message", "usage"]);
+    assert_eq!(
+        keys(&assistant["data"]),
+        ["turn", "step", "message", "usage"]
+    );
     assert_eq!(assistant["surfaceOp"], json!("append"));
 }
 
@@ -183,18 +243,30 @@ async fn chunk_runs_occupy_one_seq_per_entry() {
     assert_eq!(texts.seq_span(), 3);
     let args = Event::other(
         "tool-call-chunks",
-        j(json!({"turn": 1, "step": 1, "index": 1, "dt": [0], "id": "c", "name": "n", "args": ["{", "}"]})),
+        j(
+            json!({"turn": 1, "step": 1, "index": 1, "dt": [0], "id": "c", "name": "n", "args": ["{", "}"]}),
+        ),
     );
     assert_eq!(args.seq_span(), 2);
     assert_eq!(put(&session, Event::turn_start(1)).await, 0);
     assert_eq!(put(&session, texts).await, 1);
     assert_eq!(put(&session, args).await, 4);
-    assert_eq!(put(&session, Event::turn_end(1, super::support::completed())).await, 6);
+    assert_eq!(
+        put(&session, Event::turn_end(1, super::support::completed())).await,
+        6
+    );
     assert_eq!(session.next_seq(), 7);
     let events = session.events();
     assert_eq!(events.len(), 4);
-    assert_eq!(events.find_seq(2).map(|(s, _)| *s), Some(1), "seq 2 is inside the text run");
-    assert_eq!(events.find_seq(5).map(|(s, e)| (*s, e.event_type())), Some((4, "tool-call-chunks")));
+    assert_eq!(
+        events.find_seq(2).map(|(s, _)| *s),
+        Some(1),
+        "seq 2 is inside the text run"
+    );
+    assert_eq!(
+        events.find_seq(5).map(|(s, e)| (*s, e.event_type())),
+        Some((4, "tool-call-chunks"))
+    );
 }
 
 #[tokio::test]
@@ -202,7 +274,10 @@ async fn chunk_run_without_entries_is_refused_and_not_appended() {
     let session = Session::in_memory("s");
     let empty = Event::other("text-chunks", j(json!({"turn": 1, "step": 1, "texts": []})));
     let err = session.append(empty).await.expect_err("refused");
-    assert!(matches!(&err, SessionError::InvalidEvent(m) if m.contains("texts")), "{err}");
+    assert!(
+        matches!(&err, SessionError::InvalidEvent(m) if m.contains("texts")),
+        "{err}"
+    );
     assert_eq!(session.next_seq(), 0);
     assert!(session.events().is_empty());
 }
@@ -222,13 +297,26 @@ fn unknown_event_types_and_layouts_are_kept_verbatim() {
         assert_eq!(event.to_json_line(), line);
     }
     let replaced = Event::from_json_line(lines[5]).expect("reads");
-    assert!(matches!(replaced.surface_op(), Some(SurfaceOp::Other(op)) if op.value()["op"] == "replace"));
+    assert!(
+        matches!(replaced.surface_op(), Some(SurfaceOp::Other(op)) if op.value()["op"] == "replace")
+    );
 }
 
 #[test]
 fn other_content_blocks_are_kept_verbatim_in_results() {
-    let odd = ContentBlock::from_value(json!({"type": "resource", "uri": "file:///x", "extra": [1]})).expect("block");
-    let event = Event::tool_result(1, 1, "c", 0, &[odd, ContentBlock::text("t")], false, None, None);
+    let odd =
+        ContentBlock::from_value(json!({"type": "resource", "uri": "file:///x", "extra": [1]}))
+            .expect("block");
+    let event = Event::tool_result(
+        1,
+        1,
+        "c",
+        0,
+        &[odd, ContentBlock::text("t")],
+        false,
+        None,
+        None,
+    );
     assert_eq!(
         event.data().value()["message"]["content"][0]["content"],
         json!([{"type": "resource", "uri": "file:///x", "extra": [1]}, {"type": "text", "text": "t"}])

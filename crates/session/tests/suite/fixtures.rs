@@ -45,9 +45,19 @@ fn fixture_seqs_count_chunk_runs_by_their_entries() {
         for (i, line) in text.lines().skip(1).enumerate() {
             let v: Value = serde_json::from_str(line).expect("json");
             let ty = v["type"].as_str().expect("type");
-            assert_eq!(log.events[i].0, expected, "{} line {}", path.display(), i + 2);
+            assert_eq!(
+                log.events[i].0,
+                expected,
+                "{} line {}",
+                path.display(),
+                i + 2
+            );
             expected += if ty.ends_with("-chunks") {
-                let key = if ty == "tool-call-chunks" { "args" } else { "texts" };
+                let key = if ty == "tool-call-chunks" {
+                    "args"
+                } else {
+                    "texts"
+                };
                 v["data"][key].as_array().expect("entries").len() as u64
             } else {
                 1
@@ -74,10 +84,9 @@ async fn every_fixture_resumes_without_repair_under_the_invariant_checks() {
         let log = read_log(&bytes).expect("reads");
         let copy = dir.path().join(path.file_name().expect("name"));
         std::fs::write(&copy, &bytes).expect("copy");
-        let (session, report) =
-            Session::open_jsonl(&copy, OpenOptions::new().invariants(true))
-                .await
-                .expect("opens");
+        let (session, report) = Session::open_jsonl(&copy, OpenOptions::new().invariants(true))
+            .await
+            .expect("opens");
         assert!(report.is_clean(), "{}: {report:?}", path.display());
         assert_eq!(session.events().len(), log.events.len());
         assert_eq!(session.next_seq(), log.next_seq());
@@ -89,7 +98,10 @@ async fn every_fixture_resumes_without_repair_under_the_invariant_checks() {
         put(&session, Event::turn_end(9, completed())).await;
         session.close().await.expect("closes");
         let after = std::fs::read(&copy).expect("read back");
-        assert!(after.starts_with(&bytes), "existing lines are kept byte for byte");
+        assert!(
+            after.starts_with(&bytes),
+            "existing lines are kept byte for byte"
+        );
         assert!(check_bytes(&after).is_empty());
     }
 }
@@ -101,7 +113,12 @@ fn every_fixture_derives_a_history_whose_results_answer_earlier_calls() {
         let log = read_log(&bytes).expect("reads");
         let pairs = log.events.iter().map(|(s, e)| (*s, &**e));
         let messages = derive_messages_from(pairs);
-        let count = |t: &str| log.events.iter().filter(|(_, e)| e.event_type() == t).count();
+        let count = |t: &str| {
+            log.events
+                .iter()
+                .filter(|(_, e)| e.event_type() == t)
+                .count()
+        };
         let results = count("tool/result");
         let surface = count("user/message") + count("assistant/message") + results;
         assert!(messages.len() <= surface && messages.len() >= count("user/message") + results);
@@ -118,7 +135,11 @@ fn every_fixture_derives_a_history_whose_results_answer_earlier_calls() {
             }
             if m["role"] == "tool" {
                 let id = m["tool_call_id"].as_str().expect("id");
-                assert!(offered.contains(id), "{}: tool message for {id} before its call", path.display());
+                assert!(
+                    offered.contains(id),
+                    "{}: tool message for {id} before its call",
+                    path.display()
+                );
                 answered += 1;
             }
         }

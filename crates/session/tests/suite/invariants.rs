@@ -32,12 +32,20 @@ async fn rejected(session: &Session, event: Event) -> String {
     let before = session.next_seq();
     let err = session.append(event).await.expect_err("rejected");
     assert!(matches!(err, SessionError::Invariant(_)), "{err}");
-    assert_eq!(session.next_seq(), before, "a rejected event is not appended");
+    assert_eq!(
+        session.next_seq(),
+        before,
+        "a rejected event is not appended"
+    );
     err.to_string()
 }
 
 fn types(session: &Session) -> Vec<String> {
-    session.events().iter().map(|(_, e)| e.event_type().to_owned()).collect()
+    session
+        .events()
+        .iter()
+        .map(|(_, e)| e.event_type().to_owned())
+        .collect()
 }
 
 #[tokio::test]
@@ -47,7 +55,15 @@ async fn apr_41_audit_pair_and_policy_inside_a_turn_are_accepted() {
     put(&s, asked("a1", "bash")).await;
     put(&s, decided("a1", "allowed-once")).await;
     put(&s, policy("never")).await;
-    assert_eq!(types(&s), ["turn/start", "approval/asked", "approval/decided", "approval/policy"]);
+    assert_eq!(
+        types(&s),
+        [
+            "turn/start",
+            "approval/asked",
+            "approval/decided",
+            "approval/policy"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -66,7 +82,9 @@ fn apr_43_events_of_a_session_no_store_knows_are_checked_as_published() {
     checker.observe(&Event::turn_start(1)).expect("turn");
     checker.observe(&asked("0", "pwsh")).expect("asked");
     checker.observe(&decided("0", "rejected")).expect("decided");
-    let err = checker.observe(&decided("0", "rejected")).expect_err("already decided");
+    let err = checker
+        .observe(&decided("0", "rejected"))
+        .expect_err("already decided");
     assert!(err.to_string().contains("no matching approval/asked"));
 }
 
@@ -80,7 +98,10 @@ async fn apr_44_asked_or_decided_with_no_open_turn_is_rejected() {
     put(&s, Event::turn_start(1)).await;
     put(&s, Event::turn_end(1, completed())).await;
     let m = rejected(&s, asked("ask", "pwsh")).await;
-    assert!(m.contains("approval/asked appended outside any open turn"), "{m}");
+    assert!(
+        m.contains("approval/asked appended outside any open turn"),
+        "{m}"
+    );
 }
 
 #[tokio::test]
@@ -96,7 +117,9 @@ async fn apr_45_a_late_checker_refuses_a_log_with_an_ask_after_turn_end() {
 
     let dir = tempdir();
     let path = dir.path().join("stray.jsonl");
-    let (file, _) = Session::open_jsonl(&path, OpenOptions::new()).await.expect("opens");
+    let (file, _) = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect("opens");
     put(&file, asked("stray", "pwsh")).await;
     file.close().await.expect("closes");
     let before = std::fs::read(&path).expect("read");
@@ -111,22 +134,48 @@ async fn apr_45_a_late_checker_refuses_a_log_with_an_ask_after_turn_end() {
 async fn apr_46_invalid_audit_events_are_rejected_with_their_reasons() {
     let s = checked();
     put(&s, Event::turn_start(1)).await;
-    assert!(rejected(&s, asked("ask-1", "")).await.contains("toolName must be non-empty"));
+    assert!(
+        rejected(&s, asked("ask-1", ""))
+            .await
+            .contains("toolName must be non-empty")
+    );
     put(&s, asked("ask-1", "bash")).await;
-    assert!(rejected(&s, asked("ask-1", "bash")).await.contains(r#"repeated open id "ask-1""#));
-    assert!(rejected(&s, decided("missing", "rejected")).await.contains("no matching approval/asked"));
-    assert!(rejected(&s, decided("ask-1", "maybe")).await.contains(r#"unknown outcome "maybe""#));
-    assert!(rejected(&s, policy("always")).await.contains(r#"unknown policy "always""#));
+    assert!(
+        rejected(&s, asked("ask-1", "bash"))
+            .await
+            .contains(r#"repeated open id "ask-1""#)
+    );
+    assert!(
+        rejected(&s, decided("missing", "rejected"))
+            .await
+            .contains("no matching approval/asked")
+    );
+    assert!(
+        rejected(&s, decided("ask-1", "maybe"))
+            .await
+            .contains(r#"unknown outcome "maybe""#)
+    );
+    assert!(
+        rejected(&s, policy("always"))
+            .await
+            .contains(r#"unknown policy "always""#)
+    );
     // Every rejection left the trace alone: ask-1 is still open and can be decided.
     put(&s, decided("ask-1", "allowed-once")).await;
-    assert_eq!(types(&s), ["turn/start", "approval/asked", "approval/decided"]);
+    assert_eq!(
+        types(&s),
+        ["turn/start", "approval/asked", "approval/decided"]
+    );
 }
 
 #[tokio::test]
 async fn log_21_a_dispatch_record_outside_any_turn_is_rejected_then_accepted_inside_one() {
     let s = checked();
     let m = rejected(&s, start("root", "root", "child")).await;
-    assert!(m.contains("tool/code-dispatch-start appended outside any open turn"), "{m}");
+    assert!(
+        m.contains("tool/code-dispatch-start appended outside any open turn"),
+        "{m}"
+    );
     put(&s, Event::turn_start(1)).await;
     put(&s, start("root", "root", "child")).await;
 }
@@ -143,14 +192,27 @@ async fn log_22_a_rejected_record_is_never_indexed() {
 async fn log_23_a_parent_must_belong_to_the_root_and_the_check_runs_before_the_append() {
     let s = checked();
     put(&s, Event::turn_start(1)).await;
-    put(&s, Event::code_dispatch_start("root", "root", "child", "run_code", &j(json!({})))).await;
+    put(
+        &s,
+        Event::code_dispatch_start("root", "root", "child", "run_code", &j(json!({}))),
+    )
+    .await;
     put(&s, start("root", "child", "grandchild")).await;
     let m = rejected(&s, start("another-root", "child", "invalid-grandchild")).await;
-    assert!(m.contains("parentCallId child does not belong to rootCallId another-root"), "{m}");
+    assert!(
+        m.contains("parentCallId child does not belong to rootCallId another-root"),
+        "{m}"
+    );
     let subs: Vec<Value> = s
         .events()
         .iter()
-        .map(|(_, e)| e.data().value().get("subCallId").cloned().unwrap_or(Value::Null))
+        .map(|(_, e)| {
+            e.data()
+                .value()
+                .get("subCallId")
+                .cloned()
+                .unwrap_or(Value::Null)
+        })
         .collect();
     assert!(!subs.contains(&json!("invalid-grandchild")));
 }
@@ -172,8 +234,12 @@ async fn log_24_dispatch_ids_are_non_empty_and_a_sub_call_keeps_its_root() {
 fn log_25_a_record_of_a_session_no_store_knows_is_indexed_without_violation() {
     let mut checker = InvariantChecker::new();
     checker.observe(&Event::turn_start(1)).expect("turn");
-    checker.observe(&start("root", "root", "child")).expect("no violation");
-    let err = checker.observe(&start("else", "else", "child")).expect_err("indexed");
+    checker
+        .observe(&start("root", "root", "child"))
+        .expect("no violation");
+    let err = checker
+        .observe(&start("else", "else", "child"))
+        .expect_err("indexed");
     assert!(err.to_string().contains("changed rootCallId"));
 }
 

@@ -10,7 +10,10 @@ use serde_json::{Value, json};
 use super::support::{completed, fixtures, j, tempdir, text};
 
 fn log_bytes(events: &[Event]) -> Vec<u8> {
-    let mut out = Header::new("crash", "/w").json().to_json_string().into_bytes();
+    let mut out = Header::new("crash", "/w")
+        .json()
+        .to_json_string()
+        .into_bytes();
     out.push(b'\n');
     for e in events {
         out.extend_from_slice(e.to_json_line().as_bytes());
@@ -23,25 +26,40 @@ fn log_bytes(events: &[Event]) -> Vec<u8> {
 fn sample_log() -> Vec<u8> {
     let args = j(json!({"value": "x"}));
     let events = vec![
-        Event::turn_start(1),                                                     // 0
-        Event::step_start(1, 1),                                                  // 1
-        Event::user_message(&ContextMessage::plugin_text("user", "do it")),       // 2
-        Event::other("text-chunks", j(json!({"turn": 1, "step": 1, "index": 0, "dt": [1], "texts": ["a", "b"]}))), // 3,4
-        Event::assistant_message(1, 1, j(json!({"role": "assistant", "content": [
+        Event::turn_start(1),                                               // 0
+        Event::step_start(1, 1),                                            // 1
+        Event::user_message(&ContextMessage::plugin_text("user", "do it")), // 2
+        Event::other(
+            "text-chunks",
+            j(json!({"turn": 1, "step": 1, "index": 0, "dt": [1], "texts": ["a", "b"]})),
+        ), // 3,4
+        Event::assistant_message(
+            1,
+            1,
+            j(json!({"role": "assistant", "content": [
             {"type": "tool-call", "id": "c1", "name": "echo", "arguments": "{}"},
-            {"type": "tool-call", "id": "c2", "name": "run_code", "arguments": "{}"}]}))), // 5
-        Event::tool_call(1, 1, "c1", "echo", "{}"),                                // 6
-        Event::tool_call(1, 1, "c2", "run_code", "{}"),                            // 7
-        Event::code_dispatch_start("c2", "c2", "c2:code:1", "echo", &args),        // 8
-        Event::tool_result(1, 1, "c1", 6, &text("echo"), false, None, None),       // 9
-        Event::code_dispatch("c2", "c2", "c2:code:1", "echo", &args, false, &text("echo:x")), // 10
-        Event::tool_result(1, 1, "c2", 7, &text("done"), false, None, None),       // 11
-        Event::step_end(1, 1),                                                     // 12
-        Event::step_start(1, 2),                                                   // 13
-        Event::tool_call(1, 2, "c3", "echo", "not json"),                          // 14
+            {"type": "tool-call", "id": "c2", "name": "run_code", "arguments": "{}"}]})),
+        ), // 5
+        Event::tool_call(1, 1, "c1", "echo", "{}"),                         // 6
+        Event::tool_call(1, 1, "c2", "run_code", "{}"),                     // 7
+        Event::code_dispatch_start("c2", "c2", "c2:code:1", "echo", &args), // 8
+        Event::tool_result(1, 1, "c1", 6, &text("echo"), false, None, None), // 9
+        Event::code_dispatch(
+            "c2",
+            "c2",
+            "c2:code:1",
+            "echo",
+            &args,
+            false,
+            &text("echo:x"),
+        ), // 10
+        Event::tool_result(1, 1, "c2", 7, &text("done"), false, None, None), // 11
+        Event::step_end(1, 1),                                              // 12
+        Event::step_start(1, 2),                                            // 13
+        Event::tool_call(1, 2, "c3", "echo", "not json"),                   // 14
         Event::tool_result(1, 2, "c3", 14, &text("Error: bad"), true, None, None), // 15
-        Event::step_end(1, 2),                                                     // 16
-        Event::turn_end(1, completed()),                                           // 17
+        Event::step_end(1, 2),                                              // 16
+        Event::turn_end(1, completed()),                                    // 17
     ];
     let bytes = log_bytes(&events);
     assert!(check_bytes(&bytes).is_empty(), "the sample is valid");
@@ -63,14 +81,20 @@ fn a_log_cut_at_every_byte_offset_repairs_to_a_clean_log_keeping_every_complete_
         let cut = &bytes[..k];
         let (repaired, report) = repair_bytes(cut).unwrap_or_else(|e| panic!("offset {k}: {e}"));
         let kept = complete_prefix(cut);
-        assert!(repaired.starts_with(kept), "offset {k}: a complete line was lost");
+        assert!(
+            repaired.starts_with(kept),
+            "offset {k}: a complete line was lost"
+        );
         let problems = check_bytes(&repaired);
         assert!(problems.is_empty(), "offset {k}: {problems:?}");
         match &report.torn_tail {
             None => assert!(repaired.starts_with(cut), "offset {k}: nothing was cut"),
             Some(torn) => assert_eq!(torn.bytes, k - kept.len(), "offset {k}: only the torn tail"),
         }
-        assert_eq!(report.added_newline, report.torn_tail.is_none() && kept.len() < k);
+        assert_eq!(
+            report.added_newline,
+            report.torn_tail.is_none() && kept.len() < k
+        );
         if !report.interrupted_calls.is_empty() {
             interrupted_seen += 1;
             let log = read_log(&repaired).expect("reads");
@@ -89,10 +113,16 @@ fn a_log_cut_at_every_byte_offset_repairs_to_a_clean_log_keeping_every_complete_
         }
         if k % 11 == 0 {
             let (again, second) = repair_bytes(&repaired).expect("repairs again");
-            assert!(second.is_clean() && again == repaired, "offset {k}: repair is idempotent");
+            assert!(
+                second.is_clean() && again == repaired,
+                "offset {k}: repair is idempotent"
+            );
         }
     }
-    assert!(interrupted_seen > 0, "some cuts fall between a call and its result");
+    assert!(
+        interrupted_seen > 0,
+        "some cuts fall between a call and its result"
+    );
 }
 
 #[test]
@@ -110,7 +140,11 @@ fn reference_fixtures_cut_at_line_ends_and_mid_line_repair_clean() {
             let (repaired, _) = repair_bytes(&bytes[..k]).expect("repairs");
             assert!(repaired.starts_with(complete_prefix(&bytes[..k])));
             let problems = check_bytes(&repaired);
-            assert!(problems.is_empty(), "{} at {k}: {problems:?}", path.display());
+            assert!(
+                problems.is_empty(),
+                "{} at {k}: {problems:?}",
+                path.display()
+            );
         }
     }
 }
@@ -130,10 +164,18 @@ async fn an_in_flight_call_gets_an_interrupted_result_and_the_step_and_turn_are_
     bytes.extend_from_slice(br#"{"type":"tool/result","data":{"turn":1,"st"#);
     std::fs::write(&path, &bytes).expect("write");
 
-    let (session, report) = Session::open_jsonl(&path, OpenOptions::new()).await.expect("opens");
+    let (session, report) = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect("opens");
     assert_eq!(report.torn_tail.as_ref().map(|t| t.line), Some(7));
     assert_eq!(report.interrupted_calls.len(), 1);
-    assert_eq!((report.interrupted_calls[0].call_id.as_str(), report.interrupted_calls[0].seq), ("flying", 4));
+    assert_eq!(
+        (
+            report.interrupted_calls[0].call_id.as_str(),
+            report.interrupted_calls[0].seq
+        ),
+        ("flying", 4)
+    );
     assert_eq!(report.closed_step, Some((1, 1)));
     assert_eq!(report.closed_turn, Some(1));
     assert_eq!(report.appended_events(), 3);
@@ -155,13 +197,22 @@ async fn an_in_flight_call_gets_an_interrupted_result_and_the_step_and_turn_are_
     assert_eq!(result["type"], json!("tool/result"));
     assert_eq!(result["sourceEventSeqs"], json!([4]));
     assert_eq!(result["surfaceOp"], json!("append"));
-    assert_eq!(result["data"]["error"], json!({"name": "InterruptedError", "code": "INTERRUPTED"}));
+    assert_eq!(
+        result["data"]["error"],
+        json!({"name": "InterruptedError", "code": "INTERRUPTED"})
+    );
     let block = &result["data"]["message"]["content"][0];
     assert_eq!(block["toolCallId"], json!("flying"));
     assert_eq!(block["isError"], json!(true));
     let said = block["content"][0]["text"].as_str().expect("text");
-    assert!(said.starts_with("Error: ") && said.contains("may or may not have run"), "{said}");
-    assert_eq!(tail[1], json!({"type": "step/end", "data": {"turn": 1, "step": 1}}));
+    assert!(
+        said.starts_with("Error: ") && said.contains("may or may not have run"),
+        "{said}"
+    );
+    assert_eq!(
+        tail[1],
+        json!({"type": "step/end", "data": {"turn": 1, "step": 1}})
+    );
     assert_eq!(
         tail[2],
         json!({"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "interrupted"}}})
@@ -188,12 +239,21 @@ async fn bad_json_in_the_middle_is_an_error_with_its_line_and_nothing_is_changed
     bytes.extend_from_slice(Event::turn_end(1, completed()).to_json_line().as_bytes());
     bytes.push(b'\n');
     std::fs::write(&path, &bytes).expect("write");
-    let err = Session::open_jsonl(&path, OpenOptions::new()).await.expect_err("refused");
-    assert!(matches!(err, SessionError::Corrupt { line: 3, .. }), "{err}");
+    let err = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(err, SessionError::Corrupt { line: 3, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("line 3"), "{err}");
     let err = repair(&path).expect_err("repair refuses too");
     assert_eq!(err.line(), Some(3));
-    assert_eq!(std::fs::read(&path).expect("read"), bytes, "nothing was changed");
+    assert_eq!(
+        std::fs::read(&path).expect("read"),
+        bytes,
+        "nothing was changed"
+    );
     let problems = check_bytes(&bytes);
     assert_eq!(problems.iter().map(|p| p.line).collect::<Vec<_>>(), [3]);
 }
@@ -216,7 +276,10 @@ async fn a_torn_header_leaves_a_log_that_was_never_started() {
     assert_eq!(session.id(), "fresh");
     session.close().await.expect("closes");
     let text = std::fs::read_to_string(&path).expect("read");
-    assert!(text.starts_with(r#"{"type":"session","version":0,"id":"fresh""#), "{text}");
+    assert!(
+        text.starts_with(r#"{"type":"session","version":0,"id":"fresh""#),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -231,7 +294,9 @@ async fn a_log_breaking_the_pairing_rules_is_refused_unless_opened_leniently() {
         Event::turn_end(1, completed()),
     ]);
     std::fs::write(&path, &bytes).expect("write");
-    let err = Session::open_jsonl(&path, OpenOptions::new()).await.expect_err("refused");
+    let err = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect_err("refused");
     match &err {
         SessionError::Invalid { problems } => {
             assert_eq!(problems.len(), 1);
@@ -244,6 +309,9 @@ async fn a_log_breaking_the_pairing_rules_is_refused_unless_opened_leniently() {
     let (session, report) = Session::open_jsonl(&path, OpenOptions::new().strict(false))
         .await
         .expect("opens leniently");
-    assert!(report.is_clean(), "a call whose step ended is not in flight: {report:?}");
+    assert!(
+        report.is_clean(),
+        "a call whose step ended is not in flight: {report:?}"
+    );
     assert_eq!(session.next_seq(), 5);
 }

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use dsh_session::{Event, Header, LogSink, OpenOptions, Session, SessionError, check_file, read_log};
+use dsh_session::{
+    Event, Header, LogSink, OpenOptions, Session, SessionError, check_file, read_log,
+};
 use serde_json::{Value, json};
 
 use super::support::{completed, j, put, tempdir};
@@ -49,8 +51,14 @@ async fn appended_events_are_frozen_and_snapshots_never_change() {
     assert_eq!(after.len(), 3000);
     let (_, first_before) = before.get(0).expect("first");
     let (_, first_after) = after.get(0).expect("first");
-    assert!(Arc::ptr_eq(first_before, first_after), "events are shared, not copied");
-    assert_eq!(after.iter().map(|(s, _)| *s).collect::<Vec<_>>(), (0..3000).collect::<Vec<u64>>());
+    assert!(
+        Arc::ptr_eq(first_before, first_after),
+        "events are shared, not copied"
+    );
+    assert_eq!(
+        after.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        (0..3000).collect::<Vec<u64>>()
+    );
     assert_eq!(after.last().map(|(s, _)| *s), Some(2999));
 }
 
@@ -60,7 +68,10 @@ async fn open_turn_and_step_follow_the_framing_events() {
     assert_eq!((session.open_turn(), session.open_step()), (None, None));
     put(&session, Event::turn_start(3)).await;
     put(&session, Event::step_start(3, 1)).await;
-    assert_eq!((session.open_turn(), session.open_step()), (Some(3), Some((3, 1))));
+    assert_eq!(
+        (session.open_turn(), session.open_step()),
+        (Some(3), Some((3, 1)))
+    );
     put(&session, Event::step_end(3, 1)).await;
     assert_eq!((session.open_turn(), session.open_step()), (Some(3), None));
     put(&session, Event::turn_end(3, completed())).await;
@@ -71,25 +82,45 @@ async fn open_turn_and_step_follow_the_framing_events() {
 async fn a_new_log_starts_with_the_reference_header_then_one_event_a_line() {
     let dir = tempdir();
     let path = dir.path().join("new.jsonl");
-    let (session, report) = Session::open_jsonl(&path, OpenOptions::new().id("sess-1").cwd("/work"))
-        .await
-        .expect("creates");
+    let (session, report) =
+        Session::open_jsonl(&path, OpenOptions::new().id("sess-1").cwd("/work"))
+            .await
+            .expect("creates");
     assert!(report.is_clean());
     assert_eq!(session.id(), "sess-1");
     assert_eq!(session.path(), Some(path.as_path()));
     put(&session, Event::turn_start(1)).await;
-    put(&session, Event::tool_call(1, 1, "c1", "echo", "{\"text\":\"hi\"}")).await;
+    put(
+        &session,
+        Event::tool_call(1, 1, "c1", "echo", "{\"text\":\"hi\"}"),
+    )
+    .await;
     session.close().await.expect("closes");
     let text = std::fs::read_to_string(&path).expect("read");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3);
     assert!(text.ends_with('\n'));
     let header: Value = serde_json::from_str(lines[0]).expect("header");
-    let keys: Vec<&str> = header.as_object().expect("obj").keys().map(String::as_str).collect();
+    let keys: Vec<&str> = header
+        .as_object()
+        .expect("obj")
+        .keys()
+        .map(String::as_str)
+        .collect();
     assert_eq!(keys, ["type", "version", "id", "createdAt", "cwd"]);
-    assert_eq!((header["type"].clone(), header["version"].clone()), (json!("session"), json!(0)));
-    assert_eq!((header["id"].clone(), header["cwd"].clone()), (json!("sess-1"), json!("/work")));
-    assert!(header["createdAt"].as_u64().is_some_and(|t| t > 1_600_000_000_000));
+    assert_eq!(
+        (header["type"].clone(), header["version"].clone()),
+        (json!("session"), json!(0))
+    );
+    assert_eq!(
+        (header["id"].clone(), header["cwd"].clone()),
+        (json!("sess-1"), json!("/work"))
+    );
+    assert!(
+        header["createdAt"]
+            .as_u64()
+            .is_some_and(|t| t > 1_600_000_000_000)
+    );
     assert_eq!(lines[1], r#"{"type":"turn/start","data":{"turn":1}}"#);
     assert_eq!(
         lines[2],
@@ -101,9 +132,18 @@ async fn a_new_log_starts_with_the_reference_header_then_one_event_a_line() {
 async fn a_reopened_log_resumes_after_its_last_seq_with_equal_events() {
     let dir = tempdir();
     let path = dir.path().join("resume.jsonl");
-    let (session, _) = Session::open_jsonl(&path, OpenOptions::new().id("r")).await.expect("opens");
+    let (session, _) = Session::open_jsonl(&path, OpenOptions::new().id("r"))
+        .await
+        .expect("opens");
     put(&session, Event::turn_start(1)).await;
-    put(&session, Event::other("text-chunks", j(json!({"turn": 1, "step": 1, "index": 0, "dt": [1], "texts": ["a", "b"]})))).await;
+    put(
+        &session,
+        Event::other(
+            "text-chunks",
+            j(json!({"turn": 1, "step": 1, "index": 0, "dt": [1], "texts": ["a", "b"]})),
+        ),
+    )
+    .await;
     put(&session, Event::turn_end(1, completed())).await;
     let written = session.events().to_vec();
     drop(session);
@@ -131,7 +171,9 @@ async fn a_reopened_log_resumes_after_its_last_seq_with_equal_events() {
 async fn group_commit_under_ten_concurrent_appenders_keeps_every_acknowledged_event() {
     let dir = tempdir();
     let path = dir.path().join("group.jsonl");
-    let (session, _) = Session::open_jsonl(&path, OpenOptions::new()).await.expect("opens");
+    let (session, _) = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect("opens");
     let mut tasks = Vec::new();
     for writer in 0..10 {
         let session = session.clone();
@@ -154,7 +196,11 @@ async fn group_commit_under_ten_concurrent_appenders_keeps_every_acknowledged_ev
     for (writer, acked) in all {
         let mut last = None;
         for (seq, i) in acked {
-            let (_, event) = log.events.iter().find(|(s, _)| *s == seq).expect("acked event is on disk");
+            let (_, event) = log
+                .events
+                .iter()
+                .find(|(s, _)| *s == seq)
+                .expect("acked event is on disk");
             assert_eq!(event.data().value()["writer"], json!(writer));
             assert_eq!(event.data().value()["i"], json!(i));
             assert!(last < Some(seq), "one appender's events keep their order");
@@ -198,7 +244,10 @@ impl LogSink for TestSink {
         }
         if self.fail_from.is_some_and(|f| n >= f) {
             // A partial write reaches the medium before the failure.
-            self.data.lock().expect("data").extend_from_slice(&bytes[..bytes.len() / 2]);
+            self.data
+                .lock()
+                .expect("data")
+                .extend_from_slice(&bytes[..bytes.len() / 2]);
             return Err(std::io::Error::other("No space left on device"));
         }
         self.data.lock().expect("data").extend_from_slice(bytes);
@@ -222,13 +271,23 @@ async fn appends_waiting_behind_a_sync_are_committed_together_with_one_sync() {
     let futures: Vec<_> = (0..10).map(|i| session.append(note(i, 0))).collect();
     let waiting = tokio::spawn(futures::future::join_all(futures));
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(!waiting.is_finished(), "nothing is acknowledged before it is durable");
-    assert!(session.events().is_empty(), "nothing is visible before it is durable");
+    assert!(
+        !waiting.is_finished(),
+        "nothing is acknowledged before it is durable"
+    );
+    assert!(
+        session.events().is_empty(),
+        "nothing is visible before it is durable"
+    );
     sink.release();
     let acked = waiting.await.expect("join");
     let seqs: Vec<u64> = acked.into_iter().map(|r| r.expect("acked")).collect();
     assert_eq!(seqs, (0..10).collect::<Vec<u64>>());
-    assert_eq!(sink.syncs.load(Ordering::SeqCst), 2, "header, then ONE group for all ten appends");
+    assert_eq!(
+        sink.syncs.load(Ordering::SeqCst),
+        2,
+        "header, then ONE group for all ten appends"
+    );
     assert_eq!(session.events().len(), 10);
     assert_eq!(sink.text().lines().count(), 11);
 }
@@ -243,10 +302,23 @@ async fn a_failed_write_is_a_clear_error_and_the_log_keeps_exactly_what_was_ackn
     assert_eq!(put(&session, note(0, 0)).await, 0);
     assert_eq!(put(&session, note(0, 1)).await, 1);
     let err = session.append(note(0, 2)).await.expect_err("disk full");
-    assert!(matches!(&err, SessionError::Write(e) if e.to_string().contains("No space")), "{err}");
-    let later = session.append(note(0, 3)).await.expect_err("refused after the failure");
-    assert!(matches!(&later, SessionError::Poisoned(m) if m.contains("No space")), "{later}");
-    assert_eq!(session.events().len(), 2, "only acknowledged events are visible");
+    assert!(
+        matches!(&err, SessionError::Write(e) if e.to_string().contains("No space")),
+        "{err}"
+    );
+    let later = session
+        .append(note(0, 3))
+        .await
+        .expect_err("refused after the failure");
+    assert!(
+        matches!(&later, SessionError::Poisoned(m) if m.contains("No space")),
+        "{later}"
+    );
+    assert_eq!(
+        session.events().len(),
+        2,
+        "only acknowledged events are visible"
+    );
     let text = sink.text();
     let log = read_log(text.as_bytes()).expect("the medium holds a whole log");
     assert_eq!(log.events.len(), 2, "the partial write was cut back");
@@ -258,11 +330,18 @@ async fn a_failed_write_is_a_clear_error_and_the_log_keeps_exactly_what_was_ackn
 async fn a_second_open_for_writing_fails_clearly_until_the_first_is_closed() {
     let dir = tempdir();
     let path = dir.path().join("locked.jsonl");
-    let (first, _) = Session::open_jsonl(&path, OpenOptions::new()).await.expect("opens");
+    let (first, _) = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect("opens");
     put(&first, Event::turn_start(1)).await;
-    let err = Session::open_jsonl(&path, OpenOptions::new()).await.expect_err("locked");
+    let err = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect_err("locked");
     assert!(err.is_locked(), "{err}");
-    assert!(err.to_string().contains("already open for writing"), "{err}");
+    assert!(
+        err.to_string().contains("already open for writing"),
+        "{err}"
+    );
     let err = dsh_session::repair(&path).expect_err("repair needs the lock too");
     assert!(err.is_locked());
 
@@ -276,8 +355,14 @@ async fn a_second_open_for_writing_fails_clearly_until_the_first_is_closed() {
     assert!(!other.success(), "a second process cannot take the lock");
 
     first.close().await.expect("closes");
-    let (second, report) = Session::open_jsonl(&path, OpenOptions::new()).await.expect("reopens");
-    assert_eq!(report.closed_turn, Some(1), "the open turn was closed by repair");
+    let (second, report) = Session::open_jsonl(&path, OpenOptions::new())
+        .await
+        .expect("reopens");
+    assert_eq!(
+        report.closed_turn,
+        Some(1),
+        "the open turn was closed by repair"
+    );
     assert!(put(&second, Event::turn_start(2)).await > 0);
 }
 
@@ -288,10 +373,16 @@ async fn appends_after_close_are_refused() {
         .await
         .expect("opens");
     file.close().await.expect("closes");
-    assert!(matches!(file.append(note(0, 0)).await, Err(SessionError::Closed)));
+    assert!(matches!(
+        file.append(note(0, 0)).await,
+        Err(SessionError::Closed)
+    ));
     let memory = Session::in_memory("m");
     memory.close().await.expect("closes");
-    assert!(matches!(memory.append(note(0, 0)).await, Err(SessionError::Closed)));
+    assert!(matches!(
+        memory.append(note(0, 0)).await,
+        Err(SessionError::Closed)
+    ));
 }
 
 #[tokio::test]
@@ -305,19 +396,28 @@ async fn subscribers_see_durable_events_in_seq_order_and_a_panicking_one_is_cont
         let _boom = session.subscribe(|_, _| panic!("observer failure"));
         let sink = seen.clone();
         let sub = session.subscribe(move |seq, e| {
-            sink.lock().expect("seen").push((seq, e.event_type().to_owned()));
+            sink.lock()
+                .expect("seen")
+                .push((seq, e.event_type().to_owned()));
         });
         let futures: Vec<_> = (0..5).map(|i| session.append(note(0, i))).collect();
         for f in futures {
-            f.await.expect("the append stands despite the panicking observer");
+            f.await
+                .expect("the append stands despite the panicking observer");
         }
         assert_eq!(
             *seen.lock().expect("seen"),
-            (0..5).map(|s| (s, "test/note".to_owned())).collect::<Vec<_>>()
+            (0..5)
+                .map(|s| (s, "test/note".to_owned()))
+                .collect::<Vec<_>>()
         );
         drop(sub);
         put(&session, note(0, 9)).await;
-        assert_eq!(seen.lock().expect("seen").len(), 5, "a dropped subscription hears nothing");
+        assert_eq!(
+            seen.lock().expect("seen").len(),
+            5,
+            "a dropped subscription hears nothing"
+        );
     }
 }
 
@@ -332,6 +432,10 @@ async fn a_subscriber_may_append_and_its_event_follows_in_order() {
         }
     });
     put(&session, Event::other("test/ping", j(json!({})))).await;
-    let types: Vec<String> = session.events().iter().map(|(_, e)| e.event_type().to_owned()).collect();
+    let types: Vec<String> = session
+        .events()
+        .iter()
+        .map(|(_, e)| e.event_type().to_owned())
+        .collect();
     assert_eq!(types, ["test/ping", "test/pong"]);
 }

@@ -38,30 +38,6 @@ pub async fn put(session: &Session, event: Event) -> u64 {
     session.append(event).await.expect("append")
 }
 
-/// A turn with one step holding `calls` paired calls; returns the events in order.
-pub fn paired_step(turn: u32, step: u32, calls: &[&str], first_seq: u64) -> Vec<Event> {
-    let mut events = vec![Event::step_start(turn, step)];
-    let mut seq = first_seq + 1;
-    for id in calls {
-        events.push(Event::tool_call(turn, step, id, "echo", "{}"));
-        let call_seq = seq;
-        seq += 1;
-        events.push(Event::tool_result(
-            turn,
-            step,
-            id,
-            call_seq,
-            &text(&format!("echo {id}")),
-            false,
-            None,
-            None,
-        ));
-        seq += 1;
-    }
-    events.push(Event::step_end(turn, step));
-    events
-}
-
 /// `{kind: completed}`.
 pub fn completed() -> Json {
     j(json!({"kind": "completed"}))
