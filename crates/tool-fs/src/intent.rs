@@ -2,8 +2,9 @@
 //! waterfalls raised by every mutation before it touches disk, and `fs/observed`, the notice a
 //! tool gives after it has seen a file's state (a read, or its own write or edit).
 //!
-//! Defaults when no listener decides: a write is [`WriteCondition::Unconditional`], an edit is
-//! `Ok(EditCondition::Unconditional)`. The first listener that answers owns the decision.
+//! Defaults when no listener decides: a write is `Ok(WriteCondition::Unconditional)`, an edit is
+//! `Ok(EditCondition::Unconditional)`. The first listener that answers owns the decision; a
+//! listener that panics refuses the mutation (fail-closed), it is never skipped.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Weak};
@@ -24,6 +25,9 @@ pub struct IntentQuery {
     /// The resolved absolute path.
     pub path: PathBuf,
 }
+
+/// The answer to `fs/write-intent`: the condition to write under, or why the write may not run.
+pub type WriteDecision = Result<WriteCondition, Failure>;
 
 /// The answer to `fs/edit-intent`: the compare-and-set basis, or why the edit may not run.
 pub type EditDecision = Result<EditCondition, Failure>;
@@ -148,7 +152,7 @@ impl ObservedListeners {
 /// The filesystem hook points of one tool set. Cloning gives another handle to the same hooks.
 #[derive(Clone, Default)]
 pub struct FsHooks {
-    write_intent: Waterfall<IntentQuery, WriteCondition>,
+    write_intent: Waterfall<IntentQuery, WriteDecision>,
     edit_intent: Waterfall<IntentQuery, EditDecision>,
     observed: ObservedListeners,
 }
@@ -160,7 +164,7 @@ impl FsHooks {
     }
 
     /// `fs/write-intent`.
-    pub fn write_intent(&self) -> &Waterfall<IntentQuery, WriteCondition> {
+    pub fn write_intent(&self) -> &Waterfall<IntentQuery, WriteDecision> {
         &self.write_intent
     }
 
@@ -174,15 +178,29 @@ impl FsHooks {
         &self.observed
     }
 
-    /// Asks `fs/write-intent`; [`WriteCondition::Unconditional`] when no listener decides.
-    pub fn decide_write(&self, q: &IntentQuery) -> WriteCondition {
+    /// Asks `fs/write-intent`; `Ok(Unconditional)` when no listener decides, a refusal when a
+    /// listener panics.
+    pub fn decide_write(&self, q: &IntentQuery) -> WriteDecision {
         self.write_intent
-            .decide(q, &|_| WriteCondition::Unconditional)
+            .decide_or(q, &|_| Ok(WriteCondition::Unconditional), &|q, f| {
+                Err(refusal("fs/write-intent", q, &f))
+            })
     }
 
-    /// Asks `fs/edit-intent`; `Ok(Unconditional)` when no listener decides.
+    /// Asks `fs/edit-intent`; `Ok(Unconditional)` when no listener decides, a refusal when a
+    /// listener panics.
     pub fn decide_edit(&self, q: &IntentQuery) -> EditDecision {
         self.edit_intent
-            .decide(q, &|_| Ok(EditCondition::Unconditional))
+            .decide_or(q, &|_| Ok(EditCondition::Unconditional), &|q, f| {
+                Err(refusal("fs/edit-intent", q, &f))
+            })
     }
+}
+
+fn refusal(point: &str, q: &IntentQuery, f: &Failure) -> Failure {
+    Failure::new(format!(
+        "{point} for \"{}\" failed, so the change was refused: {}",
+        q.path.display(),
+        f.message()
+    ))
 }

@@ -16,7 +16,9 @@ use dsh_guard::WaterfallHandle;
 use parking_lot::RwLock;
 
 use crate::codes::{FS_NOT_FOUND, FS_NOT_OBSERVED};
-use crate::intent::{EditDecision, FsHooks, IntentQuery, Observation, ObservedHandle};
+use crate::intent::{
+    EditDecision, FsHooks, IntentQuery, Observation, ObservedHandle, WriteDecision,
+};
 use crate::seam::{EditCondition, WriteCondition};
 
 #[derive(Default)]
@@ -51,14 +53,14 @@ pub struct ObservationPolicy {
     observed: Option<ObservedHandle>,
 }
 
-fn decide_write(state: &State, q: &IntentQuery) -> WriteCondition {
+fn decide_write(state: &State, q: &IntentQuery) -> WriteDecision {
     let Some(owner) = &q.owner else {
-        return WriteCondition::CreateIfAbsent;
+        return Ok(WriteCondition::CreateIfAbsent);
     };
-    match state.get(owner, &q.path) {
+    Ok(match state.get(owner, &q.path) {
         Some(Observation::Present(v)) => WriteCondition::ReplaceIfVersion(v),
         Some(Observation::Absent) | None => WriteCondition::CreateIfAbsent,
-    }
+    })
 }
 
 fn decide_edit(state: &State, q: &IntentQuery) -> EditDecision {

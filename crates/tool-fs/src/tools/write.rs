@@ -12,6 +12,7 @@ use serde_json::json;
 use super::{ToolEnv, check_abort, decode, display_path, field, freeze, subject};
 use crate::diff;
 use crate::intent::Observation;
+use crate::remedy::apply_remedy;
 use crate::replay::observed_meta;
 
 /// The tool's name.
@@ -83,7 +84,10 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     let fs = env.context(&ctx);
     let path = env.resolve(&fs, &args.file_path).await?;
     check_abort(&ctx)?;
-    let condition = env.hooks.decide_write(&ToolEnv::query(&fs, &path));
+    let condition = env
+        .hooks
+        .decide_write(&ToolEnv::query(&fs, &path))
+        .map_err(|f| apply_remedy(&f))?;
     let content = args.content;
     let outcome = env
         .workspace
