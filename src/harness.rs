@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use dsh_core::{AgentId, ToolRegistry};
-use dsh_guard::approval::{AnswerNext, ApprovalConfig, ApprovalOutcome, ApprovalRequest, AuditSession, Answerer};
+use dsh_guard::approval::{
+    AnswerNext, Answerer, ApprovalConfig, ApprovalOutcome, ApprovalRequest, AuditSession,
+};
 use dsh_guard::{ApprovalPolicy, ApprovalService, GuardError, Hooks, Scope, TimeoutPolicy};
 use dsh_scheduler::{Runtime, RuntimeConfig, TurnDriver};
 use dsh_session::Session;

@@ -1,5 +1,8 @@
-//! The `dsh` command-line program.
+//! The `dsh` command-line program; see `dsh --help`.
+
+#[path = "cli/mod.rs"]
+mod cli;
 
 fn main() {
-    println!("dsh: the tool execution pipeline of an agent harness\n\nUsage: dsh <COMMAND>\n\nCommands are added as the pipeline lands; see README.md.");
+    std::process::exit(cli::main());
 }

@@ -133,7 +133,8 @@ struct ToolTable {
 }
 
 fn line_at(text: &str, offset: usize) -> usize {
-    text.get(..offset).map_or(1, |t| t.matches('\n').count() + 1)
+    text.get(..offset)
+        .map_or(1, |t| t.matches('\n').count() + 1)
 }
 
 impl Policy {

@@ -135,7 +135,11 @@ pub fn parse_message(v: &Value) -> Result<Value, String> {
                 }
             }
         }
-        Some(other) => return Err(format!("content must be a string, an array or null, got {other}")),
+        Some(other) => {
+            return Err(format!(
+                "content must be a string, an array or null, got {other}"
+            ));
+        }
     }
     match obj.get("tool_calls") {
         None | Some(Value::Null) => {}

@@ -29,17 +29,14 @@ impl Runtime {
             let contexts = result.additional_contexts().clone();
             result = ToolResult::failure(f).with_contexts(contexts);
         }
-        if let Some(def) = &call.def {
-            if let Some(fin) = def.finalize_content() {
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    fin(exec, &result)
-                }));
-                match outcome {
-                    Ok(Ok(Some(content))) => result = result.with_content(content),
-                    Ok(Ok(None)) => {}
-                    Ok(Err(f)) => result = ToolResult::failure(f),
-                    Err(p) => result = ToolResult::failure(Failure::from_panic("finalizeContent", &*p)),
-                }
+        if let Some(fin) = call.def.as_ref().and_then(|d| d.finalize_content()) {
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fin(exec, &result)));
+            match outcome {
+                Ok(Ok(Some(content))) => result = result.with_content(content),
+                Ok(Ok(None)) => {}
+                Ok(Err(f)) => result = ToolResult::failure(f),
+                Err(p) => result = ToolResult::failure(Failure::from_panic("finalizeContent", &*p)),
             }
         }
         let result = Arc::new(result);

@@ -48,11 +48,8 @@ impl Runtime {
                 }
             }
         };
-        let denial = denial.or_else(|| {
-            self.hooks
-                .check_guards(exec, &call.chain)
-                .map(Failure::new)
-        });
+        let denial =
+            denial.or_else(|| self.hooks.check_guards(exec, &call.chain).map(Failure::new));
         if let Some(f) = denial {
             return Prepared::Decided(Candidate {
                 result: ToolResult::failure(f),

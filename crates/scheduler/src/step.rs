@@ -67,13 +67,20 @@ pub fn validate_max_parallel(n: f64) -> Result<usize, SchedulerError> {
     if n.is_finite() && n >= 1.0 && n.fract() == 0.0 {
         Ok(n as usize)
     } else {
-        Err(SchedulerError::Config(messages::MAX_PARALLEL_POSITIVE.into()))
+        Err(SchedulerError::Config(
+            messages::MAX_PARALLEL_POSITIVE.into(),
+        ))
     }
 }
 
 enum Slot {
-    Running { exclusive: bool },
-    Done { candidate: Candidate, exclusive: bool },
+    Running {
+        exclusive: bool,
+    },
+    Done {
+        candidate: Candidate,
+        exclusive: bool,
+    },
 }
 
 struct Started {
@@ -89,7 +96,13 @@ impl Runtime {
         cx: &StepContext,
         blocks: &[ToolCallBlock],
     ) -> Result<StepOutcome, SchedulerError> {
-        let cap = cx.max_parallel.max(1);
+        // A pool size of 0 is refused, never silently raised (SCH-18).
+        if cx.max_parallel == 0 {
+            return Err(SchedulerError::Config(
+                messages::MAX_PARALLEL_POSITIVE.into(),
+            ));
+        }
+        let cap = cx.max_parallel;
         let n = blocks.len();
         let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Candidate)>();
         let mut started: Vec<Option<Started>> = (0..n).map(|_| None).collect();
@@ -105,27 +118,37 @@ impl Runtime {
             while let Ok((i, c)) = rx.try_recv() {
                 running -= 1;
                 if let Some(Slot::Running { exclusive }) = slots.remove(&i) {
-                    slots.insert(i, Slot::Done { candidate: c, exclusive });
+                    slots.insert(
+                        i,
+                        Slot::Done {
+                            candidate: c,
+                            exclusive,
+                        },
+                    );
                 }
             }
             // Finalize and commit the front call once it is decided.
-            if failure.is_none() && next_commit < next_start {
-                if let Some(Slot::Done { .. }) = slots.get(&next_commit) {
-                    if let (Some(Slot::Done { candidate, exclusive }), Some(s)) =
-                        (slots.remove(&next_commit), started[next_commit].take())
-                    {
-                        match self.commit(cx, s, candidate, &mut out).await {
-                            Ok(()) => {
-                                if exclusive {
-                                    exclusive_open = false;
-                                }
-                                next_commit += 1;
-                            }
-                            Err(e) => failure = Some(e),
+            if failure.is_none()
+                && next_commit < next_start
+                && matches!(slots.get(&next_commit), Some(Slot::Done { .. }))
+                && let (
+                    Some(Slot::Done {
+                        candidate,
+                        exclusive,
+                    }),
+                    Some(s),
+                ) = (slots.remove(&next_commit), started[next_commit].take())
+            {
+                match self.commit(cx, s, candidate, &mut out).await {
+                    Ok(()) => {
+                        if exclusive {
+                            exclusive_open = false;
                         }
-                        continue;
+                        next_commit += 1;
                     }
+                    Err(e) => failure = Some(e),
                 }
+                continue;
             }
             let aborted = cx.signal.is_aborted();
             if aborted {
@@ -149,7 +172,11 @@ impl Runtime {
                 let can_start = synthetic
                     || (!aborted
                         && !exclusive_open
-                        && if exclusive { in_progress == 0 } else { running < cap });
+                        && if exclusive {
+                            in_progress == 0
+                        } else {
+                            running < cap
+                        });
                 if can_start {
                     let i = next_start;
                     next_start += 1;
@@ -161,7 +188,13 @@ impl Runtime {
                             }
                             match prepared {
                                 Prepared::Decided(candidate) => {
-                                    slots.insert(i, Slot::Done { candidate, exclusive });
+                                    slots.insert(
+                                        i,
+                                        Slot::Done {
+                                            candidate,
+                                            exclusive,
+                                        },
+                                    );
                                 }
                                 Prepared::Ready => {
                                     running += 1;
@@ -187,7 +220,13 @@ impl Runtime {
                 Some((i, c)) => {
                     running -= 1;
                     if let Some(Slot::Running { exclusive }) = slots.remove(&i) {
-                        slots.insert(i, Slot::Done { candidate: c, exclusive });
+                        slots.insert(
+                            i,
+                            Slot::Done {
+                                candidate: c,
+                                exclusive,
+                            },
+                        );
                     }
                 }
                 None => break,
@@ -233,7 +272,12 @@ impl Runtime {
         ))
     }
 
-    fn spawn_dispatch(self: &Arc<Self>, i: usize, s: &Started, tx: mpsc::UnboundedSender<(usize, Candidate)>) {
+    fn spawn_dispatch(
+        self: &Arc<Self>,
+        i: usize,
+        s: &Started,
+        tx: mpsc::UnboundedSender<(usize, Candidate)>,
+    ) {
         let rt = self.clone();
         let call = Call {
             exec: s.call.exec.clone(),
@@ -247,8 +291,7 @@ impl Runtime {
                 .await
                 .unwrap_or_else(|p| {
                     Candidate::final_failure(ToolResult::failure(dsh_core::Failure::from_panic(
-                        "dispatch",
-                        &*p,
+                        "dispatch", &*p,
                     )))
                 });
             let _ = tx.send((i, candidate));

@@ -147,7 +147,10 @@ impl TurnDriver {
                     let _ = self.session.append(Event::step_end(turn, step)).await;
                     let _ = self
                         .session
-                        .append(Event::turn_end(turn, Json::from_shallow(report.end.reason_json())))
+                        .append(Event::turn_end(
+                            turn,
+                            Json::from_shallow(report.end.reason_json()),
+                        ))
                         .await;
                     return Err(e);
                 }
@@ -174,7 +177,10 @@ impl TurnDriver {
             }
         }
         self.session
-            .append(Event::turn_end(turn, Json::from_shallow(report.end.reason_json())))
+            .append(Event::turn_end(
+                turn,
+                Json::from_shallow(report.end.reason_json()),
+            ))
             .await?;
         Ok(report)
     }

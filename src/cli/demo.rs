@@ -1,0 +1,75 @@
+//! `dsh demo`: a bundled small project copied into a temporary workspace and a bundled scripted
+//! session run through the full pipeline: parallel reads, an edit refused for lack of a read, a
+//! read then a successful edit, a write, a call denied by policy and a timeout. The log is
+//! written, checked, and its path printed.
+
+use std::path::Path;
+
+use dsh::{Approvals, Policy};
+
+use super::Exit;
+
+const FILES: &[(&str, &str)] = &[
+    ("notes.txt", include_str!("demo_project/notes.txt")),
+    ("config.toml", include_str!("demo_project/config.toml")),
+    ("src/app.py", include_str!("demo_project/src/app.py")),
+    ("secrets.env", include_str!("demo_project/secrets.env")),
+];
+const SCRIPT: &str = include_str!("demo_script.jsonl");
+const POLICY: &str = include_str!("demo_policy.toml");
+
+fn copy_project(root: &Path) -> Result<(), Exit> {
+    for (rel, text) in FILES {
+        let path = root.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Exit::internal(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        std::fs::write(&path, text)
+            .map_err(|e| Exit::internal(format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+pub async fn demo() -> Result<i32, Exit> {
+    let base = std::env::temp_dir().join(format!("dsh-demo-{}", super::run::session_id()));
+    let workspace = base.join("workspace");
+    copy_project(&workspace)?;
+    super::out(&format!("dsh demo: workspace {}", workspace.display()));
+    super::out(&format!(
+        "policy: read/edit/write allowed, reads of *secrets* denied, approvals never, sleep has a 300 ms budget\n"
+    ));
+    let policy = Policy::parse(POLICY).map_err(|e| Exit::internal(e.to_string()))?;
+    let log = base.join("session.jsonl");
+    let prepared = super::run::prepare(
+        SCRIPT,
+        &workspace,
+        Some(log.clone()),
+        policy,
+        Approvals::Never,
+        true,
+        false,
+    )
+    .await?;
+    let code = super::run::drive(&prepared, None, true).await?;
+    super::out(&format!("\n{}", prepared.renderer.summary()));
+    let problems = dsh::session::check_file(&log)
+        .map_err(|e| Exit::internal(format!("{}: {e}", log.display())))?;
+    if problems.is_empty() {
+        let events = prepared.harness.session().next_seq();
+        super::out(&format!(
+            "log checks clean: {events} events, every tool/call paired with one tool/result"
+        ));
+    } else {
+        for p in &problems {
+            super::out(&format!("{}:{}: {}", log.display(), p.line, p.message));
+        }
+        return Err(Exit::internal("the demo's log did not check clean"));
+    }
+    super::out(&format!("log: {}", log.display()));
+    super::out(&format!(
+        "try: dsh transcript {} --format openai",
+        log.display()
+    ));
+    Ok(code)
+}

@@ -1,0 +1,87 @@
+//! `dsh check`, `dsh transcript` and `dsh repair`.
+
+use std::path::{Path, PathBuf};
+
+use super::{Exit, Format};
+
+/// Checks each log; 0 when all are clean, 1 otherwise.
+pub fn check(logs: &[PathBuf]) -> Result<i32, Exit> {
+    let mut clean = true;
+    for path in logs {
+        match dsh::session::check_file(path) {
+            Ok(problems) if problems.is_empty() => {
+                super::out(&format!("{}: ok", path.display()));
+            }
+            Ok(problems) => {
+                clean = false;
+                for p in problems {
+                    super::out(&format!("{}:{}: {}", path.display(), p.line, p.message));
+                }
+            }
+            Err(e) => {
+                clean = false;
+                super::out(&format!("{}: {e}", path.display()));
+            }
+        }
+    }
+    Ok(if clean { 0 } else { 1 })
+}
+
+/// Prints the model-visible history.
+pub fn transcript(log: &Path, format: Format) -> Result<i32, Exit> {
+    let bytes = std::fs::read(log)
+        .map_err(|e| Exit::internal(format!("cannot read {}: {e}", log.display())))?;
+    let parsed = dsh::session::read_log(&bytes)
+        .map_err(|e| Exit::internal(format!("{}: {e}", log.display())))?;
+    let messages =
+        dsh::session::derive_messages_from(parsed.events.iter().map(|(s, e)| (*s, &**e)));
+    let out = match format {
+        Format::Dsh => {
+            serde_json::Value::Array(messages.iter().map(|m| m.value().clone()).collect())
+        }
+        Format::Openai => dsh::session::to_openai(&messages).value().clone(),
+        Format::Anthropic => dsh::session::to_anthropic(&messages).value().clone(),
+    };
+    let text = serde_json::to_string_pretty(&out)
+        .map_err(|e| Exit::internal(format!("cannot print the transcript: {e}")))?;
+    super::out(&text);
+    Ok(0)
+}
+
+/// Applies crash repair and reports what it closed.
+pub fn repair(log: &Path) -> Result<i32, Exit> {
+    let report =
+        dsh::session::repair(log).map_err(|e| Exit::internal(format!("{}: {e}", log.display())))?;
+    if report.is_clean() {
+        super::out(&format!("{}: nothing to repair", log.display()));
+    } else {
+        super::out(&format!("{}: repaired", log.display()));
+        print_report(&report);
+    }
+    Ok(0)
+}
+
+/// Prints what a repair did, one line per action.
+pub fn print_report(report: &dsh::session::RepairReport) {
+    if let Some(t) = &report.torn_tail {
+        super::out(&format!(
+            "  cut a torn last line ({} bytes at line {})",
+            t.bytes, t.line
+        ));
+    }
+    if report.added_newline {
+        super::out(&format!("  ended the last line with a newline"));
+    }
+    for c in &report.interrupted_calls {
+        super::out(&format!(
+            "  closed call {} (seq {}) with an INTERRUPTED result",
+            c.call_id, c.seq
+        ));
+    }
+    if let Some((turn, step)) = report.closed_step {
+        super::out(&format!("  closed step {step} of turn {turn}"));
+    }
+    if let Some(turn) = report.closed_turn {
+        super::out(&format!("  closed turn {turn} (reason interrupted)"));
+    }
+}

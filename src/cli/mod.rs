@@ -1,0 +1,130 @@
+//! The `dsh` command line: argument parsing, subcommands and exit codes.
+//!
+//! Exit codes: 0 the command did its job (tool failures are results); 1 an internal error (or,
+//! for `check`, a log with problems); 2 bad usage (arguments, script, policy); 130 interrupted or
+//! cancelled (the log still checks clean).
+
+mod approve;
+mod demo;
+mod logs;
+mod render;
+mod run;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// The tool execution pipeline of an agent harness.
+#[derive(Parser, Debug)]
+#[command(name = "dsh", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a bundled scripted session on a copy of a small project, through the full pipeline.
+    Demo,
+    /// Run a scripted model (JSON Lines of assistant messages) through the pipeline.
+    Run(run::RunArgs),
+    /// Check session logs; prints each problem with its file and line.
+    Check {
+        /// Log files to check.
+        #[arg(required = true)]
+        logs: Vec<PathBuf>,
+    },
+    /// Print the model-visible history of a log as JSON.
+    Transcript {
+        /// The log file.
+        log: PathBuf,
+        /// The shape of the history.
+        #[arg(long, value_enum, default_value_t = Format::Dsh)]
+        format: Format,
+    },
+    /// Repair a log left by a crash: cut a torn line, close unpaired calls, open steps and turns.
+    Repair {
+        /// The log file.
+        log: PathBuf,
+    },
+}
+
+/// Transcript shapes.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Format {
+    /// OpenAI Chat Completions messages.
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// The harness's own message shape.
+    Dsh,
+}
+
+/// Writes a line to stdout; a closed pipe (`dsh transcript | head`) is not an error worth a panic.
+pub fn out(line: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(line.as_bytes());
+    let _ = stdout.write_all(b"\n");
+}
+
+/// A failure with its exit code.
+pub struct Exit {
+    pub code: i32,
+    pub message: Option<String>,
+}
+
+impl Exit {
+    pub fn usage(message: impl Into<String>) -> Exit {
+        Exit {
+            code: 2,
+            message: Some(message.into()),
+        }
+    }
+    pub fn internal(message: impl Into<String>) -> Exit {
+        Exit {
+            code: 1,
+            message: Some(message.into()),
+        }
+    }
+}
+
+impl From<anyhow::Error> for Exit {
+    fn from(e: anyhow::Error) -> Exit {
+        Exit::internal(format!("{e:#}"))
+    }
+}
+
+/// Runs the program; returns the exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dsh: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let outcome = rt.block_on(async move {
+        match cli.command {
+            Command::Demo => demo::demo().await,
+            Command::Run(args) => run::run(args).await,
+            Command::Check { logs } => logs::check(&logs),
+            Command::Transcript { log, format } => logs::transcript(&log, format),
+            Command::Repair { log } => logs::repair(&log),
+        }
+    });
+    match outcome {
+        Ok(code) => code,
+        Err(exit) => {
+            if let Some(m) = exit.message {
+                eprintln!("dsh: {m}");
+            }
+            exit.code
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! UI rendering: a live line per running call on a terminal (spinner and elapsed time), replaced
+//! by `✓`/`✗`, the tool, a one-line summary of its arguments, its duration and, for failures, the
+//! message; compact diffs of edits; plain lines when not a terminal; `--json` prints one JSON
+//! object per durable event. Tool output never reaches the terminal unsanitized.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh::core::{ToolExecution, ToolResult};
+use dsh::session::{Event, Session, Subscription};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use parking_lot::Mutex;
+use serde_json::Value;
+
+/// Removes what could drive a terminal: control characters (ANSI escapes included) except
+/// newline and tab.
+pub fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\n' | '\t' => c,
+            c if c.is_control() => '\u{FFFD}',
+            c => c,
+        })
+        .collect()
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let flat = sanitize(s).replace(['\n', '\t'], " ");
+    if flat.chars().count() > max {
+        let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
+fn summarize_args(args: &Value) -> String {
+    for key in [
+        "file_path",
+        "pattern",
+        "command",
+        "text",
+        "description",
+        "ms",
+        "message",
+    ] {
+        if let Some(v) = args.get(key) {
+            return match v {
+                Value::String(s) => one_line(s, 60),
+                other => one_line(&other.to_string(), 60),
+            };
+        }
+    }
+    one_line(&args.to_string(), 60)
+}
+
+/// Output mode.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Human lines; `live` adds spinners, `color` adds colours.
+    Human { live: bool, color: bool },
+    /// One JSON object per durable event on stdout.
+    Json,
+}
+
+impl Mode {
+    pub fn detect(json: bool) -> Mode {
+        if json {
+            return Mode::Json;
+        }
+        let tty = std::io::stdout().is_terminal();
+        Mode::Human {
+            live: tty,
+            color: tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        }
+    }
+}
+
+struct Running {
+    started: Instant,
+    bar: Option<ProgressBar>,
+}
+
+#[derive(Default)]
+struct Tally {
+    calls: usize,
+    failures: BTreeMap<String, usize>,
+}
+
+/// The renderer of one run.
+pub struct Renderer {
+    mode: Mode,
+    multi: MultiProgress,
+    running: Mutex<HashMap<String, Running>>,
+    tally: Mutex<Tally>,
+    started: Instant,
+}
+
+impl Renderer {
+    pub fn new(mode: Mode) -> Arc<Renderer> {
+        let multi = MultiProgress::with_draw_target(match mode {
+            Mode::Human { live: true, .. } => ProgressDrawTarget::stdout(),
+            _ => ProgressDrawTarget::hidden(),
+        });
+        Arc::new(Renderer {
+            mode,
+            multi,
+            running: Mutex::new(HashMap::new()),
+            tally: Mutex::new(Tally::default()),
+            started: Instant::now(),
+        })
+    }
+
+    fn println(&self, line: String) {
+        match self.mode {
+            Mode::Human { live: true, .. } => {
+                let _ = self.multi.println(line);
+            }
+            _ => super::out(&line),
+        }
+    }
+
+    fn paint(&self, code: &str, s: &str) -> String {
+        match self.mode {
+            Mode::Human { color: true, .. } => format!("\x1b[{code}m{s}\x1b[0m"),
+            _ => s.to_owned(),
+        }
+    }
+
+    /// Subscribes to the session: call starts (and, with `--json`, every durable event).
+    pub fn attach(self: &Arc<Self>, session: &Session) -> Subscription {
+        let me = self.clone();
+        session.subscribe(move |seq, event| me.on_event(seq, event))
+    }
+
+    fn on_event(&self, seq: u64, event: &Event) {
+        if self.mode == Mode::Json {
+            let mut v = serde_json::from_str::<Value>(&event.to_json_line()).unwrap_or(Value::Null);
+            if let Value::Object(m) = &mut v {
+                m.insert("seq".into(), Value::from(seq));
+            }
+            super::out(&v.to_string());
+        }
+        let Some(call) = event.as_tool_call() else {
+            return;
+        };
+        let args = dsh::core::Arguments::from_raw(call.arguments).value();
+        let bar = match self.mode {
+            Mode::Human { live: true, .. } => {
+                let bar = self.multi.add(ProgressBar::new_spinner());
+                if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+                    bar.set_style(style);
+                }
+                bar.set_message(format!(
+                    "{} {}",
+                    one_line(call.name, 40),
+                    summarize_args(&args)
+                ));
+                bar.enable_steady_tick(Duration::from_millis(100));
+                Some(bar)
+            }
+            _ => None,
+        };
+        self.running.lock().insert(
+            call.call_id.to_owned(),
+            Running {
+                started: Instant::now(),
+                bar,
+            },
+        );
+    }
+
+    /// The `tools/result` observer: one finished line per call.
+    pub fn on_result(&self, exec: &ToolExecution, result: &ToolResult) {
+        let running = self.running.lock().remove(exec.call_id());
+        let elapsed = running
+            .as_ref()
+            .map(|r| r.started.elapsed())
+            .unwrap_or_default();
+        if let Some(bar) = running.and_then(|r| r.bar) {
+            bar.finish_and_clear();
+        }
+        {
+            let mut t = self.tally.lock();
+            t.calls += 1;
+            if let Some(e) = result.error() {
+                let code = e.code().unwrap_or("denied or failed").to_owned();
+                *t.failures.entry(code).or_default() += 1;
+            }
+        }
+        if self.mode == Mode::Json {
+            return;
+        }
+        let args = exec.arguments().value();
+        let ms = format!("{}ms", elapsed.as_millis());
+        let mut line = if result.is_error() {
+            let msg = result
+                .error()
+                .map(|e| match e.code() {
+                    Some(c) => format!("{c}: {}", e.message()),
+                    None => e.message().to_owned(),
+                })
+                .unwrap_or_default();
+            format!(
+                "{} {} {}  {}  {}",
+                self.paint("31", "✗"),
+                one_line(exec.name(), 40),
+                summarize_args(&args),
+                self.paint("2", &ms),
+                self.paint("31", &one_line(&msg, 160))
+            )
+        } else {
+            format!(
+                "{} {} {}  {}",
+                self.paint("32", "✓"),
+                one_line(exec.name(), 40),
+                summarize_args(&args),
+                self.paint("2", &ms)
+            )
+        };
+        if let Some(diffs) = result
+            .meta()
+            .and_then(|m| m.value().get("diffs"))
+            .and_then(Value::as_array)
+        {
+            for d in diffs {
+                for (key, sign, colour) in [("oldText", "-", "31"), ("newText", "+", "32")] {
+                    let text = d.get(key).and_then(Value::as_str).unwrap_or_default();
+                    let lines: Vec<&str> = text.lines().collect();
+                    for l in lines.iter().take(6) {
+                        line.push('\n');
+                        line.push_str(
+                            &self.paint(colour, &format!("    {sign} {}", one_line(l, 100))),
+                        );
+                    }
+                    if lines.len() > 6 {
+                        line.push_str(&format!("\n    {sign} … ({} more lines)", lines.len() - 6));
+                    }
+                }
+            }
+        }
+        self.println(line);
+    }
+
+    /// The closing summary: calls, failures by code, wall time.
+    pub fn summary(&self) -> String {
+        let t = self.tally.lock();
+        let failed: usize = t.failures.values().sum();
+        let mut s = format!(
+            "{} calls, {} failed, {:.2}s",
+            t.calls,
+            failed,
+            self.started.elapsed().as_secs_f64()
+        );
+        if !t.failures.is_empty() {
+            let parts: Vec<String> = t
+                .failures
+                .iter()
+                .map(|(c, n)| format!("{c} ×{n}"))
+                .collect();
+            s.push_str(&format!(" ({})", parts.join(", ")));
+        }
+        s
+    }
+}

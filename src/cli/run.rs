@@ -1,0 +1,260 @@
+//! `dsh run`: a scripted model through the full pipeline.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use dsh::core::{AbortController, AbortReason, CancelCause, Signal};
+use dsh::guard::Scope;
+use dsh::scheduler::TurnEnd;
+use dsh::session::{OpenOptions, Session};
+use dsh::{Approvals, Harness, Mode, Policy, parse_script};
+
+use super::Exit;
+use super::render::{self, Renderer};
+
+/// How `ask` decisions are answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Approve {
+    /// Ask at the terminal (stderr/stdin), one line per question.
+    Ask,
+    /// Allow every ask once.
+    Always,
+    /// Reject every ask.
+    Never,
+}
+
+/// Presentation modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Native,
+    Code,
+    Both,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The script: JSON Lines, one assistant message per line (OpenAI or Anthropic shape); each
+    /// line is one step of one turn.
+    pub script: PathBuf,
+    /// The workspace the file tools may touch (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// The session log (default `<workspace>/.dsh/sessions/<id>.jsonl`); an existing log is
+    /// repaired and resumed.
+    #[arg(long)]
+    pub session: Option<PathBuf>,
+    /// A policy file (TOML).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// How asks are answered (default: `ask` on a terminal, otherwise no channel: every ask is
+    /// denied).
+    #[arg(long, value_enum)]
+    pub approve: Option<Approve>,
+    /// Most tool bodies running at once (overrides the policy).
+    #[arg(long)]
+    pub max_parallel: Option<usize>,
+    /// Tool presentation mode (overrides the policy).
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// Cancel the turn this many milliseconds after it starts, as an interrupt would.
+    #[arg(long)]
+    pub cancel_after_ms: Option<u64>,
+    /// Add the `echo`, `sleep` and `fail` tools.
+    #[arg(long)]
+    pub demo_tools: bool,
+    /// Print one JSON object per durable event on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A ready-to-run configuration, shared with `dsh demo`.
+pub struct Prepared {
+    pub harness: Harness,
+    pub steps: Vec<dsh::core::Json>,
+    pub log: PathBuf,
+    pub renderer: Arc<Renderer>,
+    _subscription: dsh::session::Subscription,
+    _observer: dsh::guard::HookHandle,
+}
+
+pub fn session_id() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    format!("s{t}-{}", std::process::id())
+}
+
+/// Validates everything, opens the session and wires the harness.
+pub async fn prepare(
+    script_text: &str,
+    workspace: &Path,
+    session: Option<PathBuf>,
+    policy: Policy,
+    approvals: Approvals,
+    demo_tools: bool,
+    json: bool,
+) -> Result<Prepared, Exit> {
+    let script = parse_script(script_text).map_err(|e| Exit::usage(e.to_string()))?;
+    let workspace = workspace
+        .canonicalize()
+        .map_err(|e| Exit::usage(format!("workspace {}: {e}", workspace.display())))?;
+    if !workspace.is_dir() {
+        return Err(Exit::usage(format!(
+            "workspace {} is not a directory",
+            workspace.display()
+        )));
+    }
+    let id = session_id();
+    let log = session.unwrap_or_else(|| {
+        workspace
+            .join(".dsh")
+            .join("sessions")
+            .join(format!("{id}.jsonl"))
+    });
+    if let Some(parent) = log.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Exit::internal(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    let options = OpenOptions::new()
+        .id(id)
+        .cwd(workspace.display().to_string());
+    let (session, report) = Session::open_jsonl(&log, options)
+        .await
+        .map_err(|e| Exit::internal(format!("{}: {e}", log.display())))?;
+    if !report.is_clean() {
+        eprintln!("dsh: {} was repaired before resuming:", log.display());
+        super::logs::print_report(&report);
+    }
+    let renderer = Renderer::new(render::Mode::detect(json));
+    let subscription = renderer.attach(&session);
+    let harness = Harness::builder(session)
+        .policy(policy)
+        .approvals(approvals)
+        .demo_tools(demo_tools)
+        .workspace(&workspace)
+        .build()
+        .await
+        .map_err(|e| match e {
+            dsh::HarnessError::Policy(_) | dsh::HarnessError::Unsupported(_) => {
+                Exit::usage(e.to_string())
+            }
+            other => Exit::internal(other.to_string()),
+        })?;
+    let r = renderer.clone();
+    let observer = harness.hooks().on_result(
+        Scope::Global,
+        move |exec: &dsh::core::ToolExecution, res: &dsh::core::ToolResult| r.on_result(exec, res),
+    );
+    Ok(Prepared {
+        harness,
+        steps: script.steps,
+        log,
+        renderer,
+        _subscription: subscription,
+        _observer: observer,
+    })
+}
+
+/// Runs the turn with interrupt handling; returns the exit code.
+pub async fn drive(
+    prepared: &Prepared,
+    cancel_after_ms: Option<u64>,
+    quiet_summary: bool,
+) -> Result<i32, Exit> {
+    let controller = AbortController::new();
+    let signal: Signal = controller.signal();
+    let ctl = controller.clone();
+    let interrupts = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            ctl.abort(AbortReason::Cancelled(CancelCause::User));
+            eprintln!(
+                "dsh: interrupted; finishing started calls (press Ctrl-C again to exit at once)"
+            );
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    let timer = cancel_after_ms.map(|ms| {
+        let ctl = controller.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            ctl.abort(AbortReason::Cancelled(CancelCause::User));
+        })
+    });
+    let mut driver = prepared.harness.driver();
+    let outcome = driver
+        .run_turn(prepared.steps.iter().cloned(), signal)
+        .await;
+    interrupts.abort();
+    if let Some(t) = timer {
+        t.abort();
+    }
+    let report = outcome.map_err(|e| Exit::internal(format!("the run failed: {e}")))?;
+    if let Err(e) = prepared.harness.session().close().await {
+        return Err(Exit::internal(format!(
+            "closing {}: {e}",
+            prepared.log.display()
+        )));
+    }
+    if !quiet_summary {
+        eprintln!("{}", prepared.renderer.summary());
+        eprintln!("log: {}", prepared.log.display());
+    }
+    Ok(match report.end {
+        TurnEnd::Completed => 0,
+        TurnEnd::Aborted(_) => 130,
+        TurnEnd::Error(_) => 1,
+    })
+}
+
+pub async fn run(args: RunArgs) -> Result<i32, Exit> {
+    let script_text = std::fs::read_to_string(&args.script)
+        .map_err(|e| Exit::usage(format!("cannot read script {}: {e}", args.script.display())))?;
+    let mut policy = match &args.policy {
+        Some(p) => Policy::load(p).map_err(|e| Exit::usage(e.to_string()))?,
+        None => Policy::default(),
+    };
+    if let Some(n) = args.max_parallel {
+        policy.max_parallel_tool_calls = dsh::scheduler::validate_max_parallel(n as f64)
+            .map_err(|e| Exit::usage(format!("--max-parallel: {e}")))?;
+    }
+    if let Some(m) = args.mode {
+        policy.mode = match m {
+            ModeArg::Native => Mode::Native,
+            ModeArg::Code => Mode::Code,
+            ModeArg::Both => Mode::Both,
+        };
+    }
+    let approvals = match args.approve {
+        Some(Approve::Always) => Approvals::Always,
+        Some(Approve::Never) => Approvals::Never,
+        Some(Approve::Ask) => {
+            Approvals::Answerer(Arc::new(super::approve::TerminalApprover::new()))
+        }
+        None if std::io::stdin().is_terminal() => {
+            Approvals::Answerer(Arc::new(super::approve::TerminalApprover::new()))
+        }
+        None => Approvals::NoChannel,
+    };
+    let workspace = match &args.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
+    };
+    let prepared = prepare(
+        &script_text,
+        &workspace,
+        args.session.clone(),
+        policy,
+        approvals,
+        args.demo_tools,
+        args.json,
+    )
+    .await?;
+    drive(&prepared, args.cancel_after_ms, args.json).await
+}
