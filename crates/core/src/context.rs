@@ -27,12 +27,32 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh message id, unique within this process and across processes with high probability.
 pub fn fresh_message_id() -> Arc<str> {
+    use std::hash::{BuildHasher, Hasher};
+    // Random bits from the standard library's per-process random hasher keys, mixed with a
+    // counter and the clock: unique in-process by construction, across processes with high
+    // probability. Shaped as a version-4 UUID, like the reference's ids.
     let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    Arc::from(format!("{:016x}-{:08x}-{n:08x}", t, std::process::id()))
+    let word = |salt: u64| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(salt);
+        h.write_u64(n);
+        h.write_u128(t);
+        h.write_u32(std::process::id());
+        h.finish()
+    };
+    let (a, b) = (word(1), word(2));
+    Arc::from(format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0x0fff,
+        0x8000 | ((b >> 48) & 0x3fff),
+        b & 0xffff_ffff_ffff
+    ))
 }
 
 impl ContextMessage {
