@@ -2,7 +2,8 @@
 //!
 //! Guarantees: only `user/message`, `assistant/message` and `tool/result` events reach the
 //! history; Code Mode dispatch records and every other log-only event are left out; a surface
-//! operation `{op: "replace", startSeq, endSeq}` replaces the messages of that seq range in place;
+//! operation `{op: "replace", startSeq, endSeq}` replaces the messages of that seq range in place
+//! (any other surface operation, unknown to this crate, leaves its message out of the history);
 //! an assistant message with no content (a step cut short before any block) is left out. Both the
 //! current reference shapes and the older flat ones read.
 

