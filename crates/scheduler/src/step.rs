@@ -113,6 +113,10 @@ impl Runtime {
         let mut exclusive_open = false;
         let mut out = StepOutcome::default();
         let mut failure: Option<SchedulerError> = None;
+        // The next call's parsed arguments and its last classification (with the registry
+        // generation it was made under), so a waiting call is parsed once.
+        let mut pending: Option<(usize, Arguments)> = None;
+        let mut classified: Option<(usize, u64, ExecutionMode)> = None;
 
         loop {
             while let Ok((i, c)) = rx.try_recv() {
@@ -159,53 +163,72 @@ impl Runtime {
                 let block = &blocks[next_start];
                 let in_progress = next_start - next_commit;
                 let synthetic = aborted && in_progress == 0;
-                let mode = if synthetic {
-                    ExecutionMode::Exclusive
-                } else {
-                    self.registry.execution_mode(
-                        &block.name,
-                        cx.agent.as_ref(),
-                        &Arguments::from_raw(&block.arguments),
-                    )
-                };
-                let exclusive = mode == ExecutionMode::Exclusive;
-                let can_start = synthetic
-                    || (!aborted
-                        && !exclusive_open
-                        && if exclusive {
+                // Whether the call could start in either mode; only then is it classified, so a
+                // waiting call is not re-classified on every wake-up.
+                let could_start = synthetic
+                    || (!aborted && !exclusive_open && (in_progress == 0 || running < cap));
+                if could_start {
+                    if pending.as_ref().is_none_or(|(i, _)| *i != next_start) {
+                        pending = Some((next_start, Arguments::from_raw(&block.arguments)));
+                    }
+                    let mode = match (&pending, synthetic) {
+                        (_, true) | (None, _) => ExecutionMode::Exclusive,
+                        (Some((_, args)), false) => {
+                            let generation = self.registry.generation();
+                            match classified {
+                                Some((i, g, m)) if i == next_start && g == generation => m,
+                                _ => {
+                                    let m = self.registry.execution_mode(
+                                        &block.name,
+                                        cx.agent.as_ref(),
+                                        args,
+                                    );
+                                    classified = Some((next_start, generation, m));
+                                    m
+                                }
+                            }
+                        }
+                    };
+                    let exclusive = mode == ExecutionMode::Exclusive;
+                    let can_start = synthetic
+                        || if exclusive {
                             in_progress == 0
                         } else {
                             running < cap
-                        });
-                if can_start {
-                    let i = next_start;
-                    next_start += 1;
-                    match self.start(cx, block).await {
-                        Err(e) => failure = Some(e),
-                        Ok((s, prepared)) => {
-                            if exclusive {
-                                exclusive_open = true;
-                            }
-                            match prepared {
-                                Prepared::Decided(candidate) => {
-                                    slots.insert(
-                                        i,
-                                        Slot::Done {
-                                            candidate,
-                                            exclusive,
-                                        },
-                                    );
+                        };
+                    if can_start {
+                        let i = next_start;
+                        next_start += 1;
+                        let args = pending
+                            .take()
+                            .map_or_else(|| Arguments::from_raw(&block.arguments), |(_, a)| a);
+                        match self.start(cx, block, args).await {
+                            Err(e) => failure = Some(e),
+                            Ok((s, prepared)) => {
+                                if exclusive {
+                                    exclusive_open = true;
                                 }
-                                Prepared::Ready => {
-                                    running += 1;
-                                    slots.insert(i, Slot::Running { exclusive });
-                                    self.spawn_dispatch(i, &s, tx.clone());
+                                match prepared {
+                                    Prepared::Decided(candidate) => {
+                                        slots.insert(
+                                            i,
+                                            Slot::Done {
+                                                candidate,
+                                                exclusive,
+                                            },
+                                        );
+                                    }
+                                    Prepared::Ready => {
+                                        running += 1;
+                                        slots.insert(i, Slot::Running { exclusive });
+                                        self.spawn_dispatch(i, &s, tx.clone());
+                                    }
                                 }
+                                started[i] = Some(s);
                             }
-                            started[i] = Some(s);
                         }
+                        continue;
                     }
-                    continue;
                 }
             }
             if running == 0 && (failure.is_some() || next_commit == n) {
@@ -242,6 +265,7 @@ impl Runtime {
         &self,
         cx: &StepContext,
         block: &ToolCallBlock,
+        arguments: Arguments,
     ) -> Result<(Started, Prepared), SchedulerError> {
         let call_seq = cx
             .session
@@ -253,12 +277,8 @@ impl Runtime {
                 &block.arguments,
             ))
             .await?;
-        let mut input = ToolExecutionInput::new(
-            &block.call_id,
-            &block.name,
-            Arguments::from_raw(&block.arguments),
-        )
-        .with_signal(cx.signal.clone());
+        let mut input = ToolExecutionInput::new(&block.call_id, &block.name, arguments)
+            .with_signal(cx.signal.clone());
         input.agent = cx.agent.clone();
         let call = self.call(input);
         let prepared = self.prepare(&call).await;
