@@ -10,6 +10,7 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "fs")]
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -19,7 +19,40 @@ fn run(cmd: &str, args: &[&str]) -> Result<()> {
 
 fn ci() -> Result<()> {
     run("cargo", &["fmt", "--all", "--check"])?;
-    run("cargo", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    run(
+        "cargo",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    run("cargo", &["build", "-p", "dsh", "--no-default-features"])?;
+    run(
+        "cargo",
+        &[
+            "build",
+            "-p",
+            "dsh",
+            "--no-default-features",
+            "--features",
+            "fs",
+        ],
+    )?;
+    run(
+        "cargo",
+        &[
+            "build",
+            "-p",
+            "dsh",
+            "--no-default-features",
+            "--features",
+            "jsonl",
+        ],
+    )?;
     run("cargo", &["test", "--workspace"])
 }
 
