@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use dsh_core::Signal;
 use parking_lot::RwLock;
 
 use crate::atomic::{self, FaultHook, Keep};
@@ -350,10 +351,48 @@ impl Workspace {
         condition: WriteCondition,
         bytes: Vec<u8>,
     ) -> Result<WriteOutcome, FsError> {
+        self.write_inner(path, condition, bytes, None).await
+    }
+
+    /// [`Workspace::write_if`], abandoned with [`FsError::Aborted`] if `signal` fires before the
+    /// write starts (while it waits for the path's mutex); a started write is never cut short.
+    pub async fn write_if_cancellable(
+        &self,
+        path: &Path,
+        condition: WriteCondition,
+        bytes: Vec<u8>,
+        signal: &Signal,
+    ) -> Result<WriteOutcome, FsError> {
+        self.write_inner(path, condition, bytes, Some(signal)).await
+    }
+
+    /// Takes the path's mutex, or gives up when `signal` fires first.
+    async fn lock_path(
+        &self,
+        path: &Path,
+        signal: Option<&Signal>,
+    ) -> Result<tokio::sync::OwnedMutexGuard<()>, FsError> {
+        let lock = self.inner.locks.for_path(path);
+        match signal {
+            None => Ok(lock.lock_owned().await),
+            Some(s) => tokio::select! {
+                biased;
+                _ = s.aborted() => Err(FsError::Aborted),
+                held = lock.lock_owned() => Ok(held),
+            },
+        }
+    }
+
+    async fn write_inner(
+        &self,
+        path: &Path,
+        condition: WriteCondition,
+        bytes: Vec<u8>,
+        signal: Option<&Signal>,
+    ) -> Result<WriteOutcome, FsError> {
         self.inner.cas.fetch_add(1, Ordering::Relaxed);
         let resolved = self.resolve_op(path).await?;
-        let lock = self.inner.locks.for_path(&resolved);
-        let _held = lock.lock().await;
+        let _held = self.lock_path(&resolved, signal).await?;
         let roots = self.inner.roots.clone();
         let fault = self.inner.fault.read().clone();
         let given = path.to_path_buf();
@@ -374,10 +413,31 @@ impl Workspace {
         condition: EditCondition,
         edit: impl FnOnce(&str) -> Result<(String, T), FsError> + Send + 'static,
     ) -> Result<EditOutcome<T>, FsError> {
+        self.edit_inner(path, condition, edit, None).await
+    }
+
+    /// [`Workspace::edit_if`], abandoned with [`FsError::Aborted`] if `signal` fires before the
+    /// edit starts (while it waits for the path's mutex).
+    pub async fn edit_if_cancellable<T: Send + 'static>(
+        &self,
+        path: &Path,
+        condition: EditCondition,
+        edit: impl FnOnce(&str) -> Result<(String, T), FsError> + Send + 'static,
+        signal: &Signal,
+    ) -> Result<EditOutcome<T>, FsError> {
+        self.edit_inner(path, condition, edit, Some(signal)).await
+    }
+
+    async fn edit_inner<T: Send + 'static>(
+        &self,
+        path: &Path,
+        condition: EditCondition,
+        edit: impl FnOnce(&str) -> Result<(String, T), FsError> + Send + 'static,
+        signal: Option<&Signal>,
+    ) -> Result<EditOutcome<T>, FsError> {
         self.inner.cas.fetch_add(1, Ordering::Relaxed);
         let resolved = self.resolve_op(path).await?;
-        let lock = self.inner.locks.for_path(&resolved);
-        let _held = lock.lock().await;
+        let _held = self.lock_path(&resolved, signal).await?;
         let roots = self.inner.roots.clone();
         let fault = self.inner.fault.read().clone();
         let given = path.to_path_buf();

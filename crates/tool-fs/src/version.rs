@@ -107,3 +107,39 @@ impl<'de> Deserialize<'de> for FileVersion {
         s.parse().map_err(serde::de::Error::custom)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_metadata_different_bytes_is_a_different_version() {
+        // Timestamps can be too coarse to see a rewrite of the same size; the hash sees it.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, "aaaa").unwrap();
+        let meta = std::fs::metadata(&p).unwrap();
+        assert_ne!(
+            FileVersion::of(&meta, b"aaaa"),
+            FileVersion::of(&meta, b"bbbb")
+        );
+        assert_eq!(
+            FileVersion::of(&meta, b"aaaa"),
+            FileVersion::of(&meta, b"aaaa")
+        );
+    }
+
+    #[test]
+    fn malformed_text_is_refused() {
+        for bad in [
+            "",
+            "1:2:3",
+            "2:0:0:0:0:0:0",
+            "1:x:0:0:0:0:0",
+            "1:0:0:0:0:0:zz",
+        ] {
+            assert!(bad.parse::<FileVersion>().is_err(), "{bad}");
+        }
+    }
+}

@@ -141,9 +141,12 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     let (old, new) = (args.old_string, args.new_string);
     let outcome = env
         .workspace
-        .edit_if(&path, condition, move |text| {
-            apply(text, &old, &new, all, &path_text, &shown)
-        })
+        .edit_if_cancellable(
+            &path,
+            condition,
+            move |text| apply(text, &old, &new, all, &path_text, &shown),
+            ctx.signal(),
+        )
         .await
         .map_err(|e| e.to_failure())?;
     env.observed(&fs, &outcome.path, Observation::Present(outcome.version))?;

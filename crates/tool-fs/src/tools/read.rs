@@ -135,7 +135,29 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     };
     env.observed(&fs, &path, Observation::Present(contents.version))?;
     let shown = path.to_string_lossy().into_owned();
-    let body = text::decode(&contents.bytes).map_err(|why| {
+    let version = contents.version;
+    let bytes = contents.bytes;
+    if bytes.len() <= INLINE_BYTES {
+        return page(&bytes, shown, version, offset, limit);
+    }
+    tokio::task::spawn_blocking(move || page(&bytes, shown, version, offset, limit))
+        .await
+        .map_err(|e| Failure::new(format!("read failed: {e}")))?
+}
+
+/// Files up to this size are decoded and paged on the calling task; larger ones on a blocking
+/// thread.
+const INLINE_BYTES: usize = 256 * 1024;
+
+/// The value of one page of a file: decoded, split into lines and bounded.
+fn page(
+    bytes: &[u8],
+    shown: String,
+    version: crate::version::FileVersion,
+    offset: u64,
+    limit: u64,
+) -> Result<Json, Failure> {
+    let body = text::decode(bytes).map_err(|why| {
         FsError::NotText {
             op: "read",
             path: Arc::from(shown.as_str()),
@@ -154,14 +176,14 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
         .to_failure());
     }
     let mut lines = Vec::new();
-    let mut bytes = 0usize;
+    let mut used = 0usize;
     for (i, line) in all.iter().enumerate().skip(offset as usize - 1) {
         if lines.len() as u64 >= limit {
             break;
         }
         let text = text::shown_line(line);
-        bytes += text.len() + 1;
-        if bytes > MAX_READ_BYTES && !lines.is_empty() {
+        used += text.len() + 1;
+        if used > MAX_READ_BYTES && !lines.is_empty() {
             break;
         }
         lines.push(json!({"number": i + 1, "text": text}));
@@ -171,7 +193,7 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
         "offset": offset,
         "lines": Value::Array(lines),
         "totalLines": total,
-        "version": contents.version.to_string(),
+        "version": version.to_string(),
     }))
 }
 

@@ -91,7 +91,7 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     let content = args.content;
     let outcome = env
         .workspace
-        .write_if(&path, condition, content.clone().into_bytes())
+        .write_if_cancellable(&path, condition, content.clone().into_bytes(), ctx.signal())
         .await
         .map_err(|e| e.to_failure())?;
     env.observed(&fs, &outcome.path, Observation::Present(outcome.version))?;

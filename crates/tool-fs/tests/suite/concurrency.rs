@@ -82,3 +82,46 @@ async fn create_if_absent_race_creates_once() {
     let disk = env.get("new.txt");
     assert!(disk == "a" || disk == "b");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_cancelled_while_queued_behind_another_never_applies() {
+    use std::sync::Arc;
+
+    use dsh_core::AbortController;
+    use dsh_tool_fs::{FsError, WriteStage};
+
+    let env = Env::new();
+    let p = env.put("f.txt", "base");
+    // The first write holds the path's mutex for a while (slow disk).
+    env.ws().set_fault_hook(Some(Arc::new(|stage| {
+        if stage == WriteStage::PartlyWritten {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        Ok(())
+    })));
+    let ws = env.ws().clone();
+    let p1 = p.clone();
+    let first = tokio::spawn(async move {
+        ws.write_if(&p1, WriteCondition::Unconditional, b"first".to_vec())
+            .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let ctl = AbortController::new();
+    let signal = ctl.signal();
+    let ws = env.ws().clone();
+    let p2 = p.clone();
+    let second = tokio::spawn(async move {
+        ws.write_if_cancellable(
+            &p2,
+            WriteCondition::Unconditional,
+            b"second".to_vec(),
+            &signal,
+        )
+        .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    ctl.cancel();
+    assert!(matches!(second.await.unwrap(), Err(FsError::Aborted)));
+    first.await.unwrap().unwrap();
+    assert_eq!(env.get("f.txt"), "first");
+}

@@ -84,8 +84,8 @@ async fn fs_43_and_44_outside_change_is_stale_until_reread() {
 }
 
 #[tokio::test]
-async fn fs_43_same_size_rewrite_within_one_tick_is_still_stale() {
-    // Timestamps may not move between two quick writes; the content hash still does.
+async fn fs_43_rewrite_with_restored_mtime_is_still_stale() {
+    // Restoring the modification time does not hide the change (ctime and the hash see it).
     let (env, _p) = Env::with_policy();
     let p = env.put("f.txt", "aaaa");
     let before = std::fs::metadata(&p).unwrap().modified().unwrap();
