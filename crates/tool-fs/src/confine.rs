@@ -1,6 +1,6 @@
 //! Workspace confinement: a path resolves component by component, following each symlink by
 //! hand, and is refused as soon as it steps anywhere that is neither inside a root nor on the way
-//! down to one. Nothing outside the roots is ever opened, and only ancestors of a root are probed.
+//! down to one (a symlink leading back in excepted). Nothing outside the roots is ever opened.
 //!
 //! Guarantees: `..`, absolute paths elsewhere, symlinks at any component that lead out (including
 //! dangling ones and `/proc/self/...` links), NUL bytes and symlink loops are all refused with an
@@ -134,26 +134,19 @@ impl Roots {
                 _ => {}
             }
             let candidate = resolved.join(&part);
-            if !self.admits(&candidate) {
-                return Err(self.outside(raw, format!("it leads to \"{}\"", candidate.display())));
-            }
+            // A step that is neither inside a root nor on the way down to one is refused, unless
+            // it is a symlink leading back in (a host's `/tmp` -> `/private/tmp`): such a step is
+            // only examined, never opened, and is refused alike if it leads anywhere else.
+            let admitted = self.admits(&candidate);
+            let deny = || self.outside(raw, format!("it leads to \"{}\"", candidate.display()));
             if missing {
+                if !admitted {
+                    return Err(deny());
+                }
                 resolved = candidate;
                 continue;
             }
             match std::fs::symlink_metadata(&candidate) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    missing = true;
-                    resolved = candidate;
-                }
-                Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
-                    return Err(FsError::NotAFile {
-                        op: "resolve",
-                        path: Arc::from(raw),
-                        what: Arc::from(format!("\"{}\" is not a directory", resolved.display())),
-                    });
-                }
-                Err(e) => return Err(FsError::io("resolve", raw, &e)),
                 Ok(m) if m.file_type().is_symlink() => {
                     follows += 1;
                     if follows > MAX_SYMLINKS {
@@ -162,14 +155,22 @@ impl Roots {
                             reason: Arc::from("too many levels of symbolic links"),
                         });
                     }
-                    let target = std::fs::read_link(&candidate)
-                        .map_err(|e| FsError::io("resolve", raw, &e))?;
+                    let target = std::fs::read_link(&candidate).map_err(|e| {
+                        if admitted {
+                            FsError::io("resolve", raw, &e)
+                        } else {
+                            deny()
+                        }
+                    })?;
                     let dest = if target.is_absolute() {
                         target.clone()
                     } else {
                         resolved.join(&target)
                     };
                     if !self.admits(&lexical(&dest)) {
+                        if !admitted {
+                            return Err(deny());
+                        }
                         return Err(self.outside(
                             raw,
                             format!(
@@ -184,6 +185,19 @@ impl Roots {
                         resolved = PathBuf::from("/");
                     }
                 }
+                _ if !admitted => return Err(deny()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    missing = true;
+                    resolved = candidate;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                    return Err(FsError::NotAFile {
+                        op: "resolve",
+                        path: Arc::from(raw),
+                        what: Arc::from(format!("\"{}\" is not a directory", resolved.display())),
+                    });
+                }
+                Err(e) => return Err(FsError::io("resolve", raw, &e)),
                 Ok(_) => resolved = candidate,
             }
         }

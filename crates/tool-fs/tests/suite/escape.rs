@@ -232,3 +232,48 @@ async fn a_file_swapped_for_an_outside_symlink_after_the_read_is_refused() {
         "outside\n"
     );
 }
+
+#[tokio::test]
+async fn a_symlink_outside_that_leads_into_the_root_is_followed() {
+    // Like a host whose `/tmp` is a symlink to `/private/tmp`: a session may name the root by an
+    // alias; whatever it reaches is shown by its canonical path.
+    let env = hostile();
+    let base = env.root.parent().unwrap().to_path_buf();
+    symlink(&env.root, base.join("alias_ws")).unwrap();
+    symlink(&env.outside, base.join("alias_out")).unwrap();
+    env.put("f.txt", "inside\n");
+    let via_alias = base.join("alias_ws/f.txt");
+    let out = env
+        .call("read", json!({"file_path": via_alias.to_str().unwrap()}))
+        .await
+        .ok();
+    assert_eq!(
+        out.value()["path"],
+        json!(env.path("f.txt").to_str().unwrap())
+    );
+    let agent = "aliased";
+    env.tools.sessions().bind(
+        dsh_core::AgentId::from(agent),
+        dsh_tool_fs::FsContext::new("s-alias", base.join("alias_ws")),
+    );
+    env.call_with(
+        "write",
+        json!({"file_path": "g.txt", "content": "via alias"}),
+        Some(agent),
+        dsh_core::Signal::never(),
+    )
+    .await
+    .ok();
+    assert_eq!(env.get("g.txt"), "via alias");
+    // An alias that leads elsewhere is refused without naming where it leads.
+    let raw = base.join("alias_out/secret.txt");
+    let out = env
+        .call("read", json!({"file_path": raw.to_str().unwrap()}))
+        .await;
+    assert_eq!(out.code().as_deref(), Some(FS_OUTSIDE_WORKSPACE));
+    assert!(
+        !out.text().contains(&env.outside.display().to_string()),
+        "{}",
+        out.text()
+    );
+}
