@@ -1,0 +1,167 @@
+//! The reserved `run_code` tool (spec CM1, CM6): its definition for a language flavor, its
+//! output `{logs, result?}` and how that reads, and its body: validate, run the program against
+//! the bindings, end the run (quiescence), defer the sub-calls' contexts, report.
+
+use std::sync::{Arc, Weak};
+
+use dsh_core::codes::{self, messages};
+use dsh_core::registry::RUN_CODE;
+use dsh_core::{ContentBlock, Failure, Json, ToolContext, ToolDefinition, ToolOutput};
+use futures::FutureExt;
+use serde_json::{Value, json};
+
+use crate::bindings::Bindings;
+use crate::error::CodeModeError;
+use crate::flavor::Flavor;
+use crate::outcome::{CodeErrorKind, CodeOutcome, CodeRun};
+use crate::presentation::Inner;
+use crate::render::{render_failure, render_output};
+use crate::subcall::{RunContext, SubCalls};
+
+/// The message of a run without a mounted interpreter (CODE-53).
+pub const NO_RUNTIME: &str = "run_code requires a code runtime, and none is mounted";
+
+/// The output schema: `{logs: string[], result?: any}`.
+fn output_schema() -> Json {
+    Json::from_shallow(json!({
+        "type": "object",
+        "properties": {
+            "logs": {"type": "array", "items": {"type": "string"}},
+            "result": {},
+        },
+        "required": ["logs"],
+    }))
+}
+
+/// Renders a `{logs, result?}` value as the one text block the model sees.
+pub fn render_value(value: &Json) -> String {
+    let v = value.value();
+    let logs: Vec<String> = v
+        .get("logs")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|l| l.as_str().map_or_else(|| l.to_string(), str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    render_output(&logs, v.get("result"))
+}
+
+/// The `CODE_RUN_FAILED` failure of a failed run, with its captured output.
+pub fn code_run_failed(outcome: &CodeOutcome) -> Option<Failure> {
+    let error = outcome.error.as_ref()?;
+    Some(Failure::typed(
+        codes::CODE_RUN_FAILED_ERROR,
+        codes::CODE_RUN_FAILED,
+        render_failure(error, &outcome.logs),
+    ))
+}
+
+/// The `{logs, result?}` value of a successful run, built as text so a result of any depth
+/// never meets a recursive copy.
+fn output_value(outcome: &CodeOutcome) -> Result<Json, Failure> {
+    let logs = serde_json::to_string(&outcome.logs).map_err(|e| Failure::new(e.to_string()))?;
+    let text = match &outcome.value {
+        Some(v) => format!("{{\"logs\":{logs},\"result\":{}}}", v.to_json_string()),
+        None => format!("{{\"logs\":{logs}}}"),
+    };
+    Json::parse(&text).map_err(|e| {
+        Failure::typed(
+            codes::CODE_RUN_FAILED_ERROR,
+            codes::CODE_RUN_FAILED,
+            format!("code run failed (invalid-output): {e}"),
+        )
+    })
+}
+
+/// Builds the `run_code` definition for a flavor; its body reaches the mount through `inner`.
+pub(crate) fn definition(
+    flavor: &Flavor,
+    inner: Weak<Inner>,
+) -> Result<ToolDefinition, CodeModeError> {
+    let output = ToolOutput::new(output_schema(), |v| {
+        Ok(Arc::from(vec![ContentBlock::text(render_value(v))]))
+    });
+    let def = ToolDefinition::builder(RUN_CODE, &flavor.description)
+        .validated_parameters(flavor.parameters.clone())
+        .output(output)
+        .execute(move |ctx| {
+            let inner = inner.clone();
+            async move { run(inner, ctx).await }
+        })
+        .build()?;
+    Ok(def)
+}
+
+/// The `run_code` body.
+async fn run(inner: Weak<Inner>, ctx: ToolContext) -> Result<Json, Failure> {
+    let Some(inner) = inner.upgrade() else {
+        return Err(Failure::new("run_code is no longer mounted"));
+    };
+    let args = ctx.arguments().json().map(|j| j.value().clone());
+    let field = |k: &str| {
+        args.as_ref()
+            .and_then(|a| a.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let Some(code) = field("code") else {
+        return Err(Failure::invalid_args(&[
+            "\"code\" must be a string".to_owned()
+        ]));
+    };
+    let description = field("description").unwrap_or_default();
+    if description.trim().is_empty() {
+        return Err(Failure::new(
+            "invalid description: say in a short sentence what the program does",
+        ));
+    }
+    let Some(code_runtime) = inner.code_runtime() else {
+        return Err(Failure::new(NO_RUNTIME));
+    };
+    let Some(runtime) = inner.runtime() else {
+        return Err(Failure::new(
+            "run_code is not bound to a pipeline runtime (CodeMode::bind)",
+        ));
+    };
+    let exec = ctx.exec().clone();
+    let _live = inner.enter_run(exec.token());
+    let session = inner.session_for(&exec);
+    let sub = SubCalls::start(RunContext {
+        runtime,
+        outer: exec.clone(),
+        outer_signal: ctx.signal().clone(),
+        max_parallel: inner.max_parallel_sub_calls(),
+        session,
+        log: inner.dispatch_log(),
+    });
+    let bindings = Bindings::new(inner.binding_names(exec.agent()), sub.host());
+    let run = CodeRun {
+        program: code,
+        bindings,
+        signal: ctx.signal().clone(),
+        limits: inner.limits(),
+    };
+    let outcome = std::panic::AssertUnwindSafe(code_runtime.run(run))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|p| {
+            let f = Failure::from_panic("the code runtime", &*p);
+            CodeOutcome::failure(CodeErrorKind::Exception, f.message(), Vec::new())
+        });
+    let effects = sub.close().await;
+    for c in effects.contexts {
+        ctx.defer_context(c);
+    }
+    if effects.concludes_turn {
+        ctx.conclude_turn();
+    }
+    if let Some(f) = code_run_failed(&outcome) {
+        return Err(f);
+    }
+    output_value(&outcome)
+}
+
+/// `(run_code completed with no output)`, re-exported for hosts that render outcomes.
+pub const NO_OUTPUT: &str = messages::RUN_CODE_NO_OUTPUT;
