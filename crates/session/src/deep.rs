@@ -31,6 +31,14 @@ pub(crate) fn clone_value(value: &Value) -> Value {
     }
 }
 
+/// Compact JSON text of a value of any depth, without overflowing the stack.
+pub(crate) fn to_text(value: &Value) -> String {
+    match value {
+        Value::Array(_) | Value::Object(_) => with_stack(depth_of(value), || value.to_string()),
+        other => other.to_string(),
+    }
+}
+
 /// The deepest bracket nesting in JSON text, found by a linear scan that skips strings.
 ///
 /// Used before parsing so that text nested deeper than the limit is refused without ever

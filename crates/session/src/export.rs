@@ -6,6 +6,8 @@
 //! `tool_call_id`; `tool_result` block by `tool_use_id`), in log order. Reasoning blocks are not
 //! exported (neither shape can replay them without provider signatures).
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use dsh_core::Json;
@@ -31,14 +33,14 @@ fn str_field<'a>(block: &'a Value, key: &str) -> &'a str {
     block.get(key).and_then(Value::as_str).unwrap_or_default()
 }
 
-/// A message's blocks; a string content counts as one text block.
-fn blocks(message: &Value) -> Vec<Value> {
+/// A message's blocks, borrowed; a string content counts as one text block.
+fn blocks(message: &Value) -> Vec<Cow<'_, Value>> {
     match message.get("content") {
-        Some(Value::Array(items)) => items.iter().map(deep::clone_value).collect(),
-        Some(Value::String(s)) => vec![obj(vec![
+        Some(Value::Array(items)) => items.iter().map(Cow::Borrowed).collect(),
+        Some(Value::String(s)) => vec![Cow::Owned(obj(vec![
             ("type", Value::from("text")),
             ("text", Value::from(s.as_str())),
-        ])],
+        ]))],
         _ => Vec::new(),
     }
 }
@@ -71,7 +73,7 @@ fn text_of(content: Option<&Value>) -> String {
 fn arguments_string(block: &Value) -> String {
     match block.get("arguments") {
         Some(Value::String(s)) => s.clone(),
-        Some(other) => deep::with_stack(dsh_core::json::depth_of(other), || other.to_string()),
+        Some(other) => deep::to_text(other),
         None => String::new(),
     }
 }
@@ -217,14 +219,14 @@ pub fn to_anthropic(messages: &[Json]) -> Json {
             "user"
         };
         let mut content = Vec::new();
-        for b in blocks(m) {
-            match (role, block_type(&b)) {
-                ("assistant", "text") => content.push(anthropic_media(&b)),
+        for b in blocks(m).iter().map(|b| &**b) {
+            match (role, block_type(b)) {
+                ("assistant", "text") => content.push(anthropic_media(b)),
                 ("assistant", "tool-call") => content.push(obj(vec![
                     ("type", Value::from("tool_use")),
-                    ("id", Value::from(str_field(&b, "id"))),
-                    ("name", Value::from(str_field(&b, "name"))),
-                    ("input", anthropic_input(&b)),
+                    ("id", Value::from(str_field(b, "id"))),
+                    ("name", Value::from(str_field(b, "name"))),
+                    ("input", anthropic_input(b)),
                 ])),
                 ("assistant", _) => {}
                 (_, "tool-result") => {
@@ -238,7 +240,7 @@ pub fn to_anthropic(messages: &[Json]) -> Json {
                     };
                     content.push(obj(vec![
                         ("type", Value::from("tool_result")),
-                        ("tool_use_id", Value::from(str_field(&b, "toolCallId"))),
+                        ("tool_use_id", Value::from(str_field(b, "toolCallId"))),
                         ("content", Value::Array(inner)),
                         (
                             "is_error",
@@ -246,7 +248,7 @@ pub fn to_anthropic(messages: &[Json]) -> Json {
                         ),
                     ]));
                 }
-                _ => content.push(anthropic_media(&b)),
+                _ => content.push(anthropic_media(b)),
             }
         }
         if content.is_empty() {

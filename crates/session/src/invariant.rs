@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use crate::deep;
 use crate::error::InvariantViolation;
 use crate::event::{Event, types};
 
@@ -35,14 +36,13 @@ fn fail(message: String) -> Result<(), InvariantViolation> {
 }
 
 fn id_text(data: &Value) -> String {
-    data.get("id")
-        .map(Value::to_string)
-        .unwrap_or_else(|| "undefined".to_owned())
+    json_text(data.get("id"))
 }
 
+/// A value as JSON text (as the reference's `JSON.stringify`), `undefined` when absent.
 fn json_text(value: Option<&Value>) -> String {
     value
-        .map(Value::to_string)
+        .map(deep::to_text)
         .unwrap_or_else(|| "undefined".to_owned())
 }
 

@@ -234,3 +234,77 @@ async fn nesting_at_the_limit_round_trips_through_a_file() {
     let log = read_log(&bytes).expect("reads");
     assert_eq!(log.events[0].1.data(), &data);
 }
+
+#[test]
+fn deep_values_pass_through_checks_history_and_exports_on_a_small_stack() {
+    let run = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(|| {
+            let depth = dsh_session::MAX_DATA_DEPTH - 8;
+            let deep = Json::parse(&deep_array(depth)).expect("deep");
+            let session = Session::in_memory("deep");
+            session.enable_invariants().expect("enables");
+            let block = dsh_core::ContentBlock::Other(
+                Json::parse(&format!(
+                    "{{\"type\":\"resource\",\"v\":{}}}",
+                    deep_array(depth - 4)
+                ))
+                .expect("block"),
+            );
+            let appended = futures::executor::block_on(async {
+                session.append(Event::turn_start(1)).await?;
+                let args = format!("{{\"a\":{}}}", deep_array(depth - 4));
+                let message = json!({"role": "assistant", "content": [
+                    {"type": "tool-call", "id": "c", "name": "echo", "arguments": args}
+                ]});
+                session
+                    .append(Event::assistant_message(
+                        1,
+                        1,
+                        Json::new(message).expect("msg"),
+                    ))
+                    .await?;
+                let call = session
+                    .append(Event::tool_call(1, 1, "c", "echo", &args))
+                    .await?;
+                session
+                    .append(Event::tool_result(
+                        1,
+                        1,
+                        "c",
+                        call,
+                        &[block],
+                        false,
+                        None,
+                        Some(&deep),
+                    ))
+                    .await?;
+                let asked = Event::other(
+                    "approval/asked",
+                    Json::new(json!({"id": "x", "toolName": "t"})).expect("ask"),
+                );
+                session.append(asked).await?;
+                let weird = Json::new(json!({"id": "x", "outcome": Value::Null})).expect("decided");
+                let _ = session
+                    .append(Event::other("approval/decided", weird))
+                    .await;
+                Ok::<(), SessionError>(())
+            });
+            appended.expect("appends");
+            let messages = dsh_session::derive_messages(&session.events());
+            let openai = dsh_session::to_openai(&messages);
+            let anthropic = dsh_session::to_anthropic(&messages);
+            let problems = dsh_session::check_events(session.events().pairs());
+            (
+                messages.len(),
+                openai.value().as_array().map(Vec::len),
+                anthropic.value().as_array().map(Vec::len),
+                problems.len(),
+            )
+        })
+        .expect("thread");
+    assert_eq!(
+        run.join().expect("no stack overflow"),
+        (2, Some(2), Some(2), 0)
+    );
+}
