@@ -1,4 +1,11 @@
 //! Topics of the dsh-tool-fs suite, named for the conformance groups they cover.
+//!
+//! Not covered here: FS-26 (a tool plugin with no provider stays pending: impossible, `FsTools`
+//! needs a `Workspace`), FS-28 (TS-only; its Rust analogue is in `tools_unit`), FS-36..39
+//! (sandbox escalation through approval: not part of this crate), FS-77/78 (image reads: this
+//! crate refuses binary files). The end-to-end runs through the scheduler (issue 5, item 4) belong
+//! with the scheduler's suite; here every tool is run the way the registry runs it (argument
+//! check, body, render and meta) with the real seam and policy.
 
 mod atomic;
 mod bad_input;
