@@ -32,6 +32,11 @@
 //! history rebuilt from the log alone), I4 (crash repair). Conformance lines: LOG-04, LOG-14..17
 //! (event shapes), LOG-21..27 (dispatch records), APR-41..46 (approval audit), CODE-68.
 //!
+//! Limits: bad input never panics or overflows the stack. A line that is not UTF-8, not JSON,
+//! not an event, or nested deeper than `dsh_core::json::MAX_DEPTH` is an error naming its line
+//! (or, as a torn last line, is cut by repair); an appended event's data may nest at most
+//! [`MAX_DATA_DEPTH`] levels, so that its line always reads back.
+//!
 //! Durability notes: a write or sync failure fails every append of its group, cuts the file back
 //! to its last acknowledged byte, and refuses later appends ([`SessionError::Poisoned`]); reopen
 //! the file to continue. Dropping the last handle of a file session lets its writer finish queued
