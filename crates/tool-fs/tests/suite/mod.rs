@@ -3,9 +3,9 @@
 //! Not covered here: FS-26 (a tool plugin with no provider stays pending: impossible, `FsTools`
 //! needs a `Workspace`), FS-28 (TS-only; its Rust analogue is in `tools_unit`), FS-36..39
 //! (sandbox escalation through approval: not part of this crate), FS-77/78 (image reads: this
-//! crate refuses binary files). The end-to-end runs through the scheduler (issue 5, item 4) belong
-//! with the scheduler's suite; here every tool is run the way the registry runs it (argument
-//! check, body, render and meta) with the real seam and policy.
+//! crate refuses binary files). `through_scheduler` runs the tools end to end through the step
+//! scheduler and a session log (issue 5, item 4); elsewhere every tool is run the way the registry
+//! runs it (argument check, body, render and meta) with the real seam and policy.
 
 mod atomic;
 mod bad_input;
@@ -19,4 +19,5 @@ mod read_format;
 mod remedy;
 mod replay;
 mod search;
+mod through_scheduler;
 mod tools_unit;
