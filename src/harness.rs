@@ -159,6 +159,17 @@ impl Harness {
     pub fn fs(&self) -> Option<&dsh_tool_fs::FsTools> {
         self.fs.as_ref()
     }
+    /// Whether this build can run `policy`: checks what [`HarnessBuilder::build`] would refuse
+    /// for lack of a feature, so a caller can refuse before opening a session.
+    pub fn supports(policy: &Policy) -> Result<(), HarnessError> {
+        if policy.mode != crate::policy::Mode::Native {
+            return Err(HarnessError::Unsupported(format!(
+                "mode \"{}\" needs Code Mode, which this build does not include",
+                policy.mode.as_str()
+            )));
+        }
+        Ok(())
+    }
     /// A turn driver for the harness's agent, with the policy's pool size.
     pub fn driver(&self) -> TurnDriver {
         TurnDriver::new(
@@ -207,12 +218,7 @@ impl HarnessBuilder {
     pub async fn build(self) -> Result<Harness, HarnessError> {
         let registry = ToolRegistry::new();
         let hooks = Hooks::new();
-        if self.policy.mode != crate::policy::Mode::Native {
-            return Err(HarnessError::Unsupported(format!(
-                "mode \"{}\" needs Code Mode, which this build does not include",
-                self.policy.mode.as_str()
-            )));
-        }
+        Harness::supports(&self.policy)?;
         if self.demo_tools {
             for def in crate::demo_tools::demo_tools()? {
                 registry.register(def)?.keep();
@@ -284,10 +290,10 @@ fn mount_fs(
     let policy = tools.mount_policy();
     // Resuming: rebuild what this session observed from its own log (spec FS3).
     for (_, event) in session.events().iter() {
-        if let Some(view) = event.as_tool_result() {
-            if let Some((path, obs)) = view.meta.and_then(dsh_tool_fs::observation_from_meta) {
-                policy.record(session.id(), &path, obs);
-            }
+        if let Some(view) = event.as_tool_result()
+            && let Some((path, obs)) = view.meta.and_then(dsh_tool_fs::observation_from_meta)
+        {
+            policy.record(session.id(), &path, obs);
         }
     }
     policy.keep();

@@ -76,10 +76,10 @@ pub fn parse_message(v: &Value) -> Result<Value, String> {
     let obj = v
         .as_object()
         .ok_or_else(|| "an assistant message must be a JSON object".to_owned())?;
-    if let Some(role) = obj.get("role") {
-        if role.as_str() != Some("assistant") {
-            return Err(format!("role must be \"assistant\", got {role}"));
-        }
+    if let Some(role) = obj.get("role")
+        && role.as_str() != Some("assistant")
+    {
+        return Err(format!("role must be \"assistant\", got {role}"));
     }
     let mut blocks: Vec<Value> = Vec::new();
     let mut ids = HashSet::new();

@@ -36,9 +36,9 @@ pub async fn demo() -> Result<i32, Exit> {
     let workspace = base.join("workspace");
     copy_project(&workspace)?;
     super::out(&format!("dsh demo: workspace {}", workspace.display()));
-    super::out(&format!(
-        "policy: read/edit/write allowed, reads of *secrets* denied, approvals never, sleep has a 300 ms budget\n"
-    ));
+    super::out(
+        "policy: read/edit/write allowed, reads of *secrets* denied, approvals never, sleep has a 300 ms budget\n",
+    );
     let policy = Policy::parse(POLICY).map_err(|e| Exit::internal(e.to_string()))?;
     let log = base.join("session.jsonl");
     let prepared = super::run::prepare(

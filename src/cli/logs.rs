@@ -56,32 +56,36 @@ pub fn repair(log: &Path) -> Result<i32, Exit> {
         super::out(&format!("{}: nothing to repair", log.display()));
     } else {
         super::out(&format!("{}: repaired", log.display()));
-        print_report(&report);
+        for line in report_lines(&report) {
+            super::out(&line);
+        }
     }
     Ok(0)
 }
 
-/// Prints what a repair did, one line per action.
-pub fn print_report(report: &dsh::session::RepairReport) {
+/// What a repair did, one line per action.
+pub fn report_lines(report: &dsh::session::RepairReport) -> Vec<String> {
+    let mut lines = Vec::new();
     if let Some(t) = &report.torn_tail {
-        super::out(&format!(
+        lines.push(format!(
             "  cut a torn last line ({} bytes at line {})",
             t.bytes, t.line
         ));
     }
     if report.added_newline {
-        super::out(&format!("  ended the last line with a newline"));
+        lines.push("  ended the last line with a newline".to_owned());
     }
     for c in &report.interrupted_calls {
-        super::out(&format!(
+        lines.push(format!(
             "  closed call {} (seq {}) with an INTERRUPTED result",
             c.call_id, c.seq
         ));
     }
     if let Some((turn, step)) = report.closed_step {
-        super::out(&format!("  closed step {step} of turn {turn}"));
+        lines.push(format!("  closed step {step} of turn {turn}"));
     }
     if let Some(turn) = report.closed_turn {
-        super::out(&format!("  closed turn {turn} (reason interrupted)"));
+        lines.push(format!("  closed turn {turn} (reason interrupted)"));
     }
+    lines
 }

@@ -16,7 +16,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 /// The tool execution pipeline of an agent harness.
 #[derive(Parser, Debug)]
-#[command(name = "dsh", version, about, long_about = None)]
+#[command(
+    name = "dsh",
+    version,
+    about = "Run an agent's tool calls through the dsh pipeline, and check, repair or read its session logs",
+    long_about = None,
+    after_help = "Start with `dsh demo`.\n\nExit codes: 0 done (tool failures are results), 1 internal error or (check) a log with problems, 2 bad usage (arguments, script, policy), 130 interrupted or cancelled (the log still checks clean)."
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -118,6 +124,9 @@ pub fn main() -> i32 {
             Command::Repair { log } => logs::repair(&log),
         }
     });
+    // A terminal question cancelled mid-read leaves a blocking stdin read behind; the log is
+    // closed by now, so do not wait for someone to press Enter.
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
     match outcome {
         Ok(code) => code,
         Err(exit) => {

@@ -29,8 +29,11 @@ pub enum Approve {
 /// Presentation modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ModeArg {
+    /// Every tool is offered to the model.
     Native,
+    /// Only `run_code` (needs Code Mode).
     Code,
+    /// Every tool and `run_code` (needs Code Mode).
     Both,
 }
 
@@ -99,6 +102,7 @@ pub async fn prepare(
     json: bool,
 ) -> Result<Prepared, Exit> {
     let script = parse_script(script_text).map_err(|e| Exit::usage(e.to_string()))?;
+    Harness::supports(&policy).map_err(|e| Exit::usage(e.to_string()))?;
     let workspace = workspace
         .canonicalize()
         .map_err(|e| Exit::usage(format!("workspace {}: {e}", workspace.display())))?;
@@ -127,7 +131,9 @@ pub async fn prepare(
         .map_err(|e| Exit::internal(format!("{}: {e}", log.display())))?;
     if !report.is_clean() {
         eprintln!("dsh: {} was repaired before resuming:", log.display());
-        super::logs::print_report(&report);
+        for line in super::logs::report_lines(&report) {
+            eprintln!("{line}");
+        }
     }
     let renderer = Renderer::new(render::Mode::detect(json));
     let subscription = renderer.attach(&session);
