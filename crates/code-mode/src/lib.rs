@@ -39,7 +39,7 @@ pub use presentation::{
     UNLISTED_TOOLS,
 };
 pub use render::{PRETTY_DEPTH, render_failure, render_output, render_result};
-pub use run_code::{NO_OUTPUT, NO_RUNTIME, code_run_failed, render_value};
+pub use run_code::{CallCard, NO_OUTPUT, NO_RUNTIME, code_run_failed, present_call, render_value};
 pub use runtime::CodeRuntime;
 pub use sdk::{MAX_TYPE_DEPTH, render_sdk};
 pub use subcall::{CODE_MODE_PLUGIN, abandoned_message};

@@ -165,3 +165,31 @@ async fn run(inner: Weak<Inner>, ctx: ToolContext) -> Result<Json, Failure> {
 
 /// `(run_code completed with no output)`, re-exported for hosts that render outcomes.
 pub const NO_OUTPUT: &str = messages::RUN_CODE_NO_OUTPUT;
+
+/// How a `run_code` call is shown in a UI (CODE-54): a generic card titled by the call's
+/// description, of kind `execute`, whose raw input is the program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallCard {
+    /// The description argument.
+    pub title: String,
+    /// Always `execute`.
+    pub kind: &'static str,
+    /// The program.
+    pub raw_input: String,
+}
+
+/// The card for a `run_code` call's arguments.
+pub fn present_call(arguments: &Value) -> CallCard {
+    let field = |k: &str| {
+        arguments
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    CallCard {
+        title: field("description"),
+        kind: "execute",
+        raw_input: field("code"),
+    }
+}

@@ -2,4 +2,5 @@
 
 mod engine;
 mod escape;
+mod run_code;
 mod support;

@@ -83,3 +83,211 @@ pub async fn run_with(
 pub async fn run_plain(program: &str) -> CodeOutcome {
     run_with(program, &[], echo_host(), fast_limits()).await
 }
+
+// ---------------------------------------------------------------------------------------------
+// Pipeline harness: a registry, hooks, the staged runtime with Code Mode mounted, and a session.
+// ---------------------------------------------------------------------------------------------
+
+use dsh_code_mode::{AgentSessions, CodeMode, CodeModeConfig, CodeRuntime, PresentationMode};
+use dsh_core::{
+    AgentId, Failure, Registration, ToolDefinition, ToolExecutionInput, ToolOutput, ToolResult,
+};
+use dsh_guard::Hooks;
+use dsh_scheduler::Runtime;
+use dsh_session::{Event, Session};
+use serde_json::{Value, json};
+
+/// A runtime whose behaviour is a closure over the run (it may call the bindings).
+pub struct Scripted<F> {
+    pub language: &'static str,
+    pub f: F,
+}
+
+#[async_trait::async_trait]
+impl<F> CodeRuntime for Scripted<F>
+where
+    F: Fn(CodeRun) -> BoxFuture<'static, CodeOutcome> + Send + Sync + 'static,
+{
+    fn language(&self) -> &str {
+        self.language
+    }
+    async fn run(&self, run: CodeRun) -> CodeOutcome {
+        (self.f)(run).await
+    }
+}
+
+/// A scripted runtime speaking TypeScript.
+pub fn scripted<F>(f: F) -> Arc<dyn CodeRuntime>
+where
+    F: Fn(CodeRun) -> BoxFuture<'static, CodeOutcome> + Send + Sync + 'static,
+{
+    Arc::new(Scripted {
+        language: "typescript",
+        f,
+    })
+}
+
+/// A runtime that returns a fixed outcome without calling anything.
+pub fn fixed(outcome: CodeOutcome) -> Arc<dyn CodeRuntime> {
+    scripted(move |_run| {
+        let o = outcome.clone();
+        async move { o }.boxed()
+    })
+}
+
+/// `echo({value})` returns `echo:<value>`; parallel-safe.
+pub fn echo_tool() -> ToolDefinition {
+    echo_tool_named("echo")
+}
+
+/// The echo tool under another name (answers `<name>:<value>`).
+pub fn echo_tool_named(name: &str) -> ToolDefinition {
+    let n = name.to_owned();
+    ToolDefinition::builder(name, "Echo the value back")
+        .parameters(Json::from_shallow(json!({
+            "type": "object",
+            "properties": {"value": {"type": "string", "description": "What to echo"}},
+            "required": ["value"],
+        })))
+        .output(ToolOutput::string())
+        .concurrency_safe(true)
+        .execute(move |ctx| {
+            let n = n.clone();
+            async move {
+                let v = ctx
+                    .arguments()
+                    .json()
+                    .and_then(|j| j.value().get("value").cloned())
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                    .unwrap_or_default();
+                Ok(Json::string(format!("{n}:{v}")))
+            }
+        })
+        .build()
+        .expect("echo tool")
+}
+
+/// A tool from a body closure, string output.
+pub fn tool_fn<F, Fut>(name: &str, parallel: bool, f: F) -> ToolDefinition
+where
+    F: Fn(dsh_core::ToolContext) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Json, Failure>> + Send + 'static,
+{
+    ToolDefinition::builder(name, "A test tool")
+        .output(ToolOutput::string())
+        .concurrency_safe(parallel)
+        .execute(f)
+        .build()
+        .expect("test tool")
+}
+
+pub struct Harness {
+    pub registry: dsh_core::ToolRegistry,
+    pub hooks: Hooks,
+    pub runtime: Runtime,
+    pub code: CodeMode,
+    pub session: Session,
+    pub sessions: AgentSessions,
+    pub keep: Vec<Registration>,
+}
+
+impl Harness {
+    /// A pipeline with Code Mode (mode `code` unless `configure` says otherwise), the given
+    /// tools registered globally, and a session (with an open turn, invariants checked) that
+    /// receives the records of calls without an agent and of agent `a`.
+    pub async fn new(
+        tools: Vec<ToolDefinition>,
+        configure: impl FnOnce(&mut CodeModeConfig),
+    ) -> Harness {
+        let registry = dsh_core::ToolRegistry::new();
+        let keep: Vec<Registration> = tools
+            .into_iter()
+            .map(|t| registry.register(t).expect("register"))
+            .collect();
+        let sessions = AgentSessions::new();
+        let mut config = CodeModeConfig {
+            mode: PresentationMode::Code,
+            runtime: Some(Arc::new(dsh_code_mode::QuickJs::new())),
+            limits: fast_limits(),
+            sessions: Some(Arc::new(sessions.clone())),
+            ..CodeModeConfig::default()
+        };
+        configure(&mut config);
+        let code = CodeMode::new(&registry, config).expect("code mode");
+        let hooks = Hooks::new();
+        let runtime =
+            Runtime::new(registry.clone(), hooks.clone()).with_admission(code.admission());
+        code.bind(&runtime).expect("bind");
+        let session = Session::in_memory("code-mode-test");
+        session.enable_invariants().expect("invariants");
+        session.append(Event::turn_start(1)).await.expect("turn");
+        sessions.insert(None, session.clone());
+        sessions.insert(Some(AgentId::from("a")), session.clone());
+        Harness {
+            registry,
+            hooks,
+            runtime,
+            code,
+            session,
+            sessions,
+            keep,
+        }
+    }
+
+    /// Runs `run_code` as call `call-1` with this program.
+    pub async fn run_code(&self, program: &str) -> Arc<ToolResult> {
+        self.runtime
+            .execute(input(
+                "call-1",
+                "run_code",
+                json!({"code": program, "description": "test"}),
+            ))
+            .await
+    }
+
+    /// `(type, data)` of every `tool/code-dispatch*` record, in log order.
+    pub fn dispatch_records(&self) -> Vec<(String, Value)> {
+        self.session
+            .events()
+            .pairs()
+            .filter(|(_, e)| e.event_type().starts_with("tool/code-dispatch"))
+            .map(|(_, e)| (e.event_type().to_owned(), e.data().value().clone()))
+            .collect()
+    }
+
+    /// Sub-call ids of the start records.
+    pub fn starts(&self) -> Vec<String> {
+        self.ids("tool/code-dispatch-start")
+    }
+
+    /// Sub-call ids of the settle records.
+    pub fn settles(&self) -> Vec<String> {
+        self.ids("tool/code-dispatch")
+    }
+
+    fn ids(&self, ty: &str) -> Vec<String> {
+        self.dispatch_records()
+            .into_iter()
+            .filter(|(t, _)| t == ty)
+            .map(|(_, d)| d["subCallId"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+/// An input for `name` with JSON `args`.
+pub fn input(call_id: &str, name: &str, args: Value) -> ToolExecutionInput {
+    dsh_test_support::input(call_id, name, args)
+}
+
+/// The first text of a result.
+pub fn text(result: &ToolResult) -> String {
+    result.first_text().unwrap_or_default().to_owned()
+}
+
+/// The `{logs, result?}` value of a result.
+pub fn value_of(result: &ToolResult) -> Value {
+    result
+        .value()
+        .map(|v| v.value().clone())
+        .unwrap_or(Value::Null)
+}
