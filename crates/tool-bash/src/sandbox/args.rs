@@ -1,0 +1,132 @@
+//! The helper's command line: `--mode M [--root R]... [--tmp T] [--max-file-size N]
+//! [--simulate-no-landlock] (--probe | -- PROGRAM ARGS...)`. Parsing and printing round-trip, so
+//! the tool builds exactly what the helper reads.
+
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+
+use crate::error::BashError;
+use crate::mode::SandboxMode;
+
+/// What the sandbox helper is asked to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxArgs {
+    /// The mode to enforce.
+    pub mode: SandboxMode,
+    /// The workspace roots (writable in `workspace-write`).
+    pub roots: Vec<PathBuf>,
+    /// The call's private temp dir (writable in both contained modes).
+    pub tmp: Option<PathBuf>,
+    /// `RLIMIT_FSIZE` for the command, in bytes.
+    pub max_file_size: Option<u64>,
+    /// Act as if the kernel had no Landlock (tests of the fail-closed path).
+    pub simulate_no_landlock: bool,
+    /// Apply the sandbox to the helper itself, report, and exit instead of running a command.
+    pub probe: bool,
+    /// The program and its arguments (empty for a probe).
+    pub command: Vec<OsString>,
+}
+
+impl SandboxArgs {
+    /// Arguments for running `command` under `mode`.
+    pub fn new(mode: SandboxMode, command: Vec<OsString>) -> SandboxArgs {
+        SandboxArgs {
+            mode,
+            roots: Vec::new(),
+            tmp: None,
+            max_file_size: None,
+            simulate_no_landlock: false,
+            probe: false,
+            command,
+        }
+    }
+
+    /// Parses the helper's arguments (without the program name or any subcommand word).
+    pub fn parse<I, S>(args: I) -> Result<SandboxArgs, BashError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let mut it = args.into_iter().map(Into::into);
+        let mut mode = None;
+        let mut out = SandboxArgs::new(SandboxMode::ReadOnly, Vec::new());
+        let bad = |m: String| BashError::HelperArgs(m);
+        while let Some(arg) = it.next() {
+            let text = arg.to_str().map(str::to_owned);
+            match text.as_deref() {
+                Some("--") => {
+                    out.command = it.by_ref().collect();
+                    break;
+                }
+                Some("--mode") => {
+                    let v = value(&mut it, "--mode")?;
+                    let v = v
+                        .to_str()
+                        .ok_or_else(|| bad("--mode is not UTF-8".into()))?;
+                    mode = Some(v.parse::<SandboxMode>()?);
+                }
+                Some("--root") => out.roots.push(PathBuf::from(value(&mut it, "--root")?)),
+                Some("--tmp") => out.tmp = Some(PathBuf::from(value(&mut it, "--tmp")?)),
+                Some("--max-file-size") => {
+                    let v = value(&mut it, "--max-file-size")?;
+                    let n = v
+                        .to_str()
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .ok_or_else(|| bad("--max-file-size needs a number of bytes".into()))?;
+                    out.max_file_size = Some(n);
+                }
+                Some("--simulate-no-landlock") => out.simulate_no_landlock = true,
+                Some("--probe") => out.probe = true,
+                _ => {
+                    return Err(bad(format!(
+                        "unexpected argument \"{}\"",
+                        arg.to_string_lossy()
+                    )));
+                }
+            }
+        }
+        out.mode = mode.ok_or_else(|| bad("--mode is required".into()))?;
+        if out.probe != out.command.is_empty() {
+            return Err(bad(if out.probe {
+                "--probe takes no command".into()
+            } else {
+                "a command is required after --".into()
+            }));
+        }
+        Ok(out)
+    }
+
+    /// The command line the helper parses back into `self`.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut v: Vec<OsString> = vec!["--mode".into(), self.mode.as_str().into()];
+        for r in &self.roots {
+            v.push("--root".into());
+            v.push(r.clone().into_os_string());
+        }
+        if let Some(t) = &self.tmp {
+            v.push("--tmp".into());
+            v.push(t.clone().into_os_string());
+        }
+        if let Some(n) = self.max_file_size {
+            v.push("--max-file-size".into());
+            v.push(n.to_string().into());
+        }
+        if self.simulate_no_landlock {
+            v.push("--simulate-no-landlock".into());
+        }
+        if self.probe {
+            v.push("--probe".into());
+        } else {
+            v.push("--".into());
+            v.extend(self.command.iter().cloned());
+        }
+        v
+    }
+}
+
+fn value(it: &mut impl Iterator<Item = OsString>, flag: &str) -> Result<OsString, BashError> {
+    match it.next() {
+        Some(v) if v.as_os_str() != OsStr::new("--") => Ok(v),
+        _ => Err(BashError::HelperArgs(format!("{flag} needs a value"))),
+    }
+}

@@ -1,0 +1,116 @@
+//! The sandbox helper: a small program (the `dsh` binary re-executed as `dsh __sandbox-exec`, or
+//! this crate's `dsh-sandbox-exec`) that contains itself and then `exec`s the command, so no
+//! `unsafe` `pre_exec` code is needed anywhere.
+//!
+//! Order of steps: file-size limit, `no_new_privs`, capabilities dropped, Landlock, seccomp,
+//! `exec`. Any step that fails ends the helper with [`SETUP_FAILED_EXIT`] and one stderr line
+//! starting with [`SETUP_MARKER`]: the command never runs uncontained.
+
+mod args;
+pub mod fs_rules;
+pub mod net_filter;
+pub mod privileges;
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+pub use args::SandboxArgs;
+
+use crate::mode::SandboxMode;
+
+/// The helper's exit code when it could not contain the command (nothing was run).
+pub const SETUP_FAILED_EXIT: i32 = 121;
+/// The start of the helper's one stderr line when it could not contain the command.
+pub const SETUP_MARKER: &str = "dsh-sandbox: cannot enforce the sandbox: ";
+/// The start of a successful probe's stdout line.
+pub const PROBE_MARKER: &str = "dsh-sandbox: enforced ";
+
+/// What a contained setup enforced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Enforced {
+    /// The mode.
+    pub mode: SandboxMode,
+    /// Landlock's report (`None` for `danger-full-access`).
+    pub landlock: Option<fs_rules::LandlockReport>,
+}
+
+impl Enforced {
+    /// The probe's line: `dsh-sandbox: enforced <mode> landlock-abi=<n> full=<bool>`.
+    pub fn line(&self) -> String {
+        match &self.landlock {
+            None => format!("{PROBE_MARKER}{} landlock=none", self.mode),
+            Some(l) => format!(
+                "{PROBE_MARKER}{} landlock-abi={} full={}",
+                self.mode, l.abi, l.fully_enforced
+            ),
+        }
+    }
+}
+
+/// Contains the calling thread as `args` asks (without running anything).
+pub fn apply(args: &SandboxArgs) -> Result<Enforced, String> {
+    if let Some(n) = args.max_file_size {
+        privileges::limit_file_size(n).map_err(|e| e.to_string())?;
+    }
+    if !args.mode.is_contained() {
+        return Ok(Enforced {
+            mode: args.mode,
+            landlock: None,
+        });
+    }
+    if args.simulate_no_landlock {
+        return Err("Landlock is not supported by this kernel (simulated)".to_owned());
+    }
+    let root = rustix::process::geteuid().is_root();
+    privileges::no_new_privs().map_err(|e| e.to_string())?;
+    privileges::drop_capabilities().map_err(|e| e.to_string())?;
+    let mut writable: Vec<PathBuf> = Vec::new();
+    if args.mode.writes_workspace() {
+        writable.extend(args.roots.iter().cloned());
+    }
+    writable.extend(args.tmp.iter().cloned());
+    let filter =
+        net_filter::build(args.mode == SandboxMode::ReadOnly || root).map_err(|e| e.to_string())?;
+    let report = fs_rules::restrict(&writable).map_err(|e| e.to_string())?;
+    net_filter::install(&filter).map_err(|e| e.to_string())?;
+    Ok(Enforced {
+        mode: args.mode,
+        landlock: Some(report),
+    })
+}
+
+/// The helper's whole life: parse, contain, then `exec` the command (or, for `--probe`, print
+/// what was enforced and exit 0). Never returns.
+pub fn exec_sandboxed<I, S>(args: I) -> !
+where
+    I: IntoIterator<Item = S>,
+    S: Into<OsString>,
+{
+    let args = match SandboxArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => fail(&e.to_string()),
+    };
+    let enforced = match apply(&args) {
+        Ok(e) => e,
+        Err(e) => fail(&e),
+    };
+    if args.probe {
+        println!("{}", enforced.line());
+        std::process::exit(0);
+    }
+    let Some((program, rest)) = args.command.split_first() else {
+        fail("no command");
+    };
+    let err = std::process::Command::new(program).args(rest).exec();
+    eprintln!(
+        "dsh-sandbox: cannot run {}: {err}",
+        program.to_string_lossy()
+    );
+    std::process::exit(127);
+}
+
+fn fail(reason: &str) -> ! {
+    eprintln!("{SETUP_MARKER}{reason}");
+    std::process::exit(SETUP_FAILED_EXIT);
+}
