@@ -1,0 +1,201 @@
+//! Session log benchmarks, each beside its baseline measured in the same run (`cargo xtask
+//! bench` turns them into the ratios of BENCHMARKS.md):
+//!
+//! - `append/1000`, `append/100000`, `append/1000000`: appending that many realistic events to
+//!   an in-memory session (the events are built before the timer starts; dropping the session
+//!   is not timed); the 1k figure per event is the baseline of the others;
+//! - `durable/group` vs `durable/raw`: 10 concurrent appenders on a durable JSON Lines session
+//!   (group commit, one `fdatasync` per group) vs a plain loop of `write` + `fdatasync` over
+//!   batches of 10 of the same lines; one iteration is 10 events either way;
+//! - `derive/log` vs `derive/parse`: reading a 1M-event log (`read_log`) and deriving its
+//!   model-visible history (`derive_messages_from`) vs `serde_json` parsing every line of the
+//!   same bytes into a `Value`; both keep what they built until the timer stops.
+//!
+//! Timing is wall time measured inside the benchmark (criterion's `iter_custom`); no assertion
+//! is made about it.
+
+// A benchmark whose setup fails must stop loudly.
+#![allow(clippy::expect_used)]
+
+#[path = "fixtures/events.rs"]
+mod events;
+
+use std::hint::black_box;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, SamplingMode};
+use dsh::session::{OpenOptions, Session, derive_messages_from, read_log};
+
+/// Concurrent appenders of the durable benchmark, and the batch size of its baseline.
+const APPENDERS: usize = 10;
+/// Events in the derived log.
+const DERIVE_EVENTS: usize = 1_000_000;
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn append(c: &mut Criterion) {
+    let mut g = c.benchmark_group("append");
+    g.warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat);
+    let rt = current_thread();
+    for n in [1_000usize, 100_000, 1_000_000] {
+        g.bench_function(n.to_string(), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let batch = events::events(n);
+                    let session = Session::in_memory("bench");
+                    let took = rt.block_on(async {
+                        let start = Instant::now();
+                        for e in batch {
+                            session.append(e).await.expect("append");
+                        }
+                        start.elapsed()
+                    });
+                    total += took;
+                    drop(session);
+                }
+                total
+            })
+        });
+    }
+    g.finish();
+}
+
+fn durable(c: &mut Criterion) {
+    let mut g = c.benchmark_group("durable");
+    g.warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    g.bench_function("group", |b| {
+        b.iter_custom(|iters| {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let path = dir.path().join("log.jsonl");
+            let per_appender = iters as usize;
+            let batch = events::events(per_appender * APPENDERS);
+            rt.block_on(async {
+                let (session, _) = Session::open_jsonl(&path, OpenOptions::new())
+                    .await
+                    .expect("open the log");
+                let mut lanes: Vec<Vec<_>> = (0..APPENDERS)
+                    .map(|_| Vec::with_capacity(per_appender))
+                    .collect();
+                for (i, e) in batch.into_iter().enumerate() {
+                    lanes[i % APPENDERS].push(e);
+                }
+                let start = Instant::now();
+                let tasks: Vec<_> = lanes
+                    .into_iter()
+                    .map(|lane| {
+                        let session = session.clone();
+                        tokio::spawn(async move {
+                            for e in lane {
+                                session.append(e).await.expect("durable append");
+                            }
+                        })
+                    })
+                    .collect();
+                for t in tasks {
+                    t.await.expect("appender");
+                }
+                let took = start.elapsed();
+                session.close().await.expect("close");
+                took
+            })
+        })
+    });
+    g.bench_function("raw", |b| {
+        b.iter_custom(|iters| {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let path = dir.path().join("log.jsonl");
+            let batch = events::events(iters as usize * APPENDERS);
+            let groups: Vec<Vec<u8>> = batch
+                .chunks(APPENDERS)
+                .map(|chunk| {
+                    let mut bytes = Vec::new();
+                    for e in chunk {
+                        bytes.extend_from_slice(e.to_json_line().as_bytes());
+                        bytes.push(b'\n');
+                    }
+                    bytes
+                })
+                .collect();
+            let mut file = std::fs::File::create(&path).expect("create");
+            file.write_all(b"{\"type\":\"session\",\"version\":0,\"id\":\"bench\"}\n")
+                .expect("header");
+            file.sync_all().expect("sync");
+            let start = Instant::now();
+            for bytes in &groups {
+                file.write_all(bytes).expect("write");
+                file.sync_data().expect("fdatasync");
+            }
+            start.elapsed()
+        })
+    });
+    g.finish();
+}
+
+fn derive(c: &mut Criterion) {
+    let mut g = c.benchmark_group("derive");
+    g.warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(10))
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("log.jsonl");
+    std::fs::write(&path, events::log_text(DERIVE_EVENTS)).expect("write the log");
+    let bytes = std::fs::read(&path).expect("read the log");
+    g.bench_function("log", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let start = Instant::now();
+                let log = read_log(&bytes).expect("a valid log");
+                let messages = derive_messages_from(log.events.iter().map(|(s, e)| (*s, &**e)));
+                total += start.elapsed();
+                assert!(messages.len() > DERIVE_EVENTS / 3);
+                drop((messages, log));
+            }
+            total
+        })
+    });
+    g.bench_function("parse", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let start = Instant::now();
+                let values: Vec<serde_json::Value> = bytes
+                    .split(|&b| b == b'\n')
+                    .filter(|line| !line.is_empty())
+                    .map(|line| serde_json::from_slice(line).expect("a JSON line"))
+                    .collect();
+                total += start.elapsed();
+                black_box(&values);
+                drop(values);
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    append(&mut c);
+    durable(&mut c);
+    derive(&mut c);
+    c.final_summary();
+}
