@@ -95,7 +95,7 @@ pub fn depth_of(value: &Value) -> usize {
 }
 
 /// Runs `f` on a stack large enough for a value `depth` levels deep.
-pub(crate) fn with_stack_for<R>(depth: usize, f: impl FnOnce() -> R) -> R {
+pub fn with_stack_for<R>(depth: usize, f: impl FnOnce() -> R) -> R {
     if depth <= SHALLOW {
         f()
     } else {
@@ -222,7 +222,7 @@ pub fn parse_value(text: &str) -> Result<Value, JsonError> {
 
 /// The deepest bracket nesting of JSON text, outside strings: an upper bound of the depth of any
 /// value (complete or partial) a parser builds from it.
-fn text_depth(text: &[u8]) -> usize {
+pub fn text_depth(text: &[u8]) -> usize {
     let (mut depth, mut max) = (0usize, 0usize);
     let (mut in_string, mut escaped) = (false, false);
     for &b in text {

@@ -5,20 +5,8 @@ use serde_json::Value;
 
 use dsh_core::json::{MAX_DEPTH, depth_of};
 
-/// Nesting at or below which plain recursion on the current stack is safe.
-const SHALLOW: usize = 96;
-
-/// Bytes of stack reserved per nesting level for recursive walks (clone, drop, serialize).
-const STACK_PER_LEVEL: usize = 1024;
-
-/// Runs `f` on a stack large enough for recursion `depth` levels deep.
-pub(crate) fn with_stack<R>(depth: usize, f: impl FnOnce() -> R) -> R {
-    if depth <= SHALLOW {
-        f()
-    } else {
-        stacker::grow(depth.saturating_mul(STACK_PER_LEVEL) + (1 << 20), f)
-    }
-}
+/// Runs `f` on a stack large enough for recursion `depth` levels deep (dsh-core's rule).
+pub(crate) use dsh_core::json::with_stack_for as with_stack;
 
 /// Clones a value of any depth without overflowing the stack.
 pub(crate) fn clone_value(value: &Value) -> Value {
@@ -39,38 +27,10 @@ pub(crate) fn to_text(value: &Value) -> String {
     }
 }
 
-/// The deepest bracket nesting in JSON text, found by a linear scan that skips strings.
-///
-/// Used before parsing so that text nested deeper than the limit is refused without ever
-/// building (and later dropping) a value that deep.
-pub(crate) fn text_depth(bytes: &[u8]) -> usize {
-    let mut depth = 0usize;
-    let mut max = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in bytes {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                max = max.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    max
-}
+/// The deepest bracket nesting in JSON text (dsh-core's linear scan that skips strings), used
+/// before parsing so that text nested deeper than the limit is refused without ever building
+/// (and later dropping) a value that deep.
+pub(crate) use dsh_core::json::text_depth;
 
 /// Parses one JSON text and hands the value to `f`, refusing text nested deeper than
 /// `MAX_DEPTH` levels (the whole text counts, its outer object included) before any value is
