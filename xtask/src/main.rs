@@ -1,6 +1,12 @@
 //! Project chores: `cargo xtask ci` runs what CI runs; `cargo xtask bench` runs the benchmarks and
 //! rewrites BENCHMARKS.md.
 
+mod bench;
+mod machine;
+mod report;
+mod results;
+
+use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -30,37 +36,31 @@ fn ci() -> Result<()> {
             "warnings",
         ],
     )?;
-    run("cargo", &["build", "-p", "dsh", "--no-default-features"])?;
-    run(
-        "cargo",
-        &[
-            "build",
-            "-p",
-            "dsh",
-            "--no-default-features",
-            "--features",
-            "fs",
-        ],
-    )?;
-    run(
-        "cargo",
-        &[
-            "build",
-            "-p",
-            "dsh",
-            "--no-default-features",
-            "--features",
-            "jsonl",
-        ],
-    )?;
     run("cargo", &["test", "--workspace"])
 }
+
+/// The workspace root (the parent of this crate's manifest directory).
+fn root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+const USAGE: &str = "usage: cargo xtask <ci | bench [--report-only]>
+
+  ci                   fmt check, clippy -D warnings, cargo test --workspace
+  bench                build and run every benchmark, then rewrite BENCHMARKS.md
+  bench --report-only  rewrite BENCHMARKS.md from the results of the last run";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
-        Some(other) => bail!("unknown task `{other}`; known: ci"),
-        None => bail!("usage: cargo xtask <ci>"),
+        Some("bench") => match args.get(1).map(String::as_str) {
+            None => bench::run_all(&root()),
+            Some("--report-only") => bench::report_only(&root()),
+            Some(other) => bail!("unknown option `{other}`\n{USAGE}"),
+        },
+        Some(other) => bail!("unknown task `{other}`\n{USAGE}"),
+        None => bail!("{USAGE}"),
     }
 }

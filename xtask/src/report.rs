@@ -1,0 +1,461 @@
+//! The rows of BENCHMARKS.md: which figure is compared with which baseline, the target of the
+//! ratio, and the markdown. Hand-written notes below [`NOTES_MARKER`] survive every rewrite.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::machine::Machine;
+use crate::results::Results;
+
+/// The line after which BENCHMARKS.md is written by hand and kept as it is.
+pub const NOTES_MARKER: &str =
+    "<!-- Everything below this line is written by hand; cargo xtask bench keeps it. -->";
+
+/// Where a figure comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Source {
+    /// A criterion benchmark: its median iteration time divided by `per`, shown per `unit`.
+    Criterion {
+        id: &'static str,
+        per: f64,
+        unit: &'static str,
+    },
+    /// A number field of the first `DSH-BENCH` record of `bench` whose `key` is `at`, in bytes.
+    Bytes {
+        bench: &'static str,
+        key: &'static str,
+        at: u64,
+        field: &'static str,
+    },
+}
+
+/// What a row's ratio must satisfy.
+#[derive(Debug, Clone, Copy)]
+pub enum Target {
+    /// figure / baseline (time or bytes) at most this.
+    AtMost(f64),
+    /// Throughput: baseline time / figure time at least this.
+    ThroughputAtLeast(f64),
+    /// Shown for information, no target.
+    Info,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    /// What is measured.
+    pub name: &'static str,
+    /// The measured figure.
+    pub figure: Source,
+    /// What the baseline is.
+    pub baseline_name: &'static str,
+    /// The baseline, measured in the same run.
+    pub baseline: Source,
+    /// The target of the ratio.
+    pub target: Target,
+    /// The bench target that measures it.
+    pub bench: &'static str,
+    /// The command that reproduces it.
+    pub command: &'static str,
+}
+
+const fn timed(id: &'static str, per: f64, unit: &'static str) -> Source {
+    Source::Criterion { id, per, unit }
+}
+
+/// Every row, in the order of the issue.
+pub const ROWS: &[Row] = &[
+    Row {
+        name: "full pipeline, no-op tool, pass-through pre-execute, execute and post-execute listeners + one guard, in-memory session, sequential",
+        figure: timed("pipeline/full", 1.0, "call"),
+        baseline_name: "bare `tokio::spawn` + await of the same no-op body, from inside a task on the same multi-thread runtime",
+        baseline: timed("pipeline/spawn", 1.0, "call"),
+        target: Target::AtMost(5.0),
+        bench: "pipeline",
+        command: "cargo bench -p dsh --bench pipeline -- pipeline/",
+    },
+    Row {
+        name: "step scheduler, 10,000 parallel-safe no-op calls, pool 10, in-memory session",
+        figure: timed("scheduler/step", 10_000.0, "call"),
+        baseline_name: "the same calls and log events through the staged runtime (`Runtime::execute`) without the scheduler",
+        baseline: timed("scheduler/staged", 10_000.0, "call"),
+        target: Target::AtMost(1.5),
+        bench: "pipeline",
+        command: "cargo bench -p dsh --bench pipeline -- scheduler/",
+    },
+    Row {
+        name: "registry with 1,000 tools (full pipeline, per call)",
+        figure: timed("registry/1000", 1.0, "call"),
+        baseline_name: "the same with 1 tool",
+        baseline: timed("registry/1", 1.0, "call"),
+        target: Target::ThroughputAtLeast(0.9),
+        bench: "pipeline",
+        command: "cargo bench -p dsh --bench pipeline -- registry/",
+    },
+    Row {
+        name: "1 MB argument and 1 MB string result, one call through the full pipeline",
+        figure: timed("payload/call", 1.0, "call"),
+        baseline_name: "one `serde_json` serialization of the 1 MB argument",
+        baseline: timed("payload/serialize", 1.0, "serialization"),
+        target: Target::AtMost(3.0),
+        bench: "pipeline",
+        command: "cargo bench -p dsh --bench pipeline -- payload/",
+    },
+    Row {
+        name: "session append, 100k events (in memory, per event)",
+        figure: timed("append/100000", 100_000.0, "event"),
+        baseline_name: "the 1k figure",
+        baseline: timed("append/1000", 1_000.0, "event"),
+        target: Target::Info,
+        bench: "session",
+        command: "cargo bench -p dsh --bench session -- append/",
+    },
+    Row {
+        name: "session append, 1M events (in memory, per event)",
+        figure: timed("append/1000000", 1_000_000.0, "event"),
+        baseline_name: "the 1k figure",
+        baseline: timed("append/1000", 1_000.0, "event"),
+        target: Target::ThroughputAtLeast(0.9),
+        bench: "session",
+        command: "cargo bench -p dsh --bench session -- append/",
+    },
+    Row {
+        name: "session resident memory after 1M appended events (growth of the process's RSS, /proc/self/statm)",
+        figure: Source::Bytes {
+            bench: "session_memory",
+            key: "events",
+            at: 1_000_000,
+            field: "rss_growth_bytes",
+        },
+        baseline_name: "bytes of the same log as JSON Lines",
+        baseline: Source::Bytes {
+            bench: "session_memory",
+            key: "events",
+            at: 1_000_000,
+            field: "log_bytes",
+        },
+        target: Target::AtMost(2.0),
+        bench: "session_memory",
+        command: "cargo bench -p dsh --bench session_memory",
+    },
+    Row {
+        name: "durable JSONL, group commit, 10 concurrent appenders (per 10 events)",
+        figure: timed("durable/group", 1.0, "10 events"),
+        baseline_name: "raw `write` + `fdatasync` loop, batches of 10 of the same lines",
+        baseline: timed("durable/raw", 1.0, "batch"),
+        target: Target::ThroughputAtLeast(0.8),
+        bench: "session",
+        command: "cargo bench -p dsh --bench session -- durable/",
+    },
+    Row {
+        name: "a 100 ms body beside a 1 s pre-execute of the next call (step start to body end)",
+        figure: timed("overlap/beside", 1.0, "step"),
+        baseline_name: "the body alone",
+        baseline: timed("overlap/alone", 1.0, "step"),
+        target: Target::AtMost(1.1),
+        bench: "pipeline",
+        command: "cargo bench -p dsh --bench pipeline -- overlap/",
+    },
+    Row {
+        name: "Code Mode: 1,000 sub-calls of a no-op tool from one program",
+        figure: timed("code_mode/program", 1.0, "1,000 calls"),
+        baseline_name: "1,000 direct pipeline calls",
+        baseline: timed("code_mode/direct", 1.0, "1,000 calls"),
+        target: Target::AtMost(3.0),
+        bench: "code_mode",
+        command: "cargo bench -p dsh --bench code_mode",
+    },
+    Row {
+        name: "`derive_messages` of a 1M-event log file (`read_log` + `derive_messages_from`, bytes in memory)",
+        figure: timed("derive/log", 1.0, "log"),
+        baseline_name: "`serde_json` parse of every line of the same file into a `Value`",
+        baseline: timed("derive/parse", 1.0, "log"),
+        target: Target::AtMost(1.5),
+        bench: "session",
+        command: "cargo bench -p dsh --bench session -- derive/",
+    },
+];
+
+/// How a bench target's run went.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct TargetRun {
+    /// The bench target.
+    pub name: String,
+    /// `None`: ran and exited 0; `Some(reason)`: absent, failed to build or failed to run.
+    pub failure: Option<String>,
+    /// Wall time of its run, in seconds.
+    pub seconds: f64,
+}
+
+/// Everything a report is written from.
+pub struct Run<'a> {
+    /// The machine.
+    pub machine: &'a Machine,
+    /// The bench targets.
+    pub targets: &'a [TargetRun],
+    /// The figures.
+    pub results: &'a Results,
+    /// Wall time of the whole `cargo xtask bench`, build included, in seconds.
+    pub total_seconds: f64,
+}
+
+fn format_time(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.2} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+fn format_bytes(b: f64) -> String {
+    if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+/// A figure's value (time in ns or bytes) and its text.
+fn read(source: Source, results: &Results) -> Option<(f64, String)> {
+    match source {
+        Source::Criterion { id, per, unit } => {
+            let e = results.get(id)?;
+            let v = e.median_ns / per;
+            Some((
+                v,
+                format!("{} / {unit} (±{:.0} %)", format_time(v), e.spread * 100.0),
+            ))
+        }
+        Source::Bytes {
+            bench,
+            key,
+            at,
+            field,
+        } => {
+            let r = results.record(bench, key, &Value::from(at))?;
+            let v = r.get(field)?.as_f64()?;
+            Some((v, format_bytes(v)))
+        }
+    }
+}
+
+/// The ratio of a row, its text, and whether it meets the target.
+pub fn ratio(row: &Row, figure: f64, baseline: f64) -> (f64, String, Option<bool>) {
+    match row.target {
+        Target::AtMost(max) => {
+            let r = figure / baseline;
+            (r, format!("{r:.2}×"), Some(r <= max))
+        }
+        Target::ThroughputAtLeast(min) => {
+            let r = baseline / figure;
+            (r, format!("{r:.2}× throughput"), Some(r >= min))
+        }
+        Target::Info => {
+            let r = baseline / figure;
+            (r, format!("{r:.2}× throughput"), None)
+        }
+    }
+}
+
+fn target_text(t: Target) -> String {
+    match t {
+        Target::AtMost(max) => format!("≤ {max}×"),
+        Target::ThroughputAtLeast(min) => format!("≥ {min}× throughput"),
+        Target::Info => "— (target at 1M)".to_owned(),
+    }
+}
+
+/// The verdict column of a row.
+fn verdict(row: &Row, run: &Run<'_>) -> (String, String, String, String) {
+    let target = run.targets.iter().find(|t| t.name == row.bench);
+    let fig = read(row.figure, run.results);
+    let base = read(row.baseline, run.results);
+    match (fig, base) {
+        (Some((f, ftext)), Some((b, btext))) if b > 0.0 && f > 0.0 => {
+            let (_, rtext, ok) = ratio(row, f, b);
+            let v = match ok {
+                Some(true) => "pass",
+                Some(false) => "**MISS**",
+                None => "info",
+            };
+            (ftext, btext, rtext, v.to_owned())
+        }
+        _ => {
+            let why = match target.and_then(|t| t.failure.clone()) {
+                Some(reason) => reason,
+                None if target.is_none() => "not run".to_owned(),
+                None => "no figure recorded".to_owned(),
+            };
+            ("—".into(), "—".into(), "—".into(), why)
+        }
+    }
+}
+
+/// The generated part of BENCHMARKS.md, up to and including [`NOTES_MARKER`].
+pub fn render(run: &Run<'_>) -> String {
+    let mut s = String::new();
+    let m = run.machine;
+    let _ = writeln!(
+        s,
+        "# Benchmarks\n\n\
+         Written by `cargo xtask bench` (do not edit above the marker line). Every figure is \
+         compared with a baseline measured in the same run, on the same machine, so the ratio \
+         is what matters: wall time on 2 shared cores is noisy, ratios much less so. Times are \
+         criterion medians (± median absolute deviation); no test asserts any of them.\n\n\
+         Machine: {} processors (`nproc`), {} (/proc/cpuinfo). Commit {}, {}. The whole run, \
+         build included, took {:.1} minutes.\n",
+        m.nproc,
+        m.cpu,
+        m.commit,
+        m.date,
+        run.total_seconds / 60.0
+    );
+    let _ = writeln!(
+        s,
+        "| # | benchmark | figure | baseline | ratio | target | result |\n| --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for (i, row) in ROWS.iter().enumerate() {
+        let (f, b, r, v) = verdict(row, run);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {f} | {}: {b} | {r} | {} | {v} |",
+            i + 1,
+            row.name,
+            row.baseline_name,
+            target_text(row.target),
+        );
+    }
+    let _ = writeln!(s, "\n## Reproduce\n");
+    let _ = writeln!(
+        s,
+        "Everything: `cargo xtask bench` (builds the bench targets in release mode, runs them \
+         one after the other, rewrites this file). One row:\n"
+    );
+    for (i, row) in ROWS.iter().enumerate() {
+        let _ = writeln!(s, "{}. `{}`", i + 1, row.command);
+    }
+    let _ = writeln!(
+        s,
+        "\n## Run\n\n| bench target | wall time | status |\n| --- | --- | --- |"
+    );
+    for t in run.targets {
+        let status = t.failure.clone().unwrap_or_else(|| "ok".to_owned());
+        let _ = writeln!(s, "| `{}` | {:.0} s | {status} |", t.name, t.seconds);
+    }
+    let _ = writeln!(s, "\n{NOTES_MARKER}");
+    s
+}
+
+/// The hand-written notes of an existing BENCHMARKS.md (everything after the marker line).
+pub fn notes_of(existing: &str) -> Option<&str> {
+    existing
+        .split_once(NOTES_MARKER)
+        .map(|(_, notes)| notes.strip_prefix('\n').unwrap_or(notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Estimate;
+
+    fn results(pairs: &[(&str, f64)]) -> Results {
+        let mut r = Results::default();
+        for (id, ns) in pairs {
+            r.criterion.insert(
+                (*id).to_owned(),
+                Estimate {
+                    median_ns: *ns,
+                    spread: 0.0,
+                },
+            );
+        }
+        r
+    }
+
+    fn machine() -> Machine {
+        Machine {
+            nproc: "2".into(),
+            cpu: "Test CPU".into(),
+            commit: "abc".into(),
+            date: "today".into(),
+        }
+    }
+
+    #[test]
+    fn time_ratio_divides_figure_by_baseline() {
+        let row = &ROWS[0];
+        let (r, _, ok) = ratio(row, 6.0, 1.0);
+        assert_eq!(r, 6.0);
+        assert_eq!(ok, Some(false));
+        assert_eq!(ratio(row, 4.0, 1.0).2, Some(true));
+    }
+
+    #[test]
+    fn throughput_ratio_divides_baseline_by_figure() {
+        let row = ROWS
+            .iter()
+            .find(|r| r.name.starts_with("registry"))
+            .unwrap();
+        let (r, _, ok) = ratio(row, 2.0, 1.0);
+        assert_eq!(r, 0.5);
+        assert_eq!(ok, Some(false));
+    }
+
+    #[test]
+    fn per_unit_figures_divide_by_the_iteration_size() {
+        let res = results(&[("append/1000", 1_000_000.0), ("append/1000000", 2e9)]);
+        let targets = [TargetRun {
+            name: "session".into(),
+            failure: None,
+            seconds: 1.0,
+        }];
+        let m = machine();
+        let run = Run {
+            machine: &m,
+            targets: &targets,
+            results: &res,
+            total_seconds: 60.0,
+        };
+        let row = ROWS
+            .iter()
+            .find(|r| r.name.starts_with("session append, 1M"))
+            .unwrap();
+        let (f, b, r, v) = verdict(row, &run);
+        assert_eq!(f, "2.00 µs / event (±0 %)");
+        assert_eq!(b, "1.00 µs / event (±0 %)");
+        assert_eq!(r, "0.50× throughput");
+        assert_eq!(v, "**MISS**");
+    }
+
+    #[test]
+    fn a_missing_target_says_why_and_notes_survive() {
+        let res = Results::default();
+        let targets = [TargetRun {
+            name: "code_mode".into(),
+            failure: Some("blocked: Code Mode not landed".into()),
+            seconds: 0.0,
+        }];
+        let m = machine();
+        let run = Run {
+            machine: &m,
+            targets: &targets,
+            results: &res,
+            total_seconds: 1.0,
+        };
+        let text = render(&run);
+        let code_row = text
+            .lines()
+            .find(|l| l.contains("Code Mode: 1,000"))
+            .unwrap();
+        assert!(code_row.ends_with("| blocked: Code Mode not landed |"));
+        let full = format!("{text}\n## Notes\nkept\n");
+        assert_eq!(notes_of(&full), Some("\n## Notes\nkept\n"));
+    }
+}
