@@ -296,6 +296,28 @@ impl Coordinator {
         if exclusive {
             self.exclusive_open = true;
         }
+        // A tool unregistered since the bindings were built is a final result: no policy,
+        // no body, no post-execute (CODE-28).
+        if self
+            .cx
+            .runtime
+            .registry()
+            .get(&p.name, outer.agent())
+            .is_none()
+        {
+            self.live.insert(
+                p.n,
+                Live {
+                    decided: Some(Err(Failure::unknown_tool(&p.name))),
+                    name: p.name,
+                    args: p.args,
+                    exclusive,
+                    call,
+                    reply: p.reply,
+                },
+            );
+            return None;
+        }
         let prepared = self.cx.runtime.prepare(&call).await;
         let (decided, dispatch) = match prepared {
             Prepared::Decided(c) => (Some(Ok(c)), None),

@@ -3,4 +3,5 @@
 mod engine;
 mod escape;
 mod run_code;
+mod subdispatch;
 mod support;

@@ -439,7 +439,7 @@ async fn code_11_run_code_cannot_be_registered_shadowed_or_restricted() {
         .registry
         .register(fake.clone())
         .err()
-        .expect("global refused");
+        .unwrap_or_else(|| panic!("global refused"));
     assert!(
         global
             .to_string()
@@ -449,7 +449,7 @@ async fn code_11_run_code_cannot_be_registered_shadowed_or_restricted() {
         .registry
         .register_scoped(&agent, fake)
         .err()
-        .expect("scoped refused");
+        .unwrap_or_else(|| panic!("scoped refused"));
     assert!(
         scoped
             .to_string()
@@ -463,7 +463,7 @@ async fn code_11_run_code_cannot_be_registered_shadowed_or_restricted() {
             .registry
             .restrict(Some(&agent), filter)
             .err()
-            .expect("refused");
+            .unwrap_or_else(|| panic!("refused"));
         assert!(
             e.to_string()
                 .contains("cannot name reserved Code Mode presentation transport")

@@ -188,7 +188,8 @@ pub struct Harness {
     pub code: CodeMode,
     pub session: Session,
     pub sessions: AgentSessions,
-    pub keep: Vec<Registration>,
+    /// The registrations of the tools (dropping them would unregister the tools).
+    _keep: Vec<Registration>,
 }
 
 impl Harness {
@@ -230,7 +231,7 @@ impl Harness {
             code,
             session,
             sessions,
-            keep,
+            _keep: keep,
         }
     }
 
@@ -290,4 +291,170 @@ pub fn value_of(result: &ToolResult) -> Value {
         .value()
         .map(|v| v.value().clone())
         .unwrap_or(Value::Null)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Board: tools whose bodies are held until released, recording what ran when.
+// ---------------------------------------------------------------------------------------------
+
+use std::collections::HashSet;
+use tokio::sync::Notify;
+
+/// Held tools: each body records `start:<label>`, waits until its label is released (or, for
+/// tools built with `ends_on_abort`, until its signal fires), then records `end:<label>` and
+/// returns `<name>:<label>`. The label is the `id` argument.
+#[derive(Clone, Default)]
+pub struct Board {
+    state: Arc<Mutex<BoardState>>,
+    notify: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct BoardState {
+    events: Vec<String>,
+    released: HashSet<String>,
+    all: bool,
+    live: usize,
+    peak: usize,
+    aborted: Vec<String>,
+}
+
+impl Board {
+    pub fn new() -> Board {
+        Board::default()
+    }
+    pub fn release(&self, label: &str) {
+        self.state.lock().released.insert(label.to_owned());
+        self.notify.notify_waiters();
+    }
+    pub fn release_all(&self) {
+        self.state.lock().all = true;
+        self.notify.notify_waiters();
+    }
+    pub fn events(&self) -> Vec<String> {
+        self.state.lock().events.clone()
+    }
+    pub fn started(&self) -> Vec<String> {
+        self.events()
+            .iter()
+            .filter_map(|e| e.strip_prefix("start:").map(str::to_owned))
+            .collect()
+    }
+    pub fn is_started(&self, label: &str) -> bool {
+        self.started().iter().any(|s| s == label)
+    }
+    pub fn peak(&self) -> usize {
+        self.state.lock().peak
+    }
+    pub fn live(&self) -> usize {
+        self.state.lock().live
+    }
+    /// Labels whose body saw its signal fire.
+    pub fn aborted(&self) -> Vec<String> {
+        self.state.lock().aborted.clone()
+    }
+    /// Waits until `label` started (up to 3 s); panics otherwise.
+    pub async fn wait_started(&self, label: &str) {
+        self.wait_for(|b| b.is_started(label), &format!("{label} to start"))
+            .await;
+    }
+    /// Waits until `cond` holds (up to 3 s).
+    pub async fn wait_for(&self, cond: impl Fn(&Board) -> bool, what: &str) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+        while !cond(self) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}: {:?}",
+                self.events()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+    /// Gives the scheduler time to (wrongly) start something.
+    pub async fn settle_a_moment(&self) {
+        tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    }
+
+    /// A held tool.
+    pub fn tool(&self, name: &str, parallel: bool) -> ToolDefinition {
+        self.build(name, parallel, false)
+    }
+
+    /// A held tool whose body also ends when its signal fires.
+    pub fn tool_ending_on_abort(&self, name: &str, parallel: bool) -> ToolDefinition {
+        self.build(name, parallel, true)
+    }
+
+    fn build(&self, name: &str, parallel: bool, ends_on_abort: bool) -> ToolDefinition {
+        let board = self.clone();
+        let n = name.to_owned();
+        tool_fn(name, parallel, move |ctx| {
+            let board = board.clone();
+            let n = n.clone();
+            async move {
+                let label = ctx
+                    .arguments()
+                    .json()
+                    .and_then(|j| {
+                        j.value()
+                            .get("id")
+                            .and_then(|v| v.as_str())
+                            .map(str::to_owned)
+                    })
+                    .unwrap_or_default();
+                {
+                    let mut st = board.state.lock();
+                    st.events.push(format!("start:{label}"));
+                    st.live += 1;
+                    st.peak = st.peak.max(st.live);
+                }
+                loop {
+                    let notified = board.notify.notified();
+                    tokio::pin!(notified);
+                    notified.as_mut().enable();
+                    {
+                        let st = board.state.lock();
+                        if st.all || st.released.contains(&label) {
+                            break;
+                        }
+                    }
+                    if ends_on_abort && ctx.signal().is_aborted() {
+                        board.state.lock().aborted.push(label.clone());
+                        break;
+                    }
+                    tokio::select! {
+                        _ = &mut notified => {}
+                        _ = ctx.signal().aborted(), if ends_on_abort => {}
+                    }
+                }
+                let mut st = board.state.lock();
+                st.live -= 1;
+                st.events.push(format!("end:{label}"));
+                Ok(Json::string(format!("{n}:{label}")))
+            }
+        })
+    }
+}
+
+/// Checks the dispatch records are paired: every start has exactly one settle after it, and no
+/// settle lacks a start.
+pub fn assert_paired(records: &[(String, Value)]) {
+    let mut open: Vec<String> = Vec::new();
+    let mut settled: HashSet<String> = HashSet::new();
+    for (ty, data) in records {
+        let id = data["subCallId"].as_str().unwrap_or_default().to_owned();
+        if ty == "tool/code-dispatch-start" {
+            assert!(
+                !open.contains(&id) && !settled.contains(&id),
+                "{id} started twice"
+            );
+            open.push(id);
+        } else {
+            let at = open.iter().position(|o| *o == id);
+            assert!(at.is_some(), "{id} settled without a start");
+            open.retain(|o| *o != id);
+            assert!(settled.insert(id.clone()), "{id} settled twice");
+        }
+    }
+    assert!(open.is_empty(), "unsettled: {open:?}");
 }
