@@ -1,6 +1,59 @@
-//! # dsh-tool-bash (draft)
+//! # dsh-tool-bash
+//!
+//! The shell tool of the dsh pipeline: `bash {command, description, timeoutMs?, workdir?}`, a
+//! fresh `bash -c` per call, contained by the kernel rather than by matching command strings.
+//!
+//! - [`SandboxMode`]: `read-only`, `workspace-write`, `danger-full-access`. In the two contained
+//!   modes the command runs under Landlock (read everywhere; write only beneath the workspace
+//!   roots — in `workspace-write` — and a private temp dir; `/dev/null` reachable; TCP bind and
+//!   connect refused) and a seccomp filter (no socket but `AF_UNIX`, no `io_uring`, no leaving
+//!   the process group, no owner changes), with `no_new_privs` and every capability dropped.
+//!   These are applied by a small helper ([`sandbox::exec_sandboxed`]: the `dsh` binary's hidden
+//!   `__sandbox-exec` subcommand, or this crate's `dsh-sandbox-exec`) that then `exec`s the
+//!   shell, so the library needs no `unsafe` `pre_exec` code.
+//! - [`SandboxPolicy`]: the pre-execute listener that picks each call's mode; a request for a
+//!   wider mode (`sandbox_permissions` + `justification`) becomes a fresh approval question.
+//!   Without kernel support a contained call fails closed with `SANDBOX_UNAVAILABLE` unless the
+//!   settings say otherwise ([`Unavailable`]).
+//! - [`Preset`]: a sandbox mode and an approval policy chosen together, announced in the session
+//!   log as `permission/preset`, `sandbox/mode` and `approval/policy` ([`preset::announce`]).
+//! - Processes: each call runs in its own process group; cancellation, its own timeout and a
+//!   process-count limit end the whole group (`SIGTERM`, a short grace, `SIGKILL`), and so does
+//!   the shell's exit for whatever it left running; output captured so far is reported.
+//!
+//! To mount: build a [`BashConfig`] over the `dsh_tool_fs::Workspace`, make a [`BashTool`], set
+//! its [`SandboxSettings`] from the preset, and call [`mount()`].
+//!
+//! It deliberately does NOT: keep shell state between calls, run commands in the background,
+//! parse or filter command text (the kernel decides what a command may do), restrict reads, or
+//! contain a `danger-full-access` command in any way (it may leave the process group, so the
+//! group kill cannot reach what it detached).
+//!
+//! Spec rules owned here: the sandbox policy of the pre-execute stage (P1's "sandbox policy"
+//! listener), escalation through approval (P2), cancellation of a running body (C1: the body
+//! honours its signal by killing its process group), and the `bash` tool's D3 output contract.
+
+pub mod capture;
+pub mod config;
 pub mod error;
+pub mod group;
+pub mod helper;
 pub mod mode;
+pub mod mount;
+pub mod policy;
+pub mod preset;
+pub mod render;
+pub mod runner;
 pub mod sandbox;
+pub mod tool;
+
+pub use config::BashConfig;
 pub use error::BashError;
+pub use helper::{DSH_SUBCOMMAND, Probe, SandboxHelper};
 pub use mode::SandboxMode;
+pub use mount::{BashMount, mount};
+pub use policy::{CallSandbox, SandboxPolicy, SandboxSettings, Unavailable};
+pub use preset::{PERMISSION_PRESET, Preset, SANDBOX_MODE};
+pub use tool::{
+    BASH_TIMEOUT, BASH_WORKDIR, BashInput, BashTool, BashValue, NAME, SANDBOX_UNAVAILABLE,
+};

@@ -1,0 +1,3 @@
+//! Integration tests of dsh-tool-bash: one binary, one module per topic under `suite/`.
+
+mod suite;
