@@ -4,6 +4,7 @@
 //! (`{role, content: [{type: "text"} | {type: "tool-call", id, name, arguments}], source, id}`).
 //!
 //! The whole script is validated before anything runs: a bad line is an error naming its number.
+//! A message without tool calls ends the turn, so only the last line may lack them.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -38,6 +39,8 @@ pub struct Script {
 /// Parses and validates a whole script. Blank lines are skipped.
 pub fn parse_script(text: &str) -> Result<Script, ScriptError> {
     let mut steps = Vec::new();
+    // A message without tool calls ends the turn: nothing may follow it.
+    let mut ended_at: Option<usize> = None;
     for (i, line) in text.lines().enumerate() {
         let line_no = i + 1;
         if line.trim().is_empty() {
@@ -47,8 +50,19 @@ pub fn parse_script(text: &str) -> Result<Script, ScriptError> {
             line: line_no,
             message,
         };
+        if let Some(end) = ended_at {
+            return Err(err(format!(
+                "the message on line {end} has no tool calls, so it ends the turn and this line would never run"
+            )));
+        }
         let value = dsh_core::json::parse_value(line).map_err(|e| err(e.to_string()))?;
         let message = parse_message(&value).map_err(err)?;
+        let calls = message["content"]
+            .as_array()
+            .is_some_and(|b| b.iter().any(|b| b["type"] == "tool-call"));
+        if !calls {
+            ended_at = Some(line_no);
+        }
         steps.push(Json::new(message).map_err(|e| ScriptError {
             line: line_no,
             message: e.to_string(),

@@ -1,0 +1,214 @@
+//! Approval from the command line: `--approve ask` reads one line per question from stdin,
+//! `always` and `never` answer without asking, and with no terminal and no `--approve` there is
+//! no channel at all (fail closed, APR-06).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::support::*;
+
+const REJECTED: &str = "Error: the user rejected tool \"echo\"";
+const NO_CHANNEL: &str =
+    "Error: tool \"echo\" requires approval, but no approval channel is available";
+
+/// Three steps, each one `echo` call that the policy sends to approval.
+fn setup(t: &Path) -> (PathBuf, PathBuf) {
+    let policy = t.join("p.toml");
+    std::fs::write(&policy, ASK_ECHO).unwrap();
+    let sc = script(
+        t,
+        "s.jsonl",
+        &[
+            openai("", &[call("c1", "echo", json!({"text": "one"}))]),
+            openai("", &[call("c2", "echo", json!({"text": "two"}))]),
+            anthropic("", &[call("c3", "echo", json!({"text": "three"}))]),
+        ],
+    );
+    (policy, sc)
+}
+
+fn approve_run(
+    t: &Path,
+    approve: Option<&str>,
+    stdin: Option<&str>,
+) -> (Out, Vec<serde_json::Value>) {
+    let (policy, sc) = setup(t);
+    let log = t.join(format!("log-{}.jsonl", approve.unwrap_or("none")));
+    let mut cmd = dsh();
+    cmd.args([
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t),
+        "--session",
+        s(&log),
+        "--policy",
+        s(&policy),
+        "--demo-tools",
+    ]);
+    if let Some(a) = approve {
+        cmd.args(["--approve", a]);
+    }
+    let out = run_with(&mut cmd, stdin);
+    assert_eq!(out.code, 0, "{}", out.both());
+    assert_checks_clean(&log);
+    let ev = events(&log);
+    (out, ev)
+}
+
+fn decided(ev: &[serde_json::Value]) -> Vec<String> {
+    of_type(ev, "approval/decided")
+        .into_iter()
+        .map(|e| e["data"]["outcome"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn apr_06_without_a_terminal_or_approve_every_ask_is_denied_fail_closed() {
+    let t = tmp();
+    // stdin is a pipe holding a "y": with no --approve it must not be read as an answer.
+    let (out, ev) = approve_run(t.path(), None, Some("y\ny\ny\n"));
+    for id in ["c1", "c2", "c3"] {
+        let r = result_of(&ev, id);
+        assert!(r.is_error);
+        assert_eq!(r.text, NO_CHANNEL);
+    }
+    assert_eq!(decided(&ev), ["unavailable"; 3]);
+    assert!(
+        !out.stderr.contains("[y/N]"),
+        "nobody was asked: {}",
+        out.stderr
+    );
+}
+
+#[test]
+fn apr_03_04_06_approve_ask_reads_one_line_per_question() {
+    let t = tmp();
+    // "y" allows once, "n" rejects, end of input leaves no channel.
+    let (out, ev) = approve_run(t.path(), Some("ask"), Some("y\nn\n"));
+    assert_eq!(result_of(&ev, "c1").text, "one");
+    assert_eq!(result_of(&ev, "c2").text, REJECTED);
+    assert_eq!(result_of(&ev, "c3").text, NO_CHANNEL);
+    assert_eq!(decided(&ev), ["allowed-once", "rejected", "unavailable"]);
+    // The questions went to stderr, one per call, naming the tool and the call.
+    for id in ["c1", "c2", "c3"] {
+        assert!(
+            out.stderr.contains(&format!("allow echo call {id}")),
+            "{}",
+            out.stderr
+        );
+    }
+    assert!(!out.stdout.contains("[y/N]"));
+}
+
+#[test]
+fn approve_ask_takes_yes_in_any_case_and_rejects_anything_else() {
+    let t = tmp();
+    let (_, ev) = approve_run(t.path(), Some("ask"), Some("YES\nyess\n  y  \n"));
+    assert_eq!(result_of(&ev, "c1").text, "one");
+    assert_eq!(result_of(&ev, "c2").text, REJECTED);
+    assert_eq!(result_of(&ev, "c3").text, "three");
+}
+
+#[test]
+fn approve_always_allows_every_ask_without_asking() {
+    let t = tmp();
+    let (out, ev) = approve_run(t.path(), Some("always"), None);
+    for (id, text) in [("c1", "one"), ("c2", "two"), ("c3", "three")] {
+        assert_eq!(result_of(&ev, id).text, text);
+    }
+    assert_eq!(decided(&ev), ["allowed-once"; 3]);
+    assert!(!out.stderr.contains("[y/N]"), "{}", out.stderr);
+}
+
+#[test]
+fn apr_33_approve_never_rejects_every_ask_without_asking() {
+    let t = tmp();
+    let (out, ev) = approve_run(t.path(), Some("never"), Some("y\ny\ny\n"));
+    for id in ["c1", "c2", "c3"] {
+        assert_eq!(result_of(&ev, id).text, REJECTED);
+    }
+    assert_eq!(decided(&ev), ["rejected"; 3]);
+    assert_eq!(
+        of_type(&ev, "approval/asked").len(),
+        3,
+        "the audit pair is written"
+    );
+    assert!(!out.stderr.contains("[y/N]"), "{}", out.stderr);
+}
+
+#[test]
+fn policy_approval_never_rejects_even_with_a_terminal_answer() {
+    let t = tmp();
+    let policy = t.path().join("never.toml");
+    std::fs::write(&policy, format!("approval = \"never\"\n{ASK_ECHO}")).unwrap();
+    let (_, sc) = setup(t.path());
+    let log = t.path().join("log.jsonl");
+    let out = run_with(
+        dsh().args([
+            "run",
+            s(&sc),
+            "--workspace",
+            s(t.path()),
+            "--session",
+            s(&log),
+            "--policy",
+            s(&policy),
+            "--demo-tools",
+            "--approve",
+            "ask",
+        ]),
+        Some("y\ny\ny\n"),
+    );
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log);
+    assert_eq!(result_of(&ev, "c1").text, REJECTED);
+    assert!(!out.stderr.contains("[y/N]"), "{}", out.stderr);
+}
+
+/// APR-24: a question still open when the turn is cancelled resolves `cancelled` at once, and the
+/// program exits without waiting for an answer that will never come.
+#[test]
+fn apr_24_cancel_during_a_question_exits_without_waiting_for_input() {
+    let t = tmp();
+    let (policy, sc) = setup(t.path());
+    let log = t.path().join("log.jsonl");
+    let mut cmd = dsh();
+    cmd.args([
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--session",
+        s(&log),
+        "--policy",
+        s(&policy),
+        "--demo-tools",
+        "--approve",
+        "ask",
+        "--cancel-after-ms",
+        "150",
+    ]);
+    // stdin stays open and silent for the whole run.
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let _held_open = child.stdin.take();
+    let started = std::time::Instant::now();
+    let code = wait(child);
+    assert_eq!(code, 130);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "waited {:?} for stdin",
+        started.elapsed()
+    );
+    assert_checks_clean(&log);
+    let ev = events(&log);
+    assert_eq!(
+        result_of(&ev, "c1").text,
+        "Error: approval for tool \"echo\" was cancelled"
+    );
+    assert_eq!(decided(&ev), ["cancelled"]);
+}

@@ -1,0 +1,13 @@
+//! One file per topic; `support` spawns the binary and reads logs back.
+
+mod approval;
+mod cancel;
+mod crash;
+mod demo;
+mod exit_codes;
+mod flags;
+mod help;
+mod logs;
+mod props;
+mod script;
+mod support;
