@@ -330,6 +330,11 @@ impl CodeMode {
         }
     }
 
+    /// Whether `run_code` is still registered (see [`CodeMode::unmount`]).
+    pub fn is_mounted(&self) -> bool {
+        self.inner.registration.lock().is_some()
+    }
+
     /// The registry this mount presents.
     pub fn registry(&self) -> &ToolRegistry {
         &self.inner.registry
@@ -465,7 +470,7 @@ impl CodeMode {
     /// The generated SDK text for `agent` (`None` under `native`).
     pub fn sdk(&self, agent: Option<&AgentId>) -> Result<Option<String>, CodeModeError> {
         let mode = self.mode_for(agent);
-        if !mode.shows_run_code() {
+        if !mode.shows_run_code() || !self.is_mounted() {
             return Ok(None);
         }
         self.require_runtime(mode)?;
@@ -491,7 +496,7 @@ impl CodeMode {
     pub fn assemble(&self, agent: Option<&AgentId>) -> Result<Assembly, CodeModeError> {
         let mode = self.mode_for(agent);
         let tools = self.tools(agent)?;
-        let code_only = if mode == PresentationMode::Code {
+        let code_only = if mode == PresentationMode::Code && self.is_mounted() {
             "Only `run_code` is callable directly. Call every other tool from inside a \
              `run_code` program, through the `tools` object described below."
                 .to_owned()

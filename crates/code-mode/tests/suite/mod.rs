@@ -2,6 +2,7 @@
 
 mod engine;
 mod escape;
+mod presentation;
 mod run_code;
 mod subdispatch;
 mod support;
