@@ -2,4 +2,5 @@
 //! and escalation, presets, the helper's command line, and rendering properties.
 
 mod basics;
+mod containment;
 mod support;

@@ -127,12 +127,12 @@ impl Approver for FakeApprover {
 }
 
 /// The result's text.
-pub fn text(r: &ToolResult) -> String {
+pub fn text(r: &Arc<ToolResult>) -> String {
     r.first_text().unwrap_or_default().to_owned()
 }
 
 /// The code of a failed result.
-pub fn code(r: &ToolResult) -> Option<String> {
+pub fn code(r: &Arc<ToolResult>) -> Option<String> {
     r.error().and_then(|f| f.code()).map(str::to_owned)
 }
 
