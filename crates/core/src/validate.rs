@@ -41,7 +41,11 @@ pub fn validate(schema: &Value, value: &Value, root: &str) -> Result<Vec<String>
 /// `type`, malformed keywords, `$ref`s that are not local or point nowhere), whatever input it
 /// would later see.
 pub fn check_schema(schema: &Value) -> Result<(), SchemaError> {
-    SchemaWalk { root: schema }.walk(schema)
+    SchemaWalk {
+        root: schema,
+        followed: std::cell::RefCell::new(std::collections::HashSet::new()),
+    }
+    .walk(schema)
 }
 
 /// Where a value sits, as a chain of segments on the stack; rendered only for a violation, so
@@ -383,6 +387,9 @@ impl<'a> Cx<'a> {
 /// Walks every subschema once, reporting the first authoring error.
 struct SchemaWalk<'a> {
     root: &'a Value,
+    /// The `$ref` targets already walked (by address), so a target outside `$defs` is checked
+    /// once and a reference cycle is not followed forever.
+    followed: std::cell::RefCell<std::collections::HashSet<usize>>,
 }
 
 impl SchemaWalk<'_> {
@@ -417,7 +424,16 @@ impl SchemaWalk<'_> {
             }
         };
         if obj.contains_key("$ref") {
-            resolve(self.root, schema)?;
+            let target = resolve(self.root, schema)?;
+            // A target anywhere in the document (not only under `$defs`) is what validation
+            // will use, so it is checked too.
+            if self
+                .followed
+                .borrow_mut()
+                .insert(std::ptr::from_ref(target) as usize)
+            {
+                self.walk(target)?;
+            }
         }
         let types = types_of(obj)?;
         enum_of(obj, &types)?;

@@ -363,3 +363,27 @@ async fn a_panicking_body_is_a_failure_naming_the_tool() {
     let r = call_def(&def, args(json!({})), None).await;
     assert_eq!(text(&r), "Error: tool \"boom\" panicked: kaboom");
 }
+
+/// Found by the `schema_validate` fuzz target: a `$ref` into a location that is not a schema
+/// keyword (`#/$devs/n`) was resolved but its target never checked, so `check_schema` accepted a
+/// schema that validation then refused as malformed.
+#[test]
+fn reg_57_a_ref_target_outside_defs_is_checked_up_front() {
+    let broken = json!({"$ref": "#/$devs/n", "$devs": {"n": {"anyOf": [
+        {"type": "nubl"},
+        {"type": "object", "properties": {"next": {"$ref": "#/$devs/n"}}}
+    ]}}});
+    assert!(validate(&broken, &json!({"next": 5}), "").is_err());
+    let err = dsh_core::validate::check_schema(&broken).expect_err("authoring error");
+    assert!(err.to_string().contains("nubl"), "{err}");
+    // A well-formed target there (and a reference cycle through it) is accepted.
+    let fine = json!({"$ref": "#/$devs/n", "$devs": {"n": {"anyOf": [
+        {"type": "null"},
+        {"type": "object", "properties": {"next": {"$ref": "#/$devs/n"}}}
+    ]}}});
+    assert!(dsh_core::validate::check_schema(&fine).is_ok());
+    assert_eq!(
+        violations(fine, json!({"next": {"next": null}})),
+        Vec::<String>::new()
+    );
+}
