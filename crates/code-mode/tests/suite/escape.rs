@@ -350,3 +350,198 @@ async fn escape_non_json_return_values_are_invalid_output() {
         assert!(e.message.contains("lossless JSON"), "{}", e.message);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Escapes through the pipeline: recursion into run_code, forged parents, the log stays paired.
+// ---------------------------------------------------------------------------------------------
+
+mod pipeline {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use dsh_code_mode::{CodeOutcome, PresentationMode};
+    use dsh_core::registry::RUN_CODE;
+    use dsh_core::{ExecutionToken, codes};
+    use futures::FutureExt;
+    use parking_lot::Mutex;
+    use serde_json::json;
+
+    use super::super::support::*;
+
+    #[tokio::test]
+    async fn escape_recursion_into_run_code_is_impossible() {
+        let h = Harness::new(vec![echo_tool()], |c| c.mode = PresentationMode::Both).await;
+        let r = h
+            .run_code(
+                "const viaProto = Object.getPrototypeOf(tools); \
+                 let direct; try { await tools['run_code']({code: 'return 1', description: 'x'}) } catch (e) { direct = e.message } \
+                 return [typeof tools.run_code, viaProto, direct]",
+            )
+            .await;
+        let v = value_of(&r)["result"].clone();
+        assert_eq!(v[0], json!("undefined"));
+        assert_eq!(v[1], json!(null));
+        assert!(
+            v[2].as_str().is_some_and(|m| m.contains("not a function")),
+            "{v}"
+        );
+        // A runtime that asks the host for run_code by name is refused before dispatch.
+        let refused = Arc::new(Mutex::new(None));
+        let r2 = refused.clone();
+        let h = Harness::new(vec![echo_tool()], move |c| {
+            c.runtime = Some(scripted(move |run| {
+                let r2 = r2.clone();
+                async move {
+                    *r2.lock() = run
+                        .bindings
+                        .call(RUN_CODE, Some(r#"{"code":"return 1","description":"x"}"#))
+                        .await
+                        .err();
+                    CodeOutcome::default()
+                }
+                .boxed()
+            }))
+        })
+        .await;
+        h.run_code("x").await;
+        let e = refused.lock().clone().expect("refused");
+        assert_eq!(e.message, "unknown tool \"run_code\"");
+        assert!(h.dispatch_records().is_empty());
+    }
+
+    #[tokio::test]
+    async fn escape_a_sub_call_of_run_code_is_refused_even_with_a_live_parent() {
+        let mount: Arc<Mutex<Option<dsh_code_mode::CodeMode>>> = Arc::new(Mutex::new(None));
+        let outer: Arc<Mutex<Option<ExecutionToken>>> = Arc::new(Mutex::new(None));
+        let verdicts = Arc::new(Mutex::new(Vec::new()));
+        let (m2, o2, v2) = (mount.clone(), outer.clone(), verdicts.clone());
+        let h = Harness::new(vec![echo_tool()], move |c| {
+            c.runtime = Some(scripted(move |_run| {
+                let (m2, o2, v2) = (m2.clone(), o2.clone(), v2.clone());
+                async move {
+                    let token = o2.lock().expect("outer token");
+                    let code = m2.lock().clone().expect("mount");
+                    for name in [RUN_CODE, "echo"] {
+                        let exec = dsh_core::ToolExecution::new(
+                            input("call-1:code:9", name, json!({}))
+                                .with_parent(token, Arc::from("call-1")),
+                        );
+                        v2.lock().push(
+                            code.check_direct_call(&exec)
+                                .and_then(|f| f.code().map(str::to_owned)),
+                        );
+                    }
+                    CodeOutcome::default()
+                }
+                .boxed()
+            }))
+        })
+        .await;
+        *mount.lock() = Some(h.code.clone());
+        let o3 = outer.clone();
+        let _pre = h.hooks.on_pre_execute(
+            dsh_guard::Scope::Global,
+            dsh_test_support::PreFn(move |exec: &dsh_core::ToolExecution| {
+                if exec.name() == RUN_CODE {
+                    *o3.lock() = Some(exec.token());
+                }
+                Ok(None)
+            }),
+        );
+        let r = h.run_code("x").await;
+        assert!(!r.is_error(), "{r:?}");
+        assert_eq!(
+            *verdicts.lock(),
+            [Some(codes::UNKNOWN_TOOL.to_owned()), None],
+            "run_code is refused as a sub-call; other tools are admitted"
+        );
+        drop(h);
+        mount.lock().take();
+    }
+
+    #[tokio::test]
+    async fn escape_forged_parent_tokens_buy_nothing() {
+        let h = Harness::new(vec![echo_tool()], |_| {}).await;
+        // Under `code`, a call claiming a parent that is not a live run is a direct call.
+        let forged = input("m-1", "echo", json!({"value": "x"}))
+            .with_parent(ExecutionToken::fresh(), Arc::from("m-0"));
+        let r = h.runtime.execute(forged).await;
+        assert_eq!(r.error().and_then(|e| e.code()), Some(codes::UNKNOWN_TOOL));
+        assert!(
+            r.first_text()
+                .is_some_and(|t| t.contains("only `run_code` is callable directly"))
+        );
+        // The token of a run that has ended is no longer live either.
+        let tokens = Arc::new(Mutex::new(Vec::new()));
+        let t2 = tokens.clone();
+        let _obs = h.hooks.on_result(
+            dsh_guard::Scope::Global,
+            move |exec: &dsh_core::ToolExecution, _r: &dsh_core::ToolResult| {
+                if exec.name() == RUN_CODE {
+                    t2.lock().push(exec.token());
+                }
+            },
+        );
+        h.run_code("return 1").await;
+        let stale = tokens.lock()[0];
+        let replay =
+            input("m-2", "echo", json!({"value": "x"})).with_parent(stale, Arc::from("call-1"));
+        let r = h.runtime.execute(replay).await;
+        assert_eq!(r.error().and_then(|e| e.code()), Some(codes::UNKNOWN_TOOL));
+    }
+
+    #[tokio::test]
+    async fn escape_runaway_programs_leave_the_log_paired_and_the_process_healthy() {
+        let board = Board::new();
+        let h = Harness::new(
+            vec![echo_tool(), board.tool_ending_on_abort("slow", true)],
+            |c| c.limits.wall_time = Duration::from_millis(300),
+        )
+        .await;
+        let programs = [
+            "tools.slow({id: 'a'}); for (;;) {}",
+            "tools.slow({id: 'b'}); let s = []; for (;;) s.push(new Array(100000).fill(1))",
+            "tools.slow({id: 'c'}); function f() { return f() + 1 } return f()",
+            "tools.slow({id: 'd'}); for (;;) console.log('x'.repeat(1000))",
+            "await Promise.all([tools.echo({value: '1'}), tools.slow({id: 'e'})])",
+        ];
+        for (i, p) in programs.iter().enumerate() {
+            let r = h.run_code_as(&format!("run-{i}"), p).await;
+            assert!(r.is_error(), "{p}: {r:?}");
+            assert!(
+                r.first_text()
+                    .is_some_and(|t| t.starts_with("Error: code run failed (")),
+                "{p}: {r:?}"
+            );
+        }
+        assert_paired(&h.dispatch_records());
+        assert_eq!(
+            board.aborted(),
+            ["a", "b", "c", "d", "e"],
+            "every in-flight call saw its run end"
+        );
+        let r = h
+            .run_code("return await tools.echo({value: 'still fine'})")
+            .await;
+        assert_eq!(value_of(&r)["result"], json!("echo:still fine"));
+    }
+
+    #[tokio::test]
+    async fn escape_an_unrecordable_start_refuses_the_call() {
+        // A session with its invariants on and no open turn refuses dispatch records: the call
+        // is refused rather than run unrecorded.
+        let h = Harness::new(vec![echo_tool()], |_| {}).await;
+        let closed = dsh_session::Session::in_memory("no-turn");
+        closed.enable_invariants().expect("invariants");
+        h.sessions.insert(None, closed.clone());
+        let r = h
+            .run_code("try { await tools.echo({value: 'x'}) } catch (e) { return e.message }")
+            .await;
+        let m = value_of(&r)["result"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(m.contains("could not be recorded"), "{m}");
+        assert_eq!(closed.events().len(), 0);
+    }
+}

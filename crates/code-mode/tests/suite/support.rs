@@ -237,9 +237,14 @@ impl Harness {
 
     /// Runs `run_code` as call `call-1` with this program.
     pub async fn run_code(&self, program: &str) -> Arc<ToolResult> {
+        self.run_code_as("call-1", program).await
+    }
+
+    /// Runs `run_code` as call `call_id` with this program.
+    pub async fn run_code_as(&self, call_id: &str, program: &str) -> Arc<ToolResult> {
         self.runtime
             .execute(input(
-                "call-1",
+                call_id,
                 "run_code",
                 json!({"code": program, "description": "test"}),
             ))
