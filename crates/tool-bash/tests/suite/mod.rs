@@ -3,4 +3,5 @@
 
 mod basics;
 mod containment;
+mod processes;
 mod support;
