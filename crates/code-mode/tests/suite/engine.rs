@@ -1,7 +1,5 @@
 //! The code runtime seam on QuickJS: values, logs, host calls and failures as fields.
 
-use std::sync::Arc;
-
 use dsh_code_mode::{CodeErrorKind, ToolCallError};
 use dsh_core::Json;
 use serde_json::json;
@@ -100,7 +98,6 @@ async fn names_are_plain_keys() {
     )
     .await;
     assert_eq!(o.error, None, "{o:?}");
-    let _ = Arc::new(());
     assert_eq!(
         o.value.map(|v| v.value().clone()),
         Some(json!([["__proto__", "echo"], "__proto__:1", null]))

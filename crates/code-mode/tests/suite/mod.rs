@@ -3,6 +3,7 @@
 mod engine;
 mod escape;
 mod presentation;
+mod props;
 mod run_code;
 mod subdispatch;
 mod support;
