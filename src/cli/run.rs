@@ -174,8 +174,19 @@ pub async fn drive(
     let controller = AbortController::new();
     let signal: Signal = controller.signal();
     let ctl = controller.clone();
+    let (installed, is_installed) = tokio::sync::oneshot::channel();
     let interrupts = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        // The handler is installed on the first poll: poll once, then let the turn start, so a
+        // Ctrl-C at any point of the turn cancels it instead of killing the process.
+        let first = tokio::signal::ctrl_c();
+        tokio::pin!(first);
+        let early = futures::poll!(&mut first);
+        let _ = installed.send(());
+        let first = match early {
+            std::task::Poll::Ready(r) => r,
+            std::task::Poll::Pending => first.await,
+        };
+        if first.is_ok() {
             ctl.abort(AbortReason::Cancelled(CancelCause::User));
             eprintln!(
                 "dsh: interrupted; finishing started calls (press Ctrl-C again to exit at once)"
@@ -192,6 +203,7 @@ pub async fn drive(
             ctl.abort(AbortReason::Cancelled(CancelCause::User));
         })
     });
+    let _ = is_installed.await;
     let mut driver = prepared.harness.driver();
     let outcome = driver
         .run_turn(prepared.steps.iter().cloned(), signal)

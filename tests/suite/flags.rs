@@ -319,7 +319,7 @@ fn sleep_elapsed(stdout: &str) -> Vec<u64> {
 #[test]
 fn max_parallel_bounds_how_many_sleeps_overlap() {
     let t = tmp();
-    let sc = two_sleeps(t.path(), 150);
+    let sc = two_sleeps(t.path(), 300);
     let one = dsh_run(&[
         "run",
         s(&sc),
@@ -362,7 +362,7 @@ fn max_parallel_flag_overrides_the_policy_and_rejects_zero() {
     let t = tmp();
     let policy = t.path().join("p.toml");
     std::fs::write(&policy, "max_parallel_tool_calls = 1\n").unwrap();
-    let sc = two_sleeps(t.path(), 150);
+    let sc = two_sleeps(t.path(), 300);
     let out = dsh_run(&[
         "run",
         s(&sc),
