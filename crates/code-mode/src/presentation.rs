@@ -268,6 +268,10 @@ impl fmt::Debug for CodeMode {
 impl CodeMode {
     /// Validates the configuration and registers the reserved `run_code` tool with `registry`.
     ///
+    /// `run_code` is registered in every mode, so `registry.schemas(agent)` lists it even for a
+    /// `native` agent: what a model is sent must come from [`CodeMode::tools`] or
+    /// [`CodeMode::assemble`], which apply the agent's presentation.
+    ///
     /// Then install [`CodeMode::admission`] on the pipeline runtime and [`CodeMode::bind`] that
     /// runtime (sub-calls run through it):
     ///

@@ -1133,3 +1133,29 @@ async fn three_tools_two_parallel_one_exclusive_overlap_and_order() {
     );
     assert_paired(&h.dispatch_records());
 }
+
+#[tokio::test]
+async fn code_68_dispatch_records_never_enter_the_model_history() {
+    let h = Harness::new(vec![echo_tool()], |_| {}).await;
+    let session = dsh_session::Session::in_memory("history");
+    session
+        .append(dsh_session::Event::user_message(
+            &ContextMessage::plugin_text("user", "hello"),
+        ))
+        .await
+        .expect("user");
+    h.sessions.insert(None, session.clone());
+    let r = h.run_code("return await tools.echo({value: 'x'})").await;
+    assert!(!r.is_error(), "{r:?}");
+    assert_eq!(
+        session
+            .events()
+            .pairs()
+            .filter(|(_, e)| e.event_type() == "tool/code-dispatch")
+            .count(),
+        1
+    );
+    let messages = dsh_session::derive_messages(&session.events());
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0].value()["role"], json!("user"));
+}
