@@ -138,11 +138,13 @@ pub fn assemble(
     } else {
         (cap, cap)
     };
-    let out = tail_text(stdout.tail, out_budget);
-    let err = tail_text(stderr.tail, err_budget);
+    let out_raw = tail_slice(stdout.tail, out_budget);
+    let err_raw = tail_slice(stderr.tail, err_budget);
+    let out = String::from_utf8_lossy(out_raw);
+    let err = String::from_utf8_lossy(err_raw);
     let mut text = String::new();
     if truncated {
-        let shown = out.len() + err.len();
+        let shown = out_raw.len() + err_raw.len();
         let place = full_output.unwrap_or("unavailable");
         text.push_str(&format!(
             "[output truncated: showing the last {shown} of {total} bytes; full output: {place}]\n"
@@ -170,18 +172,23 @@ fn line_break(text: &mut String) {
     }
 }
 
-/// The last `budget` bytes of `bytes` as text, starting on a character boundary (invalid UTF-8
-/// is replaced).
-pub fn tail_text(bytes: &[u8], budget: usize) -> String {
+/// The last `budget` bytes of `bytes`, starting on a character boundary (up to three leading
+/// continuation bytes of a cut character are dropped).
+pub fn tail_slice(bytes: &[u8], budget: usize) -> &[u8] {
     let start = bytes.len().saturating_sub(budget);
-    let mut slice = &bytes[start..];
-    if start > 0 {
-        let skip = slice
-            .iter()
-            .take(3)
-            .take_while(|b| (**b & 0xC0) == 0x80)
-            .count();
-        slice = &slice[skip..];
+    let slice = &bytes[start..];
+    if start == 0 {
+        return slice;
     }
-    String::from_utf8_lossy(slice).into_owned()
+    let skip = slice
+        .iter()
+        .take(3)
+        .take_while(|b| (**b & 0xC0) == 0x80)
+        .count();
+    &slice[skip..]
+}
+
+/// [`tail_slice`] as text (invalid UTF-8 replaced).
+pub fn tail_text(bytes: &[u8], budget: usize) -> String {
+    String::from_utf8_lossy(tail_slice(bytes, budget)).into_owned()
 }

@@ -3,5 +3,10 @@
 
 mod basics;
 mod containment;
+mod helper_args;
+mod policy;
+mod presets;
 mod processes;
+mod rendering;
 mod support;
+mod unavailable;

@@ -1,0 +1,81 @@
+//! The helper's command line: what the tool prints, the helper parses back (property), and bad
+//! command lines are refused before anything is contained or run.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use dsh_tool_bash::SandboxMode;
+use dsh_tool_bash::sandbox::SandboxArgs;
+use proptest::prelude::*;
+
+fn mode() -> impl Strategy<Value = SandboxMode> {
+    prop::sample::select(SandboxMode::ALL.to_vec())
+}
+
+fn word() -> impl Strategy<Value = String> {
+    // Anything, including words that look like the helper's own flags.
+    prop_oneof![
+        "[ -~]{0,12}",
+        Just("--".to_owned()),
+        Just("--mode".to_owned()),
+        Just("--probe".to_owned()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+    #[test]
+    fn printed_arguments_parse_back_unchanged(
+        mode in mode(),
+        roots in prop::collection::vec("/[a-z]{1,8}( [a-z]{1,3})?", 0..3),
+        tmp in prop::option::of("/[a-z]{1,8}"),
+        max in prop::option::of(any::<u64>()),
+        simulate in any::<bool>(),
+        command in prop::collection::vec(word(), 1..5),
+    ) {
+        let mut args = SandboxArgs::new(mode, command.iter().map(OsString::from).collect());
+        args.roots = roots.iter().map(PathBuf::from).collect();
+        args.tmp = tmp.map(PathBuf::from);
+        args.max_file_size = max;
+        args.simulate_no_landlock = simulate;
+        prop_assert_eq!(SandboxArgs::parse(args.to_args()).unwrap(), args);
+    }
+}
+
+#[test]
+fn a_probe_round_trips_too() {
+    let mut args = SandboxArgs::new(SandboxMode::ReadOnly, Vec::new());
+    args.probe = true;
+    assert_eq!(SandboxArgs::parse(args.to_args()).unwrap(), args);
+}
+
+#[test]
+fn bad_command_lines_are_refused() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--", "true"], "--mode is required"),
+        (
+            &["--mode", "root", "--", "true"],
+            "sandbox mode must be one of",
+        ),
+        (&["--mode", "read-only"], "a command is required after --"),
+        (
+            &["--mode", "read-only", "--probe", "--", "true"],
+            "--probe takes no command",
+        ),
+        (&["--mode", "read-only", "--root"], "--root needs a value"),
+        (
+            &["--mode", "read-only", "--max-file-size", "x", "--", "true"],
+            "--max-file-size needs",
+        ),
+        (
+            &["--mode", "read-only", "--bogus", "--", "true"],
+            "unexpected argument \"--bogus\"",
+        ),
+    ];
+    for (argv, want) in cases {
+        let e = SandboxArgs::parse(argv.iter().copied())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{argv:?}: {e}");
+    }
+}
