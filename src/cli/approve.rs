@@ -30,6 +30,7 @@ impl Answerer for TerminalApprover {
         _next: AnswerNext<'_>,
     ) -> Result<ApprovalOutcome, GuardError> {
         let _one_at_a_time = self.lock.lock().await;
+        let _paused = super::render::pause_live();
         let question = format!(
             "dsh: allow {} call {}{}? [y/N] ",
             req.tool_name,

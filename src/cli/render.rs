@@ -56,6 +56,30 @@ fn summarize_args(args: &Value) -> String {
     one_line(&args.to_string(), 60)
 }
 
+/// The live display of this process, hidden while a question waits on the terminal.
+static LIVE: Mutex<Option<MultiProgress>> = Mutex::new(None);
+
+/// Live lines stay hidden until this is dropped.
+pub struct Paused(Option<MultiProgress>);
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        if let Some(multi) = &self.0 {
+            multi.set_draw_target(ProgressDrawTarget::stdout());
+        }
+    }
+}
+
+/// Clears and hides the live lines (spinners would redraw over a question on the terminal).
+pub fn pause_live() -> Paused {
+    let multi = LIVE.lock().clone();
+    if let Some(m) = &multi {
+        let _ = m.clear();
+        m.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    Paused(multi)
+}
+
 /// Output mode.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -104,6 +128,9 @@ impl Renderer {
             Mode::Human { live: true, .. } => ProgressDrawTarget::stdout(),
             _ => ProgressDrawTarget::hidden(),
         });
+        if let Mode::Human { live: true, .. } = mode {
+            *LIVE.lock() = Some(multi.clone());
+        }
         Arc::new(Renderer {
             mode,
             multi,
@@ -115,7 +142,8 @@ impl Renderer {
 
     fn println(&self, line: String) {
         match self.mode {
-            Mode::Human { live: true, .. } => {
+            // Hidden while a question is asked: print plainly rather than lose the line.
+            Mode::Human { live: true, .. } if !self.multi.is_hidden() => {
                 let _ = self.multi.println(line);
             }
             _ => super::out(&line),

@@ -11,3 +11,4 @@ mod logs;
 mod props;
 mod script;
 mod support;
+mod terminal;

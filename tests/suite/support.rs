@@ -11,10 +11,12 @@ use serde_json::{Value, json};
 /// No single invocation may take longer than this (the slowest one sleeps a few hundred ms).
 const DEADLINE: Duration = Duration::from_secs(20);
 
-/// The binary under test, with a clean environment for colours.
+/// The binary under test, with a clean environment: no colour setting, and no user
+/// configuration directory (nothing from the machine's own settings may change a run).
 pub fn dsh() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dsh"));
-    cmd.env_remove("NO_COLOR");
+    cmd.env_remove("NO_COLOR")
+        .env("XDG_CONFIG_HOME", "/nonexistent/dsh-tests-config");
     cmd
 }
 
