@@ -2,6 +2,8 @@
 //! rewrites BENCHMARKS.md.
 
 mod bench;
+mod fuzz;
+mod kill_trials;
 mod machine;
 mod report;
 mod results;
@@ -55,6 +57,8 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("fuzz") => fuzz::fuzz(&args[1..]),
+        Some("kill-trials") => kill_trials::cli(&args[1..]).map_err(anyhow::Error::msg),
         Some("bench") => match args.get(1).map(String::as_str) {
             None => bench::run_all(&root()),
             Some("--report-only") => bench::report_only(&root()),
