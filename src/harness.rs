@@ -46,6 +46,10 @@ pub enum HarnessError {
     /// The configuration asks for something this build cannot do.
     #[error("{0}")]
     Unsupported(String),
+    /// The `bash` tool could not be mounted or its preset announced.
+    #[cfg(feature = "bash")]
+    #[error(transparent)]
+    Bash(#[from] dsh_tool_bash::BashError),
 }
 
 /// Where `ask` decisions go.
@@ -97,6 +101,8 @@ pub struct HarnessBuilder {
     demo_tools: bool,
     #[cfg(feature = "fs")]
     workspace: Option<PathBuf>,
+    #[cfg(feature = "bash")]
+    bash: Option<crate::BashOptions>,
 }
 
 /// A wired pipeline over one session.
@@ -110,6 +116,8 @@ pub struct Harness {
     policy: Policy,
     #[cfg(feature = "fs")]
     fs: Option<dsh_tool_fs::FsTools>,
+    #[cfg(feature = "bash")]
+    bash: Option<dsh_tool_bash::BashTool>,
 }
 
 impl Harness {
@@ -124,6 +132,8 @@ impl Harness {
             demo_tools: false,
             #[cfg(feature = "fs")]
             workspace: None,
+            #[cfg(feature = "bash")]
+            bash: None,
         }
     }
     /// The tool registry.
@@ -158,6 +168,11 @@ impl Harness {
     #[cfg(feature = "fs")]
     pub fn fs(&self) -> Option<&dsh_tool_fs::FsTools> {
         self.fs.as_ref()
+    }
+    /// The `bash` tool, when mounted.
+    #[cfg(feature = "bash")]
+    pub fn bash(&self) -> Option<&dsh_tool_bash::BashTool> {
+        self.bash.as_ref()
     }
     /// Whether this build can run `policy`: checks what [`HarnessBuilder::build`] would refuse
     /// for lack of a feature, so a caller can refuse before opening a session.
@@ -214,6 +229,14 @@ impl HarnessBuilder {
         self
     }
 
+    /// Mounts the `bash` tool over the workspace (which it needs), in the sandbox mode of the
+    /// policy's preset, with its sandbox policy in front of every pre-execute listener.
+    #[cfg(feature = "bash")]
+    pub fn bash(mut self, options: crate::BashOptions) -> Self {
+        self.bash = Some(options);
+        self
+    }
+
     /// Wires everything.
     pub async fn build(self) -> Result<Harness, HarnessError> {
         let registry = ToolRegistry::new();
@@ -249,7 +272,29 @@ impl HarnessBuilder {
         };
         let approval = ApprovalService::with_registry(ApprovalConfig { policy }, registry.clone());
         let audit = AuditSession::new(Arc::new(self.session.clone()));
-        approval.attach_session(Scope::Global, audit).keep();
+        approval.attach_session(Scope::Global, audit.clone()).keep();
+        #[cfg(feature = "bash")]
+        let bash = match (&self.bash, &fs) {
+            (None, _) => None,
+            (Some(options), Some(fs)) => Some(
+                crate::bash_tool::mount_bash(
+                    options,
+                    fs.workspace(),
+                    &registry,
+                    &hooks,
+                    &self.session,
+                    &audit,
+                    &self.policy,
+                    policy,
+                )
+                .await?,
+            ),
+            (Some(_), None) => {
+                return Err(HarnessError::Unsupported(
+                    "the bash tool needs a workspace".to_owned(),
+                ));
+            }
+        };
         match self.approvals {
             Approvals::Always => approval.add_answerer(Scope::Global, AllowAll).keep(),
             Approvals::Answerer(a) => approval.add_answerer(Scope::Global, Shared(a)).keep(),
@@ -270,6 +315,8 @@ impl HarnessBuilder {
             policy: self.policy,
             #[cfg(feature = "fs")]
             fs,
+            #[cfg(feature = "bash")]
+            bash,
         })
     }
 }

@@ -11,6 +11,8 @@
 //! ## Feature flags
 //!
 //! - `fs` (default): the filesystem seam, read-before-write policy and file tools, as [`fs`].
+//! - `bash` (default): the `bash` tool with its OS sandbox and permission presets, as [`bash`],
+//!   and [`HarnessBuilder::bash`] (implies `fs`).
 //! - `jsonl` (default): helpers for the durable JSON Lines session store.
 //! - `cli` (default): the `dsh` command-line program (implies `fs` and `jsonl`).
 //!
@@ -21,14 +23,20 @@ pub use dsh_core as core;
 pub use dsh_guard as guard;
 pub use dsh_scheduler as scheduler;
 pub use dsh_session as session;
+#[cfg(feature = "bash")]
+pub use dsh_tool_bash as bash;
 #[cfg(feature = "fs")]
 pub use dsh_tool_fs as fs;
 
+#[cfg(feature = "bash")]
+mod bash_tool;
 pub mod demo_tools;
 mod harness;
 pub mod policy;
 pub mod script;
 
+#[cfg(feature = "bash")]
+pub use bash_tool::BashOptions;
 pub use harness::{Approvals, Harness, HarnessBuilder, HarnessError};
 pub use policy::{Mode, Policy, PolicyError};
 pub use script::{Script, ScriptError, parse_script};

@@ -6,6 +6,8 @@
 //! max_parallel_tool_calls = 4
 //! mode = "native"            # native | code | both
 //! approval = "ask"           # ask | never
+//! # preset = "workspace-write"  # read-only | workspace-write | danger-full-access (feature
+//! #                             # `bash`): sets the sandbox mode and the approval policy together
 //!
 //! [permissions]
 //! allow = ["read", "glob", "grep"]
@@ -98,6 +100,10 @@ pub struct Policy {
     pub approval: ApprovalPolicy,
     /// `[tools.<name>] timeout_ms` overrides.
     pub tool_timeouts: BTreeMap<String, u64>,
+    /// `preset`: the permission preset (sandbox mode and approval together); `None` when not
+    /// chosen (the `bash` tool then runs in `workspace-write` under `approval`).
+    #[cfg(feature = "bash")]
+    pub preset: Option<dsh_tool_bash::Preset>,
     has_permissions: bool,
     text: String,
 }
@@ -109,6 +115,8 @@ impl Default for Policy {
             mode: Mode::Native,
             approval: ApprovalPolicy::Ask,
             tool_timeouts: BTreeMap::new(),
+            #[cfg(feature = "bash")]
+            preset: None,
             has_permissions: false,
             text: String::new(),
         }
@@ -121,6 +129,7 @@ struct File {
     max_parallel_tool_calls: Option<toml::Spanned<toml::Value>>,
     mode: Option<toml::Spanned<String>>,
     approval: Option<toml::Spanned<String>>,
+    preset: Option<toml::Spanned<String>>,
     permissions: Option<toml::Value>,
     #[serde(default)]
     tools: BTreeMap<String, ToolTable>,
@@ -193,6 +202,7 @@ impl Policy {
                 )
             })?;
         }
+        let has_approval = file.approval.is_some();
         if let Some(a) = file.approval {
             policy.approval = match a.get_ref().as_str() {
                 "ask" => ApprovalPolicy::Ask,
@@ -207,6 +217,9 @@ impl Policy {
                     ));
                 }
             };
+        }
+        if let Some(p) = file.preset {
+            policy.set_preset(&p, has_approval, invalid)?;
         }
         for (name, table) in &file.tools {
             let ms = match table.timeout_ms.get_ref() {
@@ -233,6 +246,42 @@ impl Policy {
     pub fn permissions(&self, registry: ToolRegistry) -> Result<PermissionRules, PolicyError> {
         PermissionRules::from_toml(&self.text, registry)
             .map_err(|source| PolicyError::Permissions { path: None, source })
+    }
+
+    /// Applies `preset = "..."`: the preset and its approval policy (refused next to an explicit
+    /// `approval`, which it would contradict, and in a build without the `bash` tool).
+    fn set_preset(
+        &mut self,
+        p: &toml::Spanned<String>,
+        has_approval: bool,
+        invalid: impl Fn(usize, String) -> PolicyError,
+    ) -> Result<(), PolicyError> {
+        let at = p.span().start;
+        if has_approval {
+            return Err(invalid(
+                at,
+                "preset: a preset sets the approval policy too; remove `approval` or `preset`"
+                    .to_owned(),
+            ));
+        }
+        #[cfg(feature = "bash")]
+        {
+            let preset: dsh_tool_bash::Preset = p
+                .get_ref()
+                .parse()
+                .map_err(|e: dsh_tool_bash::BashError| invalid(at, format!("preset: {e}")))?;
+            self.preset = Some(preset);
+            self.approval = preset.approval();
+            Ok(())
+        }
+        #[cfg(not(feature = "bash"))]
+        {
+            let _ = self;
+            Err(invalid(
+                at,
+                "preset: this build has no `bash` tool (feature \"bash\")".to_owned(),
+            ))
+        }
     }
 
     /// Whether the file had a `[permissions]` table.

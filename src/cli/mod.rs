@@ -9,6 +9,7 @@ mod demo;
 mod logs;
 mod render;
 mod run;
+mod sandbox;
 
 use std::path::PathBuf;
 
@@ -53,6 +54,9 @@ enum Command {
         /// The log file.
         log: PathBuf,
     },
+    /// The `bash` tool's sandbox helper (internal).
+    #[command(name = "__sandbox-exec", hide = true)]
+    SandboxExec(sandbox::SandboxExecArgs),
 }
 
 /// Transcript shapes.
@@ -104,6 +108,11 @@ impl From<anyhow::Error> for Exit {
 /// Runs the program; returns the exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    // The sandbox helper contains itself and execs before any runtime thread exists.
+    let command = match cli.command {
+        Command::SandboxExec(args) => sandbox::exec(args),
+        other => other,
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -116,12 +125,13 @@ pub fn main() -> i32 {
         }
     };
     let outcome = rt.block_on(async move {
-        match cli.command {
+        match command {
             Command::Demo => demo::demo().await,
             Command::Run(args) => run::run(args).await,
             Command::Check { logs } => logs::check(&logs),
             Command::Transcript { log, format } => logs::transcript(&log, format),
             Command::Repair { log } => logs::repair(&log),
+            Command::SandboxExec(args) => sandbox::exec(args),
         }
     });
     // A terminal question cancelled mid-read leaves a blocking stdin read behind; the log is

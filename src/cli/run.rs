@@ -37,6 +37,17 @@ pub enum ModeArg {
     Both,
 }
 
+/// Permission presets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PresetArg {
+    /// Commands read anywhere and write only a private temp dir; approval asks.
+    ReadOnly,
+    /// Commands may also write the workspace; approval asks (the default).
+    WorkspaceWrite,
+    /// No containment and no approval prompts (every ask is rejected).
+    DangerFullAccess,
+}
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// The script: JSON Lines, one assistant message per line (OpenAI or Anthropic shape); each
@@ -52,6 +63,10 @@ pub struct RunArgs {
     /// A policy file (TOML).
     #[arg(long)]
     pub policy: Option<PathBuf>,
+    /// The permission preset: the `bash` tool's sandbox mode and the approval policy together
+    /// (overrides the policy file's `preset` and `approval`).
+    #[arg(long, value_enum)]
+    pub preset: Option<PresetArg>,
     /// How asks are answered (default: `ask` on a terminal, otherwise no channel: every ask is
     /// denied).
     #[arg(long, value_enum)]
@@ -141,6 +156,7 @@ pub async fn prepare(
         .policy(policy)
         .approvals(approvals)
         .demo_tools(demo_tools)
+        .bash(dsh::BashOptions::default())
         .workspace(&workspace)
         .build()
         .await
@@ -247,6 +263,15 @@ pub async fn run(args: RunArgs) -> Result<i32, Exit> {
             ModeArg::Code => Mode::Code,
             ModeArg::Both => Mode::Both,
         };
+    }
+    if let Some(p) = args.preset {
+        let preset = match p {
+            PresetArg::ReadOnly => dsh::bash::Preset::ReadOnly,
+            PresetArg::WorkspaceWrite => dsh::bash::Preset::WorkspaceWrite,
+            PresetArg::DangerFullAccess => dsh::bash::Preset::DangerFullAccess,
+        };
+        policy.preset = Some(preset);
+        policy.approval = preset.approval();
     }
     let approvals = match args.approve {
         Some(Approve::Always) => Approvals::Always,
