@@ -1,6 +1,7 @@
 //! One file per topic; `support` spawns the binary and reads logs back.
 
 mod approval;
+mod bash_tool;
 mod cancel;
 mod crash;
 mod demo;
