@@ -1,7 +1,8 @@
 //! `dsh demo`: a bundled small project copied into a temporary workspace and a bundled scripted
 //! session run through the full pipeline: parallel reads, an edit refused for lack of a read, a
-//! read then a successful edit, a write, a call denied by policy and a timeout. The log is
-//! written, checked, and its path printed.
+//! read then a successful edit, a write, a call denied by policy, a timeout, and a shell command
+//! that the sandbox refuses to let write outside the workspace. The log is written, checked, and
+//! its path printed.
 
 use std::path::Path;
 

@@ -269,6 +269,14 @@ impl Renderer {
                 }
             }
         }
+        // What a sandbox refused (the `bash` tool's `[sandbox: ...]` lines) shows under the call.
+        if !result.is_error() {
+            let text = result.first_text().unwrap_or_default();
+            for note in text.lines().filter(|l| l.starts_with("[sandbox: ")).take(2) {
+                line.push('\n');
+                line.push_str(&self.paint("33", &format!("    {}", one_line(note, 160))));
+            }
+        }
         self.println(line);
     }
 

@@ -47,6 +47,22 @@ fn demo_runs_every_stage_and_leaves_a_clean_log() {
     assert!(secrets.text.contains("denied"), "{secrets:?}");
     let slow = result_of(&ev, "call_slow_build");
     assert_eq!(slow.code.as_deref(), Some("TOOL_TIMEOUT"));
+    // The shell command that tried to write outside the workspace was refused by the sandbox
+    // (a result, not a failure: the command ran and exited 1), and nothing was written.
+    let outside = result_of(&ev, "call_bash_outside");
+    assert!(!outside.is_error, "{outside:?}");
+    assert!(
+        outside
+            .text
+            .contains("[sandbox: file access denied under workspace-write mode]"),
+        "{outside:?}"
+    );
+    assert!(
+        out.stdout
+            .contains("    [sandbox: file access denied under workspace-write mode]"),
+        "{}",
+        out.stdout
+    );
     for id in ["call_read_notes", "call_read_app", "call_write_changes"] {
         assert!(!result_of(&ev, id).is_error, "{id}");
     }
@@ -64,6 +80,7 @@ fn demo_runs_every_stage_and_leaves_a_clean_log() {
     let config = std::fs::read_to_string(workspace.join("config.toml")).unwrap();
     assert!(config.contains("debug = false") && !config.contains("debug = true"));
     assert!(workspace.join("CHANGES.md").is_file());
+    assert!(!workspace.join("../config.backup").exists());
     let secrets_file = std::fs::read_to_string(workspace.join("secrets.env")).unwrap();
     assert!(
         !out.stdout.contains(secrets_file.trim()),
@@ -81,7 +98,7 @@ fn demo_summary_counts_calls_and_failures_by_code() {
         .lines()
         .find(|l| l.contains(" calls, "))
         .unwrap_or_else(|| panic!("no summary\n{}", out.stdout));
-    assert!(summary.starts_with("8 calls, 3 failed"), "{summary}");
+    assert!(summary.starts_with("9 calls, 3 failed"), "{summary}");
     assert!(summary.contains("FS_NOT_OBSERVED ×1"), "{summary}");
     assert!(summary.contains("TOOL_TIMEOUT ×1"), "{summary}");
 }
