@@ -25,6 +25,8 @@ pub struct BashOptions {
 /// escalation hint follows the effective approval policy; then writes `permission/preset` (when
 /// a preset was chosen), `sandbox/mode` and `approval/policy` (with a preset) to the session,
 /// skipping what its log already records.
+// The harness's parts, each borrowed once; a struct for them would only be built to be taken apart.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn mount_bash(
     options: &BashOptions,
     workspace: &Workspace,
