@@ -211,3 +211,24 @@ async fn decisions_are_forgotten_once_results_are_final() {
     f.call(json!({"command": "x"})).await;
     assert_eq!(f.tool.pending_decisions(), 0);
 }
+
+#[tokio::test]
+async fn the_tool_deadline_of_the_timeout_policy_also_kills_the_group() {
+    let f = fixture();
+    dsh_guard::TimeoutPolicy::new(f.runtime.registry().clone())
+        .with_overrides([("bash", 500u64)])
+        .unwrap()
+        .install(f.runtime.hooks())
+        .keep();
+    let marker = "987.6545";
+    let r = f
+        .sh(&format!("echo begun; sleep {marker}1 & sleep {marker}2"))
+        .await;
+    assert_eq!(code(&r).as_deref(), Some("TOOL_TIMEOUT"), "{r:?}");
+    assert_eq!(text(&r), "Error: tool call timed out after 500ms");
+    assert!(
+        gone(marker).await,
+        "orphans left: {:?}",
+        processes_with(marker)
+    );
+}
