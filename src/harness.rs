@@ -10,7 +10,7 @@
 //! # Ok(()) }
 //! ```
 
-#[cfg(feature = "fs")]
+#[cfg(any(feature = "fs", feature = "hooks"))]
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -50,6 +50,10 @@ pub enum HarnessError {
     #[cfg(feature = "bash")]
     #[error(transparent)]
     Bash(#[from] dsh_tool_bash::BashError),
+    /// A hook settings file could not be loaded.
+    #[cfg(feature = "hooks")]
+    #[error(transparent)]
+    Hooks(#[from] dsh_hooks::HooksError),
 }
 
 /// Where `ask` decisions go.
@@ -103,6 +107,8 @@ pub struct HarnessBuilder {
     workspace: Option<PathBuf>,
     #[cfg(feature = "bash")]
     bash: Option<crate::BashOptions>,
+    #[cfg(feature = "hooks")]
+    settings: Option<Option<PathBuf>>,
 }
 
 /// A wired pipeline over one session.
@@ -134,6 +140,8 @@ impl Harness {
             workspace: None,
             #[cfg(feature = "bash")]
             bash: None,
+            #[cfg(feature = "hooks")]
+            settings: None,
         }
     }
     /// The tool registry.
@@ -229,6 +237,16 @@ impl HarnessBuilder {
         self
     }
 
+    /// Loads user command hooks in the Claude Code format and installs them, outside the
+    /// permission rules: the workspace's `.dsh/settings.json`, the user's `settings.json`
+    /// (`$XDG_CONFIG_HOME/dsh` or `~/.config/dsh`), then `explicit`, hooks of all files
+    /// concatenated in that order (see [`crate::hooks`]). Without this call no hook runs.
+    #[cfg(feature = "hooks")]
+    pub fn settings(mut self, explicit: Option<PathBuf>) -> Self {
+        self.settings = Some(explicit);
+        self
+    }
+
     /// Mounts the `bash` tool over the workspace (which it needs), in the sandbox mode of the
     /// policy's preset, with its sandbox policy in front of every pre-execute listener.
     #[cfg(feature = "bash")]
@@ -252,6 +270,19 @@ impl HarnessBuilder {
             None => None,
             Some(root) => Some(mount_fs(&registry, &self.session, root)?),
         };
+        #[cfg(feature = "hooks")]
+        if let Some(explicit) = self.settings.clone() {
+            #[cfg(feature = "fs")]
+            let root = self.workspace.clone();
+            #[cfg(not(feature = "fs"))]
+            let root: Option<PathBuf> = None;
+            let claude = tokio::task::spawn_blocking(move || {
+                dsh_hooks::ClaudeHooks::load_standard(root.as_deref(), explicit.as_deref())
+            })
+            .await
+            .map_err(|e| HarnessError::Unsupported(format!("loading hook settings: {e}")))??;
+            claude.install(&hooks, self.session.clone()).keep();
+        }
         if self.policy.has_permissions() {
             let rules = self.policy.permissions(registry.clone())?;
             hooks.on_pre_execute(Scope::Global, rules).keep();

@@ -14,7 +14,9 @@
 //! - `bash` (default): the `bash` tool with its OS sandbox and permission presets, as [`bash`],
 //!   and [`HarnessBuilder::bash`] (implies `fs`).
 //! - `jsonl` (default): helpers for the durable JSON Lines session store.
-//! - `cli` (default): the `dsh` command-line program (implies `fs` and `jsonl`).
+//! - `hooks` (default): user command hooks in the Claude Code settings format, as [`hooks`], and
+//!   [`HarnessBuilder::settings`].
+//! - `cli` (default): the `dsh` command-line program (implies `fs`, `jsonl`, `bash` and `hooks`).
 //!
 //! Always present: [`core`], [`session`], [`guard`], [`scheduler`], the [`Harness`], the policy
 //! file and the scripted-model reader.
@@ -27,6 +29,8 @@ pub use dsh_session as session;
 pub use dsh_tool_bash as bash;
 #[cfg(feature = "fs")]
 pub use dsh_tool_fs as fs;
+#[cfg(feature = "hooks")]
+pub use dsh_hooks as hooks;
 
 #[cfg(feature = "bash")]
 mod bash_tool;

@@ -50,6 +50,7 @@ pub async fn demo() -> Result<i32, Exit> {
         Approvals::Never,
         true,
         false,
+        None,
     )
     .await?;
     let code = super::run::drive(&prepared, None, true).await?;

@@ -67,6 +67,11 @@ pub struct RunArgs {
     /// (overrides the policy file's `preset` and `approval`).
     #[arg(long, value_enum)]
     pub preset: Option<PresetArg>,
+    /// A hook settings file (Claude Code format), merged after the workspace's
+    /// `.dsh/settings.json` and the user's `settings.json` (`$XDG_CONFIG_HOME/dsh` or
+    /// `~/.config/dsh`), which are always read.
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
     /// How asks are answered (default: `ask` on a terminal, otherwise no channel: every ask is
     /// denied).
     #[arg(long, value_enum)]
@@ -106,7 +111,9 @@ pub fn session_id() -> String {
     format!("s{t}-{}", std::process::id())
 }
 
-/// Validates everything, opens the session and wires the harness.
+/// Validates everything, opens the session and wires the harness. `settings`: `None` loads no
+/// user hooks; `Some(explicit)` loads the standard hook settings files plus `explicit`.
+#[allow(clippy::too_many_arguments)]
 pub async fn prepare(
     script_text: &str,
     workspace: &Path,
@@ -115,6 +122,7 @@ pub async fn prepare(
     approvals: Approvals,
     demo_tools: bool,
     json: bool,
+    settings: Option<Option<PathBuf>>,
 ) -> Result<Prepared, Exit> {
     let script = parse_script(script_text).map_err(|e| Exit::usage(e.to_string()))?;
     Harness::supports(&policy).map_err(|e| Exit::usage(e.to_string()))?;
@@ -152,16 +160,22 @@ pub async fn prepare(
     }
     let renderer = Renderer::new(render::Mode::detect(json));
     let subscription = renderer.attach(&session);
-    let harness = Harness::builder(session)
+    let mut builder = Harness::builder(session)
         .policy(policy)
         .approvals(approvals)
         .demo_tools(demo_tools)
         .bash(dsh::BashOptions::default())
-        .workspace(&workspace)
+        .workspace(&workspace);
+    if let Some(explicit) = settings {
+        builder = builder.settings(explicit);
+    }
+    let harness = builder
         .build()
         .await
         .map_err(|e| match e {
-            dsh::HarnessError::Policy(_) | dsh::HarnessError::Unsupported(_) => {
+            dsh::HarnessError::Policy(_)
+            | dsh::HarnessError::Unsupported(_)
+            | dsh::HarnessError::Hooks(_) => {
                 Exit::usage(e.to_string())
             }
             other => Exit::internal(other.to_string()),
@@ -297,6 +311,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Exit> {
         approvals,
         args.demo_tools,
         args.json,
+        Some(args.settings.clone()),
     )
     .await?;
     drive(&prepared, args.cancel_after_ms, args.json).await
