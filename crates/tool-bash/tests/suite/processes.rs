@@ -42,7 +42,7 @@ async fn the_timeout_kills_the_whole_group_and_reports_the_output_so_far() {
     let task = {
         let f = f.clone();
         tokio::spawn(async move {
-            f.call(json!({"command": cmd, "description": "d", "timeoutMs": 1500}))
+            f.call(json!({"command": cmd, "description": "d", "timeoutMs": 2500}))
                 .await
         })
     };
@@ -50,7 +50,7 @@ async fn the_timeout_kills_the_whole_group_and_reports_the_output_so_far() {
     let r = task.await.unwrap();
     assert_eq!(code(&r).as_deref(), Some("BASH_TIMEOUT"), "{r:?}");
     let t = text(&r);
-    assert!(t.contains("timed out after 1500ms"), "{t}");
+    assert!(t.contains("timed out after 2500ms"), "{t}");
     assert!(t.contains("started"), "output so far is reported: {t}");
     assert!(
         gone(marker).await,
