@@ -15,12 +15,15 @@ pub fn check(logs: &[PathBuf]) -> Result<i32, Exit> {
             Ok(problems) => {
                 clean = false;
                 for p in problems {
-                    super::out(&format!("{}:{}: {}", path.display(), p.line, p.message));
+                    // Messages quote the log (call ids, types): never let it drive the terminal.
+                    let message = super::render::sanitize(&p.message);
+                    super::out(&format!("{}:{}: {message}", path.display(), p.line));
                 }
             }
             Err(e) => {
                 clean = false;
-                super::out(&format!("{}: {e}", path.display()));
+                let message = super::render::sanitize(&e.to_string());
+                super::out(&format!("{}: {message}", path.display()));
             }
         }
     }
@@ -44,7 +47,7 @@ pub fn transcript(log: &Path, format: Format) -> Result<i32, Exit> {
     };
     let text = serde_json::to_string_pretty(&out)
         .map_err(|e| Exit::internal(format!("cannot print the transcript: {e}")))?;
-    super::out(&text);
+    super::out(&super::render::json_for_terminal(text));
     Ok(0)
 }
 
@@ -57,7 +60,7 @@ pub fn repair(log: &Path) -> Result<i32, Exit> {
     } else {
         super::out(&format!("{}: repaired", log.display()));
         for line in report_lines(&report) {
-            super::out(&line);
+            super::out(&super::render::sanitize(&line));
         }
     }
     Ok(0)

@@ -141,7 +141,7 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(exit) => {
             if let Some(m) = exit.message {
-                eprintln!("dsh: {m}");
+                eprintln!("dsh: {}", render::sanitize(&m));
             }
             exit.code
         }

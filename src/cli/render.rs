@@ -26,6 +26,25 @@ pub fn sanitize(s: &str) -> String {
         .collect()
 }
 
+/// JSON text safe for a terminal: the C1 controls (U+0080..U+009F, which some terminals read
+/// as escape sequences even UTF-8 encoded) become `\u00XX` escapes. serde_json already escapes
+/// the C0 controls, and non-ASCII characters appear only inside strings, so the JSON value is
+/// unchanged.
+pub fn json_for_terminal(text: String) -> String {
+    if !text.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if ('\u{80}'..='\u{9f}').contains(&c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn one_line(s: &str, max: usize) -> String {
     let flat = sanitize(s).replace(['\n', '\t'], " ");
     if flat.chars().count() > max {
@@ -169,7 +188,7 @@ impl Renderer {
             if let Value::Object(m) = &mut v {
                 m.insert("seq".into(), Value::from(seq));
             }
-            super::out(&v.to_string());
+            super::out(&json_for_terminal(v.to_string()));
         }
         let Some(call) = event.as_tool_call() else {
             return;

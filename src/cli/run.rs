@@ -155,7 +155,7 @@ pub async fn prepare(
     if !report.is_clean() {
         eprintln!("dsh: {} was repaired before resuming:", log.display());
         for line in super::logs::report_lines(&report) {
-            eprintln!("{line}");
+            eprintln!("{}", render::sanitize(&line));
         }
     }
     let renderer = Renderer::new(render::Mode::detect(json));
