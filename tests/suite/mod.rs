@@ -1,5 +1,9 @@
 //! One file per topic; `support` spawns the binary and reads logs back.
 
+mod adversarial_input;
+mod adversarial_log;
+mod adversarial_pipeline;
+mod adversarial_terminal;
 mod approval;
 mod bash_tool;
 mod cancel;

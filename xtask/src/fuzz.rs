@@ -165,7 +165,11 @@ pub fn fuzz(args: &[String]) -> Result<()> {
     }
     println!("(logs in fuzz/artifacts/<target>.log)");
     if !crashed.is_empty() {
-        bail!("{} target(s) crashed: {}", crashed.len(), crashed.join(", "));
+        bail!(
+            "{} target(s) crashed: {}",
+            crashed.len(),
+            crashed.join(", ")
+        );
     }
     Ok(())
 }

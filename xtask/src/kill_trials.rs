@@ -135,7 +135,10 @@ pub fn clock_seed() -> u64 {
 }
 
 /// The file present before the session starts (the script reads it, then rewrites it).
-const ORIGINAL: (&str, &str) = ("orig.txt", "the original text\nof a file the session rewrites\n");
+const ORIGINAL: (&str, &str) = (
+    "orig.txt",
+    "the original text\nof a file the session rewrites\n",
+);
 
 /// Every state one file may be in: its original (`None` call: absent, or the pre-existing
 /// text), then each write or edit of the script, in order.
@@ -160,7 +163,10 @@ fn openai_call(id: &str, name: &str, args: &Value) -> Value {
 fn contents(step: usize, lines: usize) -> String {
     let mut s = format!("== write {step} ==\n");
     for i in 0..lines {
-        let _ = writeln!(s, "step {step} line {i}: the quick brown fox jumps over the lazy dog");
+        let _ = writeln!(
+            s,
+            "step {step} line {i}: the quick brown fox jumps over the lazy dog"
+        );
     }
     s
 }
@@ -174,10 +180,7 @@ pub fn build_session(steps: usize) -> Session {
         .iter()
         .map(|n| FileStates {
             path: (*n).to_owned(),
-            states: vec![(
-                None,
-                (*n == ORIGINAL.0).then(|| ORIGINAL.1.to_owned()),
-            )],
+            states: vec![(None, (*n == ORIGINAL.0).then(|| ORIGINAL.1.to_owned()))],
         })
         .collect();
     let mut lines = Vec::new();
@@ -210,7 +213,11 @@ pub fn build_session(steps: usize) -> Session {
             }
             2 => {
                 let f = (k / 5) % 3;
-                let before = files[f].states.last().and_then(|s| s.1.clone()).unwrap_or_default();
+                let before = files[f]
+                    .states
+                    .last()
+                    .and_then(|s| s.1.clone())
+                    .unwrap_or_default();
                 let old = format!("== write {} ==", k - 1);
                 let new = format!("== edited at step {k} ==");
                 let after = before.replacen(&old, &new, 1);
@@ -434,20 +441,24 @@ fn check_run(
                 continue;
             }
         };
-        let Some(seq) = v.as_object_mut().and_then(|m| m.remove("seq")).and_then(|s| s.as_u64())
+        let Some(seq) = v
+            .as_object_mut()
+            .and_then(|m| m.remove("seq"))
+            .and_then(|s| s.as_u64())
         else {
             reasons.push("a printed event has no seq".to_owned());
             continue;
         };
         if last.is_some_and(|l| seq != l + 1) || (last.is_none() && seq != 0) {
-            reasons.push(format!("printed seqs are not consecutive: {last:?} then {seq}"));
+            reasons.push(format!(
+                "printed seqs are not consecutive: {last:?} then {seq}"
+            ));
         }
         last = Some(seq);
         match by_seq.get(&seq) {
             None => reasons.push(format!("printed event seq {seq} is not in the log")),
             Some(e) => {
-                let logged: Value =
-                    serde_json::from_str(&e.to_json_line()).unwrap_or(Value::Null);
+                let logged: Value = serde_json::from_str(&e.to_json_line()).unwrap_or(Value::Null);
                 if logged != v {
                     reasons.push(format!(
                         "printed event seq {seq} differs from the log: printed {v}, logged {logged}"
@@ -462,11 +473,8 @@ fn check_run(
         if let Some(c) = e.as_tool_call() {
             fates.entry(c.call_id.to_owned()).or_default().called = true;
         } else if let Some(r) = e.as_tool_result() {
-            let interrupted = r
-                .error
-                .and_then(|e| e.get("code"))
-                .and_then(Value::as_str)
-                == Some("INTERRUPTED");
+            let interrupted =
+                r.error.and_then(|e| e.get("code")).and_then(Value::as_str) == Some("INTERRUPTED");
             let fate = fates.entry(r.call_id.to_owned()).or_default();
             if !interrupted {
                 fate.succeeded = Some(r.is_error != Some(true));
@@ -651,17 +659,22 @@ pub fn cli(args: &[String]) -> Result<(), String> {
         .ok_or("xtask has no parent folder")?
         .to_path_buf();
     let mut build = Command::new("cargo");
-    build.current_dir(&root).args(["build", "-p", "dsh", "--bin", "dsh"]);
+    build
+        .current_dir(&root)
+        .args(["build", "-p", "dsh", "--bin", "dsh"]);
     if release {
         build.arg("--release");
     }
-    eprintln!("$ cargo build -p dsh --bin dsh{}", if release { " --release" } else { "" });
+    eprintln!(
+        "$ cargo build -p dsh --bin dsh{}",
+        if release { " --release" } else { "" }
+    );
     let status = build.status().map_err(|e| format!("cargo build: {e}"))?;
     if !status.success() {
         return Err("building dsh failed".to_owned());
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), PathBuf::from);
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let dsh = target
         .join(if release { "release" } else { "debug" })
         .join("dsh");
@@ -688,7 +701,9 @@ pub fn cli(args: &[String]) -> Result<(), String> {
         }
     })?;
     println!("{}", report.summary());
-    println!("seed {seed}; reproduce with `cargo xtask kill-trials --runs {runs} --steps {steps} --seed {seed}`");
+    println!(
+        "seed {seed}; reproduce with `cargo xtask kill-trials --runs {runs} --steps {steps} --seed {seed}`"
+    );
     if report.failures.is_empty() {
         let _ = std::fs::remove_dir_all(&base);
         Ok(())
