@@ -121,7 +121,15 @@ fn can_ctrl_c_cancels_the_turn_and_exits_130_with_a_clean_log() {
     assert_eq!(code, 130);
     assert_checks_clean(&log);
     let ev = events(&log);
-    assert_eq!(result_of(&ev, "long").code.as_deref(), Some("ABORTED"));
+    // The interrupt may land before or after the body starts.
+    let long = result_of(&ev, "long");
+    assert!(
+        matches!(
+            long.code.as_deref(),
+            Some("ABORTED" | "ABORTED_BEFORE_DISPATCH")
+        ),
+        "{long:?}"
+    );
     assert_eq!(
         of_type(&ev, "turn/end")[0]["data"]["reason"]["kind"],
         "aborted"

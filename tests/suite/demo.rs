@@ -98,7 +98,26 @@ fn demo_summary_counts_calls_and_failures_by_code() {
         .lines()
         .find(|l| l.contains(" calls, "))
         .unwrap_or_else(|| panic!("no summary\n{}", out.stdout));
-    assert!(summary.starts_with("9 calls, 3 failed"), "{summary}");
-    assert!(summary.contains("FS_NOT_OBSERVED ×1"), "{summary}");
-    assert!(summary.contains("TOOL_TIMEOUT ×1"), "{summary}");
+    // The counts are the log's: every call, the failed results, and each code's tally.
+    let log: PathBuf = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("log: "))
+        .map(PathBuf::from)
+        .unwrap();
+    let ev = events(&log);
+    let res = results(&ev);
+    let failed = res.iter().filter(|r| r.is_error).count();
+    assert!(
+        summary.starts_with(&format!("{} calls, {failed} failed", res.len())),
+        "{summary}"
+    );
+    for code in ["FS_NOT_OBSERVED", "TOOL_TIMEOUT"] {
+        let n = res
+            .iter()
+            .filter(|r| r.code.as_deref() == Some(code))
+            .count();
+        assert!(n > 0, "{code}");
+        assert!(summary.contains(&format!("{code} ×{n}")), "{summary}");
+    }
 }

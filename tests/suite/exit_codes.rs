@@ -78,7 +78,7 @@ fn internal_errors_exit_1() {
     assert!(out.stderr.contains("line 2"), "{}", out.both());
     assert_eq!(std::fs::read(&corrupt).unwrap(), before);
 
-    // The session is held by a running process.
+    // The session is held by a running process: another run and a repair are refused.
     let held = t.path().join("held.jsonl");
     let mut live = Live::spawn(dsh().args([
         "run",
@@ -99,10 +99,20 @@ fn internal_errors_exit_1() {
         "--session",
         s(&held),
     ]);
+    // Repair must not close a call that is still running elsewhere.
+    let held_bytes = std::fs::read(&held).unwrap();
+    let repair = dsh_run(&["repair", s(&held)]);
     live.child.kill().unwrap();
     live.child.wait().unwrap();
     assert_eq!(out.code, 1, "{}", out.both());
     assert!(out.stderr.contains("lock"), "{}", out.both());
+    assert_eq!(repair.code, 1, "{}", repair.both());
+    assert!(repair.stderr.contains("lock"), "{}", repair.both());
+    assert_eq!(
+        std::fs::read(&held).unwrap(),
+        held_bytes,
+        "repaired under a live writer"
+    );
 }
 
 #[test]
