@@ -99,6 +99,7 @@ impl Bridge {
             tool_response,
         }
         .to_bytes();
+        let stdin: Arc<[u8]> = Arc::from(stdin);
         let mut answers = Vec::new();
         for (matcher, hook) in self.settings.matching(event, exec.name()) {
             answers.push(self.run_one(event, exec, matcher, hook, &stdin).await);
@@ -112,7 +113,7 @@ impl Bridge {
         exec: &ToolExecution,
         matcher: &str,
         hook: &CommandHook,
-        stdin: &[u8],
+        stdin: &Arc<[u8]>,
     ) -> Answer {
         let handler = self.next_handler(event);
         let invocation = Invocation {
@@ -128,7 +129,7 @@ impl Bridge {
         let out = runner::run(RunSpec {
             command: &hook.command,
             cwd: &self.cwd,
-            stdin: stdin.to_vec(),
+            stdin: stdin.clone(),
             timeout: hook.timeout,
             signal: exec.signal(),
         })

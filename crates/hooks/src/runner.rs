@@ -7,6 +7,7 @@
 //! timeout; nothing here blocks an async thread.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh_core::Signal;
@@ -39,8 +40,8 @@ pub struct RunSpec<'a> {
     pub command: &'a str,
     /// Its working directory (also `CLAUDE_PROJECT_DIR`).
     pub cwd: &'a Path,
-    /// The stdin bytes.
-    pub stdin: Vec<u8>,
+    /// The stdin bytes (shared by every hook of one point).
+    pub stdin: Arc<[u8]>,
     /// The time limit.
     pub timeout: Duration,
     /// The call's signal: a cancelled call kills its hooks.

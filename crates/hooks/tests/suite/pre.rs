@@ -281,3 +281,39 @@ async fn cc_07_plain_text_output_is_ignored() {
     assert_eq!(res["decision"], "pass");
     assert!(res.get("error").is_none());
 }
+
+#[tokio::test]
+async fn cc_08_deep_json_in_and_out_never_overflows_the_stack() {
+    use dsh_core::Arguments;
+    use serde_json::Value;
+    let ws = Ws::new();
+    let out = ws.root().join("deep-out.json");
+    // The hook keeps what it read and answers with a deep JSON object of its own.
+    let cmd = ws.script(
+        "deep.py",
+        &format!(
+            "#!/usr/bin/env python3\nimport sys\nopen('{}', 'w').write(sys.stdin.read())\n\
+             sys.stdout.write('{{\"additionalContext\": \"deep ok\", \"extra\": ' + '[' * 9000 + ']' * 9000 + '}}')\n",
+            out.display()
+        ),
+    );
+    let p = Pipe::new(&ws.hooks(one_hook("PreToolUse", "*", &cmd))).await;
+    let mut deep = Value::from(1);
+    for _ in 0..9000 {
+        deep = Value::Array(vec![deep]);
+    }
+    let mut args = serde_json::Map::new();
+    args.insert("text".into(), Value::from("x"));
+    args.insert("nested".into(), deep);
+    let args = Arguments::from_value(Value::Object(args)).expect("deep arguments");
+    let input = dsh_core::ToolExecutionInput::new("c1", "echo", args);
+    let r = p.runtime.execute(input).await;
+    assert!(!r.is_error(), "{r:?}");
+    assert_eq!(contexts(&r), ["deep ok"]);
+    let sent = std::fs::read_to_string(&out).expect("stdin kept");
+    assert!(
+        sent.contains(&"[".repeat(9000)),
+        "the hook got the whole input"
+    );
+    assert_eq!(p.events("hook/result")[0]["decision"], "pass");
+}
