@@ -71,9 +71,14 @@ pub fn run_all(root: &Path) -> Result<()> {
         .copied()
         .filter(|t| root.join("benches").join(format!("{t}.rs")).exists())
         .collect();
-    eprintln!("$ cargo bench -p dsh --benches --no-run");
+    // Only the bench targets: `--benches` would also build the library and binary in bench mode.
+    let mut build = vec!["bench", "-p", "dsh", "--no-run"];
+    for t in &present {
+        build.extend(["--bench", t]);
+    }
+    eprintln!("$ cargo {}", build.join(" "));
     let built = Command::new("cargo")
-        .args(["bench", "-p", "dsh", "--benches", "--no-run"])
+        .args(&build)
         .current_dir(root)
         .status()
         .context("could not start cargo bench")?
