@@ -1,6 +1,7 @@
 //! One file per topic; `support` spawns the binary and reads logs back.
 
 mod adversarial_input;
+mod adversarial_kill;
 mod adversarial_log;
 mod adversarial_pipeline;
 mod adversarial_terminal;

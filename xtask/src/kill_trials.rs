@@ -257,7 +257,7 @@ pub fn build_session(steps: usize) -> Session {
 }
 
 /// Prepares a run directory: the script, an empty workspace with the original file.
-fn prepare_dir(dir: &Path, session: &Session) -> Result<(), String> {
+pub fn prepare_dir(dir: &Path, session: &Session) -> Result<(), String> {
     let ws = dir.join("ws");
     std::fs::create_dir_all(&ws).map_err(|e| format!("create {}: {e}", ws.display()))?;
     std::fs::write(ws.join(ORIGINAL.0), ORIGINAL.1).map_err(|e| format!("write original: {e}"))?;
@@ -265,15 +265,20 @@ fn prepare_dir(dir: &Path, session: &Session) -> Result<(), String> {
         .map_err(|e| format!("write script: {e}"))
 }
 
-struct Outcome {
-    killed: bool,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    status: String,
+/// How a run ended.
+pub struct Outcome {
+    /// Whether SIGKILL ended it.
+    pub killed: bool,
+    /// Everything it printed on stdout.
+    pub stdout: Vec<u8>,
+    /// Everything it printed on stderr.
+    pub stderr: Vec<u8>,
+    /// Its exit status, as text.
+    pub status: String,
 }
 
 /// Starts the session in `dir` and kills it after `delay` (`None`: lets it finish).
-fn run_session(dsh: &Path, dir: &Path, delay: Option<Duration>) -> Result<Outcome, String> {
+pub fn run_session(dsh: &Path, dir: &Path, delay: Option<Duration>) -> Result<Outcome, String> {
     let mut child = Command::new(dsh)
         .arg("run")
         .arg(dir.join("script.jsonl"))
@@ -351,18 +356,25 @@ struct CallFate {
     succeeded: Option<bool>,
 }
 
+/// What one run's checks counted.
 #[derive(Default)]
-struct RunStats {
-    before_log: bool,
-    repaired: bool,
-    interrupted: usize,
-    events: usize,
-    files: usize,
-    stray: usize,
+pub struct RunStats {
+    /// Killed before the log had its header.
+    pub before_log: bool,
+    /// The log needed repair.
+    pub repaired: bool,
+    /// Calls closed as INTERRUPTED.
+    pub interrupted: usize,
+    /// Printed events checked.
+    pub events: usize,
+    /// Files checked.
+    pub files: usize,
+    /// Stray temp files.
+    pub stray: usize,
 }
 
 /// Checks one run's directory after the process is gone; returns what failed.
-fn check_run(
+pub fn check_run(
     dsh: &Path,
     dir: &Path,
     session: &Session,

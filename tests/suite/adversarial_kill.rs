@@ -1,0 +1,104 @@
+//! Kill trials in the suite: a few runs of the logic behind `cargo xtask kill-trials` (the same
+//! file, included by path) on a shorter session, and proof that its checks catch what they are
+//! for: a half-written file, a file state the log does not allow, a lost or altered event.
+
+#[allow(dead_code)]
+#[path = "../../xtask/src/kill_trials.rs"]
+mod kill_trials;
+
+use std::path::{Path, PathBuf};
+
+use kill_trials::{Config, Outcome, RunStats, build_session, check_run, prepare_dir, run_session};
+
+use super::support::tmp;
+
+fn dsh_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_dsh"))
+}
+
+#[test]
+fn adv_i4_l3_five_kill_trials_leave_clean_logs_with_every_printed_event_and_whole_files() {
+    let t = tmp();
+    let seed = kill_trials::clock_seed();
+    let cfg = Config {
+        dsh: dsh_bin(),
+        runs: 5,
+        steps: 10,
+        seed,
+        base: t.path().to_path_buf(),
+    };
+    let report = kill_trials::run_trials(&cfg, |_| {}).unwrap();
+    assert_eq!(report.runs, 5);
+    assert!(
+        report.failures.is_empty(),
+        "seed {seed}: {}",
+        report.summary()
+    );
+    assert_eq!(report.files_checked, 5 * 4);
+}
+
+fn unkilled(dir: &Path) -> (kill_trials::Session, Outcome) {
+    let session = build_session(10);
+    prepare_dir(dir, &session).unwrap();
+    let outcome = run_session(&dsh_bin(), dir, None).unwrap();
+    assert!(!outcome.killed);
+    (session, outcome)
+}
+
+fn check(dir: &Path, session: &kill_trials::Session, outcome: &Outcome) -> Vec<String> {
+    check_run(&dsh_bin(), dir, session, outcome, &mut RunStats::default())
+}
+
+#[test]
+fn adv_kill_trial_checks_catch_half_written_files_and_states_the_log_forbids() {
+    let t = tmp();
+    let (session, outcome) = unkilled(t.path());
+    assert_eq!(check(t.path(), &session, &outcome), Vec::<String>::new());
+    let file = t.path().join("ws").join("a.txt");
+    let whole = std::fs::read(&file).unwrap();
+    // Half of the bytes: no state of the script.
+    std::fs::write(&file, &whole[..whole.len() / 2]).unwrap();
+    let reasons = check(t.path(), &session, &outcome);
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("a.txt holds none of the script's states")),
+        "{reasons:?}"
+    );
+    // A whole but older state: the log says later writes succeeded.
+    std::fs::remove_file(&file).unwrap();
+    let reasons = check(t.path(), &session, &outcome);
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("a.txt holds a whole state, but not one the log allows")),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn adv_kill_trial_checks_catch_a_lost_or_altered_printed_event() {
+    let t = tmp();
+    let (session, outcome) = unkilled(t.path());
+    let log = t.path().join("log.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // The last acknowledged event is gone (repair then closes nothing: the turn is open).
+    std::fs::write(&log, lines[..lines.len() - 1].join("\n") + "\n").unwrap();
+    let reasons = check(t.path(), &session, &outcome);
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("is not in the log") || r.contains("differs from the log")),
+        "{reasons:?}"
+    );
+    // An event altered after it was printed.
+    let altered = text.replacen("\"step 0\"", "\"step X\"", 1);
+    assert_ne!(altered, text);
+    std::fs::write(&log, altered).unwrap();
+    let reasons = check(t.path(), &session, &outcome);
+    assert!(
+        reasons.iter().any(|r| r.contains("differs from the log")),
+        "{reasons:?}"
+    );
+}
