@@ -393,7 +393,8 @@ fn max_parallel_flag_overrides_the_policy_and_rejects_zero() {
 }
 
 /// `--mode native` runs; `code` and `both` need Code Mode. Without it they fail with exit 2
-/// before any session is written; with it, a direct native call is refused in `code` only.
+/// before any session is written; with it, a direct native call is refused in `code` only and
+/// a `run_code` program reaches the tools in both.
 #[test]
 fn mode_native_runs_and_code_modes_need_code_mode() {
     let t = tmp();
@@ -447,8 +448,52 @@ fn mode_native_runs_and_code_modes_need_code_mode() {
             } else {
                 assert_eq!(echo.text, "hello");
             }
+            run_code_reaches_the_tools(&ws, &extra);
         }
     }
+}
+
+/// With Code Mode: a `run_code` program calls the tools; each sub-call is logged as a
+/// `tool/code-dispatch` pair and the program's value is the one result (CODE-34).
+fn run_code_reaches_the_tools(ws: &std::path::Path, extra: &[&str]) {
+    let sc = script(
+        ws,
+        "code.jsonl",
+        &[anthropic(
+            "",
+            &[call(
+                "rc",
+                "run_code",
+                json!({
+                    "description": "echo twice",
+                    "code": "const a = await tools.echo({text: 'one'}); \
+                             const b = await tools.echo({text: 'two'}); return a + '+' + b;"
+                }),
+            )],
+        )],
+    );
+    let log = ws.join("code.log");
+    let mut args = vec![
+        "run",
+        s(&sc),
+        "--workspace",
+        s(ws),
+        "--session",
+        s(&log),
+        "--demo-tools",
+    ];
+    args.extend(extra);
+    let out = dsh_run(&args);
+    assert_eq!(out.code, 0, "{}", out.both());
+    assert_checks_clean(&log);
+    let ev = events(&log);
+    assert_eq!(result_of(&ev, "rc").text, "one+two");
+    let subs: Vec<&str> = of_type(&ev, "tool/code-dispatch")
+        .into_iter()
+        .map(|e| e["data"]["content"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(subs, ["one", "two"]);
+    assert_eq!(of_type(&ev, "tool/code-dispatch-start").len(), 2);
 }
 
 #[test]
