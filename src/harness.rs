@@ -43,6 +43,10 @@ pub enum HarnessError {
     #[cfg(feature = "fs")]
     #[error(transparent)]
     Fs(#[from] dsh_tool_fs::FsError),
+    /// Code Mode could not be mounted.
+    #[cfg(feature = "code-mode")]
+    #[error(transparent)]
+    CodeMode(#[from] dsh_code_mode::CodeModeError),
     /// The configuration asks for something this build cannot do.
     #[error("{0}")]
     Unsupported(String),
@@ -124,6 +128,8 @@ pub struct Harness {
     fs: Option<dsh_tool_fs::FsTools>,
     #[cfg(feature = "bash")]
     bash: Option<dsh_tool_bash::BashTool>,
+    #[cfg(feature = "code-mode")]
+    code: Option<dsh_code_mode::CodeMode>,
 }
 
 impl Harness {
@@ -182,10 +188,16 @@ impl Harness {
     pub fn bash(&self) -> Option<&dsh_tool_bash::BashTool> {
         self.bash.as_ref()
     }
+    /// Code Mode, when the policy's mode is `code` or `both`: its `tools(agent)` is the tool list
+    /// to send to the model.
+    #[cfg(feature = "code-mode")]
+    pub fn code_mode(&self) -> Option<&dsh_code_mode::CodeMode> {
+        self.code.as_ref()
+    }
     /// Whether this build can run `policy`: checks what [`HarnessBuilder::build`] would refuse
     /// for lack of a feature, so a caller can refuse before opening a session.
     pub fn supports(policy: &Policy) -> Result<(), HarnessError> {
-        if policy.mode != crate::policy::Mode::Native {
+        if policy.mode != crate::policy::Mode::Native && !cfg!(feature = "code-mode") {
             return Err(HarnessError::Unsupported(format!(
                 "mode \"{}\" needs Code Mode, which this build does not include",
                 policy.mode.as_str()
@@ -331,11 +343,21 @@ impl HarnessBuilder {
             Approvals::Answerer(a) => approval.add_answerer(Scope::Global, Shared(a)).keep(),
             Approvals::Never | Approvals::NoChannel => {}
         }
-        let runtime = Arc::new(
-            Runtime::new(registry.clone(), hooks.clone())
-                .with_approver(Arc::new(approval.clone()))
-                .with_config(self.config),
-        );
+        #[cfg(feature = "code-mode")]
+        let code = mount_code_mode(&registry, &self.session, &self.agent, self.policy.mode)?;
+        let runtime = Runtime::new(registry.clone(), hooks.clone())
+            .with_approver(Arc::new(approval.clone()))
+            .with_config(self.config);
+        #[cfg(feature = "code-mode")]
+        let runtime = match &code {
+            Some(c) => runtime.with_admission(c.admission()),
+            None => runtime,
+        };
+        let runtime = Arc::new(runtime);
+        #[cfg(feature = "code-mode")]
+        if let Some(c) = &code {
+            c.bind(&runtime)?;
+        }
         Ok(Harness {
             registry,
             hooks,
@@ -348,8 +370,39 @@ impl HarnessBuilder {
             fs,
             #[cfg(feature = "bash")]
             bash,
+            #[cfg(feature = "code-mode")]
+            code,
         })
     }
+}
+
+/// Mounts `run_code` on QuickJS for modes other than `native`, logging sub-calls to `session`.
+#[cfg(feature = "code-mode")]
+fn mount_code_mode(
+    registry: &ToolRegistry,
+    session: &Session,
+    agent: &AgentId,
+    mode: crate::policy::Mode,
+) -> Result<Option<dsh_code_mode::CodeMode>, HarnessError> {
+    use dsh_code_mode::{AgentSessions, CodeMode, CodeModeConfig, PresentationMode, QuickJs};
+    let mode = match mode {
+        crate::policy::Mode::Native => return Ok(None),
+        crate::policy::Mode::Code => PresentationMode::Code,
+        crate::policy::Mode::Both => PresentationMode::Both,
+    };
+    let sessions = AgentSessions::new();
+    sessions.insert(Some(agent.clone()), session.clone());
+    sessions.insert(None, session.clone());
+    let code = CodeMode::new(
+        registry,
+        CodeModeConfig {
+            mode,
+            runtime: Some(Arc::new(QuickJs::new())),
+            sessions: Some(Arc::new(sessions)),
+            ..CodeModeConfig::default()
+        },
+    )?;
+    Ok(Some(code))
 }
 
 #[cfg(feature = "fs")]

@@ -16,21 +16,25 @@
 //! - `jsonl` (default): helpers for the durable JSON Lines session store.
 //! - `hooks` (default): user command hooks in the Claude Code settings format, as [`hooks`], and
 //!   [`HarnessBuilder::settings`].
+//! - `code-mode` (default): Code Mode, `run_code` on an embedded QuickJS, for the policy modes
+//!   `code` and `both`, as [`code_mode`] and [`Harness::code_mode`].
 //! - `cli` (default): the `dsh` command-line program (implies `fs`, `jsonl`, `bash` and `hooks`).
 //!
 //! Always present: [`core`], [`session`], [`guard`], [`scheduler`], the [`Harness`], the policy
 //! file and the scripted-model reader.
 
+#[cfg(feature = "code-mode")]
+pub use dsh_code_mode as code_mode;
 pub use dsh_core as core;
 pub use dsh_guard as guard;
+#[cfg(feature = "hooks")]
+pub use dsh_hooks as hooks;
 pub use dsh_scheduler as scheduler;
 pub use dsh_session as session;
 #[cfg(feature = "bash")]
 pub use dsh_tool_bash as bash;
 #[cfg(feature = "fs")]
 pub use dsh_tool_fs as fs;
-#[cfg(feature = "hooks")]
-pub use dsh_hooks as hooks;
 
 #[cfg(feature = "bash")]
 mod bash_tool;

@@ -17,6 +17,9 @@ const FILES: &[(&str, &str)] = &[
     ("secrets.env", include_str!("demo_project/secrets.env")),
 ];
 const SCRIPT: &str = include_str!("demo_script.jsonl");
+/// The `run_code` step, inserted before the closing message when Code Mode is built in.
+#[cfg(feature = "code-mode")]
+const CODE_STEP: &str = include_str!("demo_code_step.jsonl");
 const POLICY: &str = include_str!("demo_policy.toml");
 
 fn copy_project(root: &Path) -> Result<(), Exit> {
@@ -40,10 +43,20 @@ pub async fn demo() -> Result<i32, Exit> {
     super::out(
         "policy: read/edit/write allowed, reads of *secrets* denied, approvals never, sleep has a 300 ms budget\n",
     );
-    let policy = Policy::parse(POLICY).map_err(|e| Exit::internal(e.to_string()))?;
+    #[allow(unused_mut)]
+    let mut policy = Policy::parse(POLICY).map_err(|e| Exit::internal(e.to_string()))?;
+    #[allow(unused_mut)]
+    let mut script = SCRIPT.to_owned();
+    #[cfg(feature = "code-mode")]
+    {
+        // Native tools and run_code side by side; the program runs just before the closing line.
+        policy.mode = dsh::Mode::Both;
+        let closing = script.trim_end().rfind('\n').map_or(0, |i| i + 1);
+        script.insert_str(closing, CODE_STEP);
+    }
     let log = base.join("session.jsonl");
     let prepared = super::run::prepare(
-        SCRIPT,
+        &script,
         &workspace,
         Some(log.clone()),
         policy,

@@ -129,7 +129,25 @@ struct Running {
 #[derive(Default)]
 struct Tally {
     calls: usize,
+    sub_calls: usize,
     failures: BTreeMap<String, usize>,
+}
+
+/// The lines of an edit's old and new text that differ, without the context lines both share
+/// at their start and end.
+fn changed_lines<'a>(old: &'a str, new: &'a str) -> (Vec<&'a str>, Vec<&'a str>) {
+    let (a, b): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
+    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let suffix = a[prefix..]
+        .iter()
+        .rev()
+        .zip(b[prefix..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    (
+        a[prefix..a.len() - suffix].to_vec(),
+        b[prefix..b.len() - suffix].to_vec(),
+    )
 }
 
 /// The renderer of one run.
@@ -231,10 +249,16 @@ impl Renderer {
         }
         {
             let mut t = self.tally.lock();
-            t.calls += 1;
-            if let Some(e) = result.error() {
+            if exec.parent().is_some() {
+                // A run_code sub-call: counted apart; its outcome reaches the model through the
+                // program, not as a result of its own.
+                t.sub_calls += 1;
+            } else if let Some(e) = result.error() {
+                t.calls += 1;
                 let code = e.code().unwrap_or("denied or failed").to_owned();
                 *t.failures.entry(code).or_default() += 1;
+            } else {
+                t.calls += 1;
             }
         }
         if self.mode == Mode::Json {
@@ -242,6 +266,11 @@ impl Renderer {
         }
         let args = exec.arguments().value();
         let ms = format!("{}ms", elapsed.as_millis());
+        let indent = if exec.parent().is_some() {
+            "  ↳ "
+        } else {
+            ""
+        };
         let mut line = if result.is_error() {
             let msg = result
                 .error()
@@ -251,7 +280,7 @@ impl Renderer {
                 })
                 .unwrap_or_default();
             format!(
-                "{} {} {}  {}  {}",
+                "{indent}{} {} {}  {}  {}",
                 self.paint("31", "✗"),
                 one_line(exec.name(), 40),
                 summarize_args(&args),
@@ -260,7 +289,7 @@ impl Renderer {
             )
         } else {
             format!(
-                "{} {} {}  {}",
+                "{indent}{} {} {}  {}",
                 self.paint("32", "✓"),
                 one_line(exec.name(), 40),
                 summarize_args(&args),
@@ -273,9 +302,9 @@ impl Renderer {
             .and_then(Value::as_array)
         {
             for d in diffs {
-                for (key, sign, colour) in [("oldText", "-", "31"), ("newText", "+", "32")] {
-                    let text = d.get(key).and_then(Value::as_str).unwrap_or_default();
-                    let lines: Vec<&str> = text.lines().collect();
+                let text = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or_default();
+                let (removed, added) = changed_lines(text("oldText"), text("newText"));
+                for (lines, sign, colour) in [(removed, "-", "31"), (added, "+", "32")] {
                     for l in lines.iter().take(6) {
                         line.push('\n');
                         line.push_str(
@@ -303,8 +332,12 @@ impl Renderer {
     pub fn summary(&self) -> String {
         let t = self.tally.lock();
         let failed: usize = t.failures.values().sum();
+        let subs = match t.sub_calls {
+            0 => String::new(),
+            n => format!(" (+{n} run_code sub-calls)"),
+        };
         let mut s = format!(
-            "{} calls, {} failed, {:.2}s",
+            "{} calls{subs}, {} failed, {:.2}s",
             t.calls,
             failed,
             self.started.elapsed().as_secs_f64()

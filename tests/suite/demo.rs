@@ -63,6 +63,13 @@ fn demo_runs_every_stage_and_leaves_a_clean_log() {
         "{}",
         out.stdout
     );
+    // The Code Mode step: a program that called two tools through the same pipeline; its
+    // sub-calls are recorded as code-dispatch events, never as results of their own.
+    let program = result_of(&ev, "call_run_code");
+    assert!(!program.is_error, "{program:?}");
+    assert!(program.text.contains("config file(s)"), "{program:?}");
+    assert_eq!(of_type(&ev, "tool/code-dispatch-start").len(), 2);
+    assert_eq!(of_type(&ev, "tool/code-dispatch").len(), 2);
     for id in ["call_read_notes", "call_read_app", "call_write_changes"] {
         assert!(!result_of(&ev, id).is_error, "{id}");
     }
@@ -96,7 +103,7 @@ fn demo_summary_counts_calls_and_failures_by_code() {
     let summary = out
         .stdout
         .lines()
-        .find(|l| l.contains(" calls, "))
+        .find(|l| l.contains(" calls"))
         .unwrap_or_else(|| panic!("no summary\n{}", out.stdout));
     // The counts are the log's: every call, the failed results, and each code's tally.
     let log: PathBuf = out
@@ -109,7 +116,8 @@ fn demo_summary_counts_calls_and_failures_by_code() {
     let res = results(&ev);
     let failed = res.iter().filter(|r| r.is_error).count();
     assert!(
-        summary.starts_with(&format!("{} calls, {failed} failed", res.len())),
+        summary.starts_with(&format!("{} calls", res.len()))
+            && summary.contains(&format!(", {failed} failed")),
         "{summary}"
     );
     for code in ["FS_NOT_OBSERVED", "TOOL_TIMEOUT"] {
