@@ -1,5 +1,6 @@
 //! One module per checklist group.
 
+mod backstop;
 mod can_loop;
 mod can_registry;
 mod dsp;
