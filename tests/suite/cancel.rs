@@ -38,7 +38,7 @@ fn can_cancel_after_ms_exits_130_with_a_clean_log() {
         "--max-parallel",
         "1",
         "--cancel-after-ms",
-        "150",
+        "500",
     ]);
     assert_eq!(out.code, 130, "{}", out.both());
     assert!(

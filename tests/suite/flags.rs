@@ -158,7 +158,7 @@ fn policy_file_sets_pool_size_permissions_and_tool_timeouts() {
     let policy = t.path().join("policy.toml");
     std::fs::write(
         &policy,
-        "max_parallel_tool_calls = 1\n\n[permissions]\nallow = [\"sleep\"]\ndeny = [\"echo\"]\n\n[tools.sleep]\ntimeout_ms = 60\n",
+        "max_parallel_tool_calls = 1\n\n[permissions]\nallow = [\"sleep\"]\ndeny = [\"echo\"]\n\n[tools.sleep]\ntimeout_ms = 250\n",
     )
     .unwrap();
     let sc = script(
@@ -167,8 +167,8 @@ fn policy_file_sets_pool_size_permissions_and_tool_timeouts() {
         &[anthropic(
             "",
             &[
-                call("a", "sleep", json!({"ms": 20})),
-                call("b", "sleep", json!({"ms": 20})),
+                call("a", "sleep", json!({"ms": 1})),
+                call("b", "sleep", json!({"ms": 1})),
                 call("slow", "sleep", json!({"ms": 5000})),
                 call("e", "echo", json!({"text": "no"})),
             ],
@@ -201,7 +201,7 @@ fn policy_file_sets_pool_size_permissions_and_tool_timeouts() {
         "pool of one must not overlap"
     );
     assert_eq!(result_of(&ev, "slow").code.as_deref(), Some("TOOL_TIMEOUT"));
-    assert!(result_of(&ev, "slow").text.contains("60ms"));
+    assert!(result_of(&ev, "slow").text.contains("250ms"));
     let denied = result_of(&ev, "e");
     assert!(
         denied.is_error && denied.text.contains("denied"),
