@@ -448,7 +448,7 @@ fn mode_native_runs_and_code_modes_need_code_mode() {
             } else {
                 assert_eq!(echo.text, "hello");
             }
-            run_code_reaches_the_tools(&ws, &extra);
+            run_code_reaches_the_tools(&ws, extra);
         }
     }
 }
