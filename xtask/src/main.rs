@@ -38,6 +38,12 @@ fn ci() -> Result<()> {
             "warnings",
         ],
     )?;
+    // The facade builds with no default features and with each of these alone.
+    for features in [&[][..], &["--features", "fs"], &["--features", "jsonl"]] {
+        let mut args = vec!["build", "-p", "dsh", "--no-default-features"];
+        args.extend_from_slice(features);
+        run("cargo", &args)?;
+    }
     run("cargo", &["test", "--workspace"])
 }
 
