@@ -13,7 +13,8 @@
 //! - `fs` (default): the filesystem seam, read-before-write policy and file tools, as [`fs`].
 //! - `bash` (default): the `bash` tool with its OS sandbox and permission presets, as [`bash`],
 //!   and [`HarnessBuilder::bash`] (implies `fs`).
-//! - `jsonl` (default): helpers for the durable JSON Lines session store.
+//! - `jsonl` (default): [`jsonl`], durable sessions in the JSON Lines store: where a workspace
+//!   keeps its logs, and opening one (created, or repaired and resumed).
 //! - `hooks` (default): user command hooks in the Claude Code settings format, as [`hooks`], and
 //!   [`HarnessBuilder::settings`].
 //! - `code-mode` (default): Code Mode, `run_code` on an embedded QuickJS, for the policy modes
@@ -40,6 +41,8 @@ pub use dsh_tool_fs as fs;
 mod bash_tool;
 pub mod demo_tools;
 mod harness;
+#[cfg(feature = "jsonl")]
+pub mod jsonl;
 pub mod policy;
 pub mod script;
 

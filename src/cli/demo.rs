@@ -36,7 +36,7 @@ fn copy_project(root: &Path) -> Result<(), Exit> {
 }
 
 pub async fn demo() -> Result<i32, Exit> {
-    let base = std::env::temp_dir().join(format!("dsh-demo-{}", super::run::session_id()));
+    let base = std::env::temp_dir().join(format!("dsh-demo-{}", dsh::jsonl::session_id()));
     let workspace = base.join("workspace");
     copy_project(&workspace)?;
     super::out(&format!("dsh demo: workspace {}", workspace.display()));

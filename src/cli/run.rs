@@ -9,7 +9,6 @@ use clap::{Args, ValueEnum};
 use dsh::core::{AbortController, AbortReason, CancelCause, Signal};
 use dsh::guard::Scope;
 use dsh::scheduler::TurnEnd;
-use dsh::session::{OpenOptions, Session};
 use dsh::{Approvals, Harness, Mode, Policy, parse_script};
 
 use super::Exit;
@@ -103,14 +102,6 @@ pub struct Prepared {
     _observer: dsh::guard::HookHandle,
 }
 
-pub fn session_id() -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
-    format!("s{t}-{}", std::process::id())
-}
-
 /// Validates everything, opens the session and wires the harness. `settings`: `None` loads no
 /// user hooks; `Some(explicit)` loads the standard hook settings files plus `explicit`.
 #[allow(clippy::too_many_arguments)]
@@ -135,21 +126,9 @@ pub async fn prepare(
             workspace.display()
         )));
     }
-    let id = session_id();
-    let log = session.unwrap_or_else(|| {
-        workspace
-            .join(".dsh")
-            .join("sessions")
-            .join(format!("{id}.jsonl"))
-    });
-    if let Some(parent) = log.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Exit::internal(format!("cannot create {}: {e}", parent.display())))?;
-    }
-    let options = OpenOptions::new()
-        .id(id)
-        .cwd(workspace.display().to_string());
-    let (session, report) = Session::open_jsonl(&log, options)
+    let id = dsh::jsonl::session_id();
+    let log = session.unwrap_or_else(|| dsh::jsonl::default_log_path(&workspace, &id));
+    let (session, report) = dsh::jsonl::open_session(&log, &id, &workspace)
         .await
         .map_err(|e| Exit::internal(format!("{}: {e}", log.display())))?;
     if !report.is_clean() {
@@ -169,17 +148,12 @@ pub async fn prepare(
     if let Some(explicit) = settings {
         builder = builder.settings(explicit);
     }
-    let harness = builder
-        .build()
-        .await
-        .map_err(|e| match e {
-            dsh::HarnessError::Policy(_)
-            | dsh::HarnessError::Unsupported(_)
-            | dsh::HarnessError::Hooks(_) => {
-                Exit::usage(e.to_string())
-            }
-            other => Exit::internal(other.to_string()),
-        })?;
+    let harness = builder.build().await.map_err(|e| match e {
+        dsh::HarnessError::Policy(_)
+        | dsh::HarnessError::Unsupported(_)
+        | dsh::HarnessError::Hooks(_) => Exit::usage(e.to_string()),
+        other => Exit::internal(other.to_string()),
+    })?;
     let r = renderer.clone();
     let observer = harness.hooks().on_result(
         Scope::Global,
