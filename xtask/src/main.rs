@@ -38,11 +38,33 @@ fn ci() -> Result<()> {
             "warnings",
         ],
     )?;
-    // The facade builds with no default features and with each of these alone.
-    for features in [&[][..], &["--features", "fs"], &["--features", "jsonl"]] {
-        let mut args = vec!["build", "-p", "dsh", "--no-default-features"];
-        args.extend_from_slice(features);
-        run("cargo", &args)?;
+    // Teams pick single crates: each builds on its own, and the facade with no default
+    // features and with each feature alone.
+    for krate in [
+        "dsh-core",
+        "dsh-session",
+        "dsh-guard",
+        "dsh-scheduler",
+        "dsh-tool-fs",
+        "dsh-code-mode",
+        "dsh-hooks",
+        "dsh-tool-bash",
+    ] {
+        run("cargo", &["build", "-p", krate])?;
+    }
+    run("cargo", &["build", "-p", "dsh", "--no-default-features"])?;
+    for feature in ["fs", "jsonl", "code-mode", "hooks", "bash", "cli"] {
+        run(
+            "cargo",
+            &[
+                "build",
+                "-p",
+                "dsh",
+                "--no-default-features",
+                "--features",
+                feature,
+            ],
+        )?;
     }
     run("cargo", &["test", "--workspace"])
 }
