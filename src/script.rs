@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::fmt;
 
 use dsh_core::Json;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// A bad script line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,7 +56,10 @@ pub fn parse_script(text: &str) -> Result<Script, ScriptError> {
             )));
         }
         let value = dsh_core::json::parse_value(line).map_err(|e| err(e.to_string()))?;
-        let message = parse_message(&value).map_err(err)?;
+        let parsed = parse_message(&value);
+        // A line may nest thousands of levels: drop it without recursion.
+        dsh_core::json::dismantle(value);
+        let message = parsed.map_err(err)?;
         let calls = message["content"]
             .as_array()
             .is_some_and(|b| b.iter().any(|b| b["type"] == "tool-call"));
@@ -85,6 +88,41 @@ fn non_empty_str<'a>(v: Option<&'a Value>, what: &str) -> Result<&'a str, String
     }
 }
 
+/// Compact JSON text of a borrowed value, serialized on a stack grown for its depth: a tool
+/// input may nest up to `dsh_core::json::MAX_DEPTH` levels, which plain recursion (a clone, a
+/// serialization) would not survive.
+fn json_text(v: &Value) -> Result<String, dsh_core::JsonError> {
+    let depth = dsh_core::json::depth_of(v);
+    if depth > dsh_core::json::MAX_DEPTH {
+        return Err(dsh_core::JsonError::TooDeep {
+            max: dsh_core::json::MAX_DEPTH,
+        });
+    }
+    let write =
+        || serde_json::to_string(v).map_err(|e| dsh_core::JsonError::Snapshot(e.to_string()));
+    if depth <= 64 {
+        write()
+    } else {
+        stacker::grow(depth.saturating_mul(1024) + (1 << 20), write)
+    }
+}
+
+/// A value quoted in an error message: scalars and shallow containers as compact JSON (cut at
+/// 100 characters), deeper ones by kind only (printing them would recurse once per level).
+fn shown(v: &Value) -> String {
+    if (v.is_array() || v.is_object()) && dsh_core::json::depth_of(v) > 16 {
+        let kind = if v.is_array() { "array" } else { "object" };
+        return format!("a deeply nested {kind}");
+    }
+    let text = v.to_string();
+    if text.chars().count() > 100 {
+        let cut: String = text.chars().take(99).collect();
+        format!("{cut}…")
+    } else {
+        text
+    }
+}
+
 /// Converts one assistant message of either shape into the reference shape.
 pub fn parse_message(v: &Value) -> Result<Value, String> {
     let obj = v
@@ -93,7 +131,7 @@ pub fn parse_message(v: &Value) -> Result<Value, String> {
     if let Some(role) = obj.get("role")
         && role.as_str() != Some("assistant")
     {
-        return Err(format!("role must be \"assistant\", got {role}"));
+        return Err(format!("role must be \"assistant\", got {}", shown(role)));
     }
     let mut blocks: Vec<Value> = Vec::new();
     let mut ids = HashSet::new();
@@ -132,13 +170,15 @@ pub fn parse_message(v: &Value) -> Result<Value, String> {
                     "tool_use" => {
                         let id = non_empty_str(b.get("id"), &format!("content[{k}].id"))?;
                         let name = non_empty_str(b.get("name"), &format!("content[{k}].name"))?;
-                        let input = b.get("input").cloned().unwrap_or(Value::Object(Map::new()));
-                        if !input.is_object() {
-                            return Err(format!("content[{k}].input must be a JSON object"));
-                        }
-                        let args = dsh_core::Json::new(input)
-                            .map_err(|e| format!("content[{k}].input: {e}"))?
-                            .to_json_string();
+                        let args = match b.get("input") {
+                            None => "{}".to_owned(),
+                            Some(input) if input.is_object() => {
+                                json_text(input).map_err(|e| format!("content[{k}].input: {e}"))?
+                            }
+                            Some(_) => {
+                                return Err(format!("content[{k}].input must be a JSON object"));
+                            }
+                        };
                         push_call(id, name, args, &mut blocks)?;
                     }
                     other => {
@@ -151,7 +191,8 @@ pub fn parse_message(v: &Value) -> Result<Value, String> {
         }
         Some(other) => {
             return Err(format!(
-                "content must be a string, an array or null, got {other}"
+                "content must be a string, an array or null, got {}",
+                shown(other)
             ));
         }
     }

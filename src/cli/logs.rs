@@ -38,15 +38,25 @@ pub fn transcript(log: &Path, format: Format) -> Result<i32, Exit> {
         .map_err(|e| Exit::internal(format!("{}: {e}", log.display())))?;
     let messages =
         dsh::session::derive_messages_from(parsed.events.iter().map(|(s, e)| (*s, &**e)));
+    // Arguments may nest thousands of levels: the history is copied and printed on a stack
+    // grown for its depth, and dropped without recursion (a `Json` does both).
     let out = match format {
-        Format::Dsh => {
-            serde_json::Value::Array(messages.iter().map(|m| m.value().clone()).collect())
-        }
-        Format::Openai => dsh::session::to_openai(&messages).value().clone(),
-        Format::Anthropic => dsh::session::to_anthropic(&messages).value().clone(),
+        Format::Dsh => dsh::core::Json::from_shallow(serde_json::Value::Array(
+            messages.iter().map(|m| m.to_value()).collect(),
+        )),
+        Format::Openai => dsh::session::to_openai(&messages),
+        Format::Anthropic => dsh::session::to_anthropic(&messages),
     };
-    let text = serde_json::to_string_pretty(&out)
-        .map_err(|e| Exit::internal(format!("cannot print the transcript: {e}")))?;
+    // Pretty output indents every level, so a deep history would print in quadratic size:
+    // past a modest depth it is printed compact.
+    let text = stacker::grow(out.depth().saturating_mul(2048) + (1 << 20), || {
+        if out.depth() <= 64 {
+            serde_json::to_string_pretty(out.value())
+        } else {
+            serde_json::to_string(out.value())
+        }
+    })
+    .map_err(|e| Exit::internal(format!("cannot print the transcript: {e}")))?;
     super::out(&super::render::json_for_terminal(text));
     Ok(0)
 }

@@ -55,7 +55,13 @@ fn one_line(s: &str, max: usize) -> String {
     }
 }
 
-fn summarize_args(args: &Value) -> String {
+/// A one-line summary of a call's arguments. Arguments may nest thousands of levels, so
+/// nothing here copies, prints or drops them by plain recursion.
+fn summarize_args(args: &dsh::core::Arguments) -> String {
+    let Some(json) = args.json() else {
+        return one_line(&Value::String(args.to_text()).to_string(), 60);
+    };
+    let args = json.value();
     for key in [
         "file_path",
         "pattern",
@@ -68,11 +74,12 @@ fn summarize_args(args: &Value) -> String {
         if let Some(v) = args.get(key) {
             return match v {
                 Value::String(s) => one_line(s, 60),
-                other => one_line(&other.to_string(), 60),
+                other if dsh::core::json::depth_of(other) <= 64 => one_line(&other.to_string(), 60),
+                _ => one_line(&json.to_json_string(), 60),
             };
         }
     }
-    one_line(&args.to_string(), 60)
+    one_line(&json.to_json_string(), 60)
 }
 
 /// The live display of this process, hidden while a question waits on the terminal.
@@ -202,16 +209,19 @@ impl Renderer {
 
     fn on_event(&self, seq: u64, event: &Event) {
         if self.mode == Mode::Json {
-            let mut v = serde_json::from_str::<Value>(&event.to_json_line()).unwrap_or(Value::Null);
-            if let Value::Object(m) = &mut v {
-                m.insert("seq".into(), Value::from(seq));
-            }
-            super::out(&json_for_terminal(v.to_string()));
+            // The event's own line with `seq` added last: no re-parse (an event may nest deeper
+            // than a plain parser allows, and its numbers stay exactly as logged).
+            let line = event.to_json_line();
+            let text = match line.strip_suffix('}') {
+                Some(head) if head.len() > 1 => format!("{head},\"seq\":{seq}}}"),
+                _ => format!("{{\"event\":{line},\"seq\":{seq}}}"),
+            };
+            super::out(&json_for_terminal(text));
         }
         let Some(call) = event.as_tool_call() else {
             return;
         };
-        let args = dsh::core::Arguments::from_raw(call.arguments).value();
+        let args = dsh::core::Arguments::from_raw(call.arguments);
         let bar = match self.mode {
             Mode::Human { live: true, .. } => {
                 let bar = self.multi.add(ProgressBar::new_spinner());
@@ -264,7 +274,7 @@ impl Renderer {
         if self.mode == Mode::Json {
             return;
         }
-        let args = exec.arguments().value();
+        let args = exec.arguments();
         let ms = format!("{}ms", elapsed.as_millis());
         let indent = if exec.parent().is_some() {
             "  ↳ "
@@ -283,7 +293,7 @@ impl Renderer {
                 "{indent}{} {} {}  {}  {}",
                 self.paint("31", "✗"),
                 one_line(exec.name(), 40),
-                summarize_args(&args),
+                summarize_args(args),
                 self.paint("2", &ms),
                 self.paint("31", &one_line(&msg, 160))
             )
@@ -292,7 +302,7 @@ impl Renderer {
                 "{indent}{} {} {}  {}",
                 self.paint("32", "✓"),
                 one_line(exec.name(), 40),
-                summarize_args(&args),
+                summarize_args(args),
                 self.paint("2", &ms)
             )
         };

@@ -323,3 +323,47 @@ fn adv_nul_bytes_in_paths_fail_the_call_and_touch_nothing() {
     assert!(left.is_empty(), "{left:?}");
     assert_checks_clean(&log);
 }
+
+/// Found while building this suite: a tool input nested just under the depth limit overflowed
+/// the stack while the script was read (a recursive copy), while the call line was rendered
+/// (a recursive print and drop on the log's writer thread) and while the transcript was printed.
+#[test]
+fn adv_19k_deep_input_runs_renders_and_transcribes_without_overflow() {
+    let t = tmp();
+    let inner = format!("{{\"a\":{}}}", deep(19_000));
+    let line = format!(
+        r#"{{"role":"assistant","content":[{{"type":"tool_use","id":"d","name":"echo","input":{inner}}}]}}"#
+    );
+    for (i, mode) in [&[][..], &["--json"][..]].into_iter().enumerate() {
+        let dir = t.path().join(format!("m{i}"));
+        std::fs::create_dir(&dir).unwrap();
+        let (out, log) = run_script(&dir, std::slice::from_ref(&line), mode);
+        assert_eq!(out.code, 0, "{mode:?}: {}", out.both());
+        // The log keeps arguments as strings, so its lines parse shallow.
+        let events = events(&log);
+        let r = result_of(&events, "d");
+        assert_eq!(r.code.as_deref(), Some("INVALID_ARGS"), "{r:?}");
+        assert_checks_clean(&log);
+        for format in ["dsh", "openai", "anthropic"] {
+            let tr = dsh_run(&["transcript", s(&log), "--format", format]);
+            assert_eq!(tr.code, 0, "{format}: {}", tr.both());
+            assert!(tr.stdout.len() > 19_000 * 2, "{format}");
+        }
+    }
+}
+
+#[test]
+fn adv_a_deep_role_or_content_is_refused_without_printing_it() {
+    let t = tmp();
+    for (key, what) in [("role", "role must be"), ("content", "content must be")] {
+        let line = format!(r#"{{"{key}":{{"a":{}}}}}"#, deep(19_000));
+        let (out, _) = run_script(t.path(), &[line], &[]);
+        assert_eq!(out.code, 2, "{}", out.both());
+        assert!(
+            out.stderr.contains(what) && out.stderr.contains("a deeply nested object"),
+            "{}",
+            out.both()
+        );
+        assert!(out.stderr.len() < 500, "{} bytes", out.stderr.len());
+    }
+}
