@@ -43,31 +43,39 @@ fn tools() -> &'static [ToolDefinition] {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(raw) = std::str::from_utf8(data) else {
-        return;
-    };
-    let args = Arguments::from_raw(raw);
-    match &args {
-        Arguments::Json(j) => {
-            // The snapshot round-trips through its own text.
-            let again = Arguments::from_raw(&j.to_json_string());
-            assert_eq!(again, args, "arguments change through their own text");
-            assert!(args.parse_error().is_none());
+    dsh_fuzz::on_small_stack(|| {
+        let Ok(raw) = std::str::from_utf8(data) else {
+            return;
+        };
+        let args = Arguments::from_raw(raw);
+        match &args {
+            Arguments::Json(j) => {
+                // The snapshot round-trips through its own text.
+                let again = Arguments::from_raw(&j.to_json_string());
+                assert_eq!(again, args, "arguments change through their own text");
+                assert!(args.parse_error().is_none());
+            }
+            Arguments::Raw(r) => {
+                assert_eq!(&**r, raw, "raw arguments are kept verbatim");
+                assert!(
+                    args.parse_error().is_some(),
+                    "raw arguments with no parse error"
+                );
+            }
         }
-        Arguments::Raw(r) => {
-            assert_eq!(&**r, raw, "raw arguments are kept verbatim");
-            assert!(args.parse_error().is_some(), "raw arguments with no parse error");
+        let _ = args.to_text();
+        for def in tools() {
+            let checked = def.check_arguments(&args);
+            if checked.is_ok() {
+                assert!(args.json().is_some_and(|j| j.value().is_object()));
+            }
+            let safe = def.is_concurrency_safe(&args);
+            if safe {
+                assert!(
+                    checked.is_ok(),
+                    "invalid arguments classified parallel-safe"
+                );
+            }
         }
-    }
-    let _ = args.to_text();
-    for def in tools() {
-        let checked = def.check_arguments(&args);
-        if checked.is_ok() {
-            assert!(args.json().is_some_and(|j| j.value().is_object()));
-        }
-        let safe = def.is_concurrency_safe(&args);
-        if safe {
-            assert!(checked.is_ok(), "invalid arguments classified parallel-safe");
-        }
-    }
+    });
 });

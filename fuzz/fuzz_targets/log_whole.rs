@@ -4,5 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    dsh_fuzz::exercise_log(data);
+    dsh_fuzz::on_small_stack(|| {
+        dsh_fuzz::exercise_log(data);
+    });
 });

@@ -5,6 +5,29 @@
 
 use dsh_session::{Event, check_bytes, derive_messages_from, read_log, repair_bytes};
 
+/// The stack each input runs on: small, so recursion that depends on the input (and is not
+/// guarded by a grown stack) overflows at a depth short inputs can reach, as it would on a
+/// worker thread with deeper input.
+pub const SMALL_STACK: usize = 192 * 1024;
+
+/// Runs `f` on a thread with a [`SMALL_STACK`]; a panic in it is re-raised here, so libFuzzer
+/// records it, and a stack overflow aborts the process, which libFuzzer records too.
+pub fn on_small_stack(f: impl FnOnce() + Send) {
+    std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new()
+            .stack_size(SMALL_STACK)
+            .spawn_scoped(scope, f);
+        match handle {
+            Ok(h) => {
+                if let Err(panic) = h.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+            Err(e) => panic!("cannot start a fuzzing thread: {e}"),
+        }
+    });
+}
+
 /// A valid header line (version 0), newline included.
 pub const HEADER: &str =
     "{\"type\":\"session\",\"version\":0,\"id\":\"fuzz\",\"createdAt\":0,\"cwd\":\"/\"}\n";
@@ -51,10 +74,7 @@ pub fn exercise_log(bytes: &[u8]) {
     }
     drop(problems);
     if let Ok((out, report)) = repair_bytes(bytes) {
-        let complete = bytes
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |i| i + 1);
+        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         assert!(
             out.starts_with(&bytes[..complete]),
             "repair changed or cut a complete line"
