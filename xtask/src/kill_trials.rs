@@ -691,8 +691,12 @@ pub fn cli(args: &[String]) -> Result<(), String> {
         .join(if release { "release" } else { "debug" })
         .join("dsh");
     let base = std::env::temp_dir().join(format!("dsh-kill-trials-{}", std::process::id()));
+    // A private copy: a rebuild of the workspace during the trials must not swap the binary.
+    std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
+    let copy = base.join("dsh");
+    std::fs::copy(&dsh, &copy).map_err(|e| format!("copy {}: {e}", dsh.display()))?;
     let cfg = Config {
-        dsh,
+        dsh: copy,
         runs,
         steps,
         seed,
