@@ -170,3 +170,70 @@ fn adv_log_content_never_drives_the_terminal_in_check_repair_or_transcript() {
     }
     assert!(found, "{}", transcript.stdout);
 }
+
+/// On a terminal (util-linux `script` gives one; skipped where it is missing) the renderer adds
+/// its own colours and spinner redraws, so the check is that none of the tool's sequences
+/// appears: no OSC, no screen clear, no BEL, no C1 control.
+#[test]
+fn adv_tool_output_never_drives_a_real_terminal() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let have_script = Command::new("script")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have_script {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is not available");
+        return;
+    }
+    let t = tmp();
+    let (sc, ws) = nasty_session(t.path());
+    let log = t.path().join("log.jsonl");
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let line = [
+        env!("CARGO_BIN_EXE_dsh"),
+        "run",
+        s(&sc),
+        "--demo-tools",
+        "--approve",
+        "never",
+        "--workspace",
+        s(&ws),
+        "--session",
+        s(&log),
+    ]
+    .map(quote)
+    .join(" ");
+    let mut child = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env_remove("NO_COLOR")
+        .env("COLUMNS", "100")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let input = child.stdin.take();
+    let mut raw = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut raw).unwrap();
+    let code = wait(child);
+    drop(input);
+    let shown = String::from_utf8_lossy(&raw).into_owned();
+    assert_eq!(code, 0, "{shown:?}");
+    assert!(shown.contains("\u{1b}[32m"), "colours expected: {shown:?}");
+    for bad in ["\u{1b}]", "\u{1b}[2J", "\u{7}"] {
+        assert!(
+            !shown.contains(bad),
+            "{bad:?} reached the terminal: {shown:?}"
+        );
+    }
+    let c1: Vec<&[u8]> = raw
+        .windows(2)
+        .filter(|w| w[0] == 0xC2 && (0x80..=0x9F).contains(&w[1]))
+        .collect();
+    assert!(c1.is_empty(), "C1 controls reached the terminal: {shown:?}");
+    assert!(shown.contains("fail ok"), "{shown:?}");
+    assert_checks_clean(&log);
+}
