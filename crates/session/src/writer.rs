@@ -4,12 +4,15 @@
 //! written with it and made durable by ONE sync; no member of a group is acknowledged before
 //! that sync succeeds; if a write or sync fails, the file is cut back to its last durable
 //! length, every member of the group gets the error, and every later append is refused, so
-//! the file holds exactly the acknowledged events.
+//! the file holds exactly the acknowledged events. When fewer appends are queued than the
+//! previous group held, a group waits up to [`GATHER_WAIT`] for the others (concurrent appenders
+//! just woken by the previous acknowledgement); a lone appender never waits.
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -21,6 +24,11 @@ use crate::session::Shared;
 const MAX_GROUP: usize = 4096;
 /// Most bytes in one group (a single larger line still forms its own group).
 const MAX_GROUP_BYTES: usize = 8 << 20;
+/// How long a group may wait for more appends when fewer are queued than the previous group
+/// held: with concurrent appenders, the rest are usually callers just woken by the previous
+/// group's acknowledgement, and syncing without them halves the appends per sync. A lone
+/// appender (previous group of one) never waits.
+const GATHER_WAIT: Duration = Duration::from_micros(200);
 
 /// Where a durable session writes its lines.
 ///
@@ -105,11 +113,13 @@ struct Writer {
 
 impl Writer {
     fn run(mut self, rx: Receiver<Msg>) {
+        let mut last_group = 0usize;
         while let Ok(first) = rx.recv() {
             let mut group = Vec::new();
             let mut bytes = 0usize;
             let mut close = None;
             let mut next = Some(first);
+            let mut deadline: Option<Instant> = None;
             while let Some(msg) = next {
                 match msg {
                     Msg::Write(req) => {
@@ -125,7 +135,14 @@ impl Writer {
                     break;
                 }
                 next = rx.try_recv().ok();
+                if next.is_none() && group.len() < last_group {
+                    let until = *deadline.get_or_insert_with(|| Instant::now() + GATHER_WAIT);
+                    let left = until.saturating_duration_since(Instant::now());
+                    // A timeout or a closed channel ends the group with what it has.
+                    next = rx.recv_timeout(left).ok();
+                }
             }
+            last_group = group.len();
             if !group.is_empty() {
                 self.write_group(group, bytes);
             }
