@@ -207,9 +207,12 @@ pub fn parse_value(text: &str) -> Result<Value, JsonError> {
     with_stack_for(depth, || {
         let mut de = serde_json::Deserializer::from_str(text);
         de.disable_recursion_limit();
-        let result = {
-            let stacked = serde_stacker::Deserializer::new(&mut de);
-            Value::deserialize(stacked)
+        // Shallow text recurses on this stack like every other walk of a shallow value; only
+        // deeper text pays for serde_stacker's check at each nesting level.
+        let result = if depth <= SHALLOW {
+            Value::deserialize(&mut de)
+        } else {
+            Value::deserialize(serde_stacker::Deserializer::new(&mut de))
         };
         let value = result.map_err(syntax)?;
         if let Err(e) = de.end() {
