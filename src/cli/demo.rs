@@ -41,7 +41,7 @@ pub async fn demo() -> Result<i32, Exit> {
     copy_project(&workspace)?;
     super::out(&format!("dsh demo: workspace {}", workspace.display()));
     super::out(
-        "policy: read/edit/write allowed, reads of *secrets* denied, approvals never, sleep has a 300 ms budget\n",
+        "policy: file tools, bash and run_code allowed; reads of *secrets* denied; no approvals (asks are rejected);\n        bash sandboxed to the workspace; sleep has a 300 ms budget\n",
     );
     #[allow(unused_mut)]
     let mut policy = Policy::parse(POLICY).map_err(|e| Exit::internal(e.to_string()))?;
