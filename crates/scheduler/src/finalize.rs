@@ -9,6 +9,7 @@ use dsh_core::codes::messages;
 use dsh_core::content::summarize;
 use dsh_core::{Failure, PostNext, PostToolDecision, Replacement, ToolResult, text_content};
 
+use crate::invariants::{Stage, expect_ordered};
 use crate::runtime::{Call, Candidate, Runtime};
 
 impl Runtime {
@@ -17,6 +18,7 @@ impl Runtime {
         let exec = &call.exec;
         let mut result = candidate.result;
         if candidate.run_post {
+            expect_ordered(call.stages.enter(Stage::PostExecute, exec));
             result = self.post_execute(call, result).await;
         }
         // Only successful outcomes are replaced by cancellation (C1, C2).
@@ -39,6 +41,7 @@ impl Runtime {
                 Err(p) => result = ToolResult::failure(Failure::from_panic("finalizeContent", &*p)),
             }
         }
+        expect_ordered(call.stages.enter(Stage::Result, exec));
         let result = Arc::new(result);
         for observer in call.hooks.observers.iter() {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

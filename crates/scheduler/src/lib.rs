@@ -14,12 +14,14 @@
 //! It deliberately does NOT: decide policy (dsh-guard), store events (dsh-session), or know any
 //! particular tool.
 //!
-//! Spec rules owned here: S2-S5, P1-P5 orchestration, D1-D3, D5, F1-F6, C1-C3, I1-I2.
+//! Spec rules owned here: S2-S5, P1-P5 orchestration, D1-D3, D5, F1-F6, C1-C3, I1-I2; the
+//! pipeline invariant checker of conformance LOG-18..20 (`invariants.rs`).
 
 mod approval;
 mod batch;
 mod dispatch;
 mod finalize;
+pub mod invariants;
 mod prepare;
 mod runtime;
 mod step;
@@ -27,6 +29,7 @@ mod turn;
 
 pub use approval::Approver;
 pub use batch::{ToolCallBlock, tool_calls_of};
+pub use invariants::{InvariantViolation, PipelineChecker, Stage, StageLog};
 pub use prepare::Prepared;
 pub use runtime::{Admission, Call, Candidate, Runtime, RuntimeConfig};
 pub use step::{DEFAULT_MAX_PARALLEL, StepContext, StepOutcome, validate_max_parallel};

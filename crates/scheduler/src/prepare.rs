@@ -4,6 +4,7 @@
 use dsh_core::{Failure, PreNext, PreToolDecision, ToolResult};
 
 use crate::approval::no_approver;
+use crate::invariants::Stage;
 use crate::runtime::{Call, Candidate, Runtime};
 
 /// What prepare decided.
@@ -32,6 +33,7 @@ impl Runtime {
                 return Prepared::Decided(Candidate::final_failure(ToolResult::failure(f)));
             }
         }
+        crate::invariants::expect_ordered(call.stages.enter(Stage::PreExecute, exec));
         let decision = PreNext::new(&call.hooks.pre).run(exec).await;
         let denial = match decision {
             Err(f) => {

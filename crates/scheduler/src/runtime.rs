@@ -48,6 +48,8 @@ pub struct Call {
     pub(crate) def: Option<Arc<ToolDefinition>>,
     pub(crate) hooks: Arc<CallHooks>,
     pub(crate) chain: Vec<AgentId>,
+    /// The stages this call has entered (spec order, checked in debug builds).
+    pub(crate) stages: Arc<crate::invariants::StageLog>,
 }
 
 impl Call {
@@ -128,6 +130,7 @@ impl Runtime {
             def,
             hooks,
             chain,
+            stages: Arc::default(),
         }
     }
 

@@ -304,6 +304,7 @@ impl Runtime {
             def: s.call.def.clone(),
             hooks: s.call.hooks.clone(),
             chain: s.call.chain.clone(),
+            stages: s.call.stages.clone(),
         };
         tokio::spawn(async move {
             let candidate = std::panic::AssertUnwindSafe(rt.dispatch(&call))

@@ -7,6 +7,7 @@ mod dsp;
 mod fin;
 mod grd;
 mod interleavings;
+mod invariants;
 mod log;
 mod loop_tool;
 mod props;

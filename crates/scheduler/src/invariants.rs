@@ -1,0 +1,137 @@
+//! The tool-pipeline invariant checker (conformance LOG-18..20): the stages of one execution
+//! happen in order. `tools/pre-execute` runs at most once; `tools/execute` only after it;
+//! `tools/post-execute` only after one of them; `tools/result` once, for an execution with a
+//! non-empty name and call id. (Freezing, which the reference also checks, holds by construction
+//! here: every stage sees `&ToolExecution` and `&ToolResult`.)
+//!
+//! The runtime keeps a [`StageLog`] on every call and, in debug builds, fails loudly if its own
+//! stages ever break these rules; hosts that instrument a pipeline themselves can feed a
+//! [`PipelineChecker`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use dsh_core::{ExecutionToken, ToolExecution};
+use parking_lot::Mutex;
+
+/// A stage of the pipeline, as the invariant checker sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The `tools/pre-execute` waterfall.
+    PreExecute,
+    /// The `tools/execute` around-chain.
+    Execute,
+    /// The `tools/post-execute` waterfall.
+    PostExecute,
+    /// The `tools/result` notice.
+    Result,
+}
+
+impl Stage {
+    fn bit(self) -> u8 {
+        match self {
+            Stage::PreExecute => 1,
+            Stage::Execute => 2,
+            Stage::PostExecute => 4,
+            Stage::Result => 8,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Stage::PreExecute => "tools/pre-execute",
+            Stage::Execute => "tools/execute",
+            Stage::PostExecute => "tools/post-execute",
+            Stage::Result => "tools/result",
+        }
+    }
+}
+
+/// A broken pipeline invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvariantViolation(pub String);
+
+impl fmt::Display for InvariantViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvariantViolation {}
+
+/// The stages one execution has entered.
+#[derive(Debug, Default)]
+pub struct StageLog(AtomicU8);
+
+impl StageLog {
+    /// Records that `exec` enters `stage`, or says which rule that would break.
+    pub fn enter(&self, stage: Stage, exec: &ToolExecution) -> Result<(), InvariantViolation> {
+        let seen = self.0.load(Ordering::Acquire);
+        let call = exec.call_id();
+        let fail = |what: String| Err(InvariantViolation(format!("{what} (call \"{call}\")")));
+        if seen & stage.bit() != 0 {
+            return fail(format!("{} repeated for one execution", stage.name()));
+        }
+        let pre = Stage::PreExecute.bit();
+        let execute = Stage::Execute.bit();
+        match stage {
+            Stage::Execute if seen & pre == 0 => {
+                return fail("tools/execute must follow tools/pre-execute".into());
+            }
+            Stage::PostExecute if seen & (pre | execute) == 0 => {
+                return fail(
+                    "tools/post-execute must follow tools/pre-execute or tools/execute".into(),
+                );
+            }
+            Stage::Result if exec.name().is_empty() || call.is_empty() => {
+                return fail(
+                    "tools/result needs an execution with a non-empty name and callId".into(),
+                );
+            }
+            _ => {}
+        }
+        self.0.fetch_or(stage.bit(), Ordering::AcqRel);
+        Ok(())
+    }
+}
+
+/// Checks stage notices for many executions, keyed by their tokens; an execution is forgotten
+/// once its `tools/result` is seen.
+#[derive(Default)]
+pub struct PipelineChecker {
+    calls: Mutex<HashMap<ExecutionToken, Arc<StageLog>>>,
+}
+
+impl PipelineChecker {
+    /// A checker with no executions in flight.
+    pub fn new() -> PipelineChecker {
+        PipelineChecker::default()
+    }
+
+    /// Checks and records one stage notice.
+    pub fn observe(&self, stage: Stage, exec: &ToolExecution) -> Result<(), InvariantViolation> {
+        let log = self.calls.lock().entry(exec.token()).or_default().clone();
+        let outcome = log.enter(stage, exec);
+        if stage == Stage::Result && outcome.is_ok() {
+            self.calls.lock().remove(&exec.token());
+        }
+        outcome
+    }
+
+    /// A registry change between calls: never a violation (LOG-18).
+    pub fn registry_changed(&self) {}
+
+    /// Executions seen but not yet finished.
+    pub fn in_flight(&self) -> usize {
+        self.calls.lock().len()
+    }
+}
+
+/// In debug builds, a broken invariant of the runtime's own stages is a bug: fail loudly.
+pub(crate) fn expect_ordered(outcome: Result<(), InvariantViolation>) {
+    if let Err(v) = outcome {
+        tracing::error!("pipeline invariant broken: {v}");
+        debug_assert!(false, "pipeline invariant broken: {v}");
+    }
+}
