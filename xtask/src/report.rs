@@ -357,7 +357,7 @@ pub fn render(run: &Run<'_>) -> String {
 pub fn notes_of(existing: &str) -> Option<&str> {
     existing
         .split_once(NOTES_MARKER)
-        .map(|(_, notes)| notes.strip_prefix('\n').unwrap_or(notes))
+        .map(|(_, notes)| notes.trim_start_matches('\n'))
 }
 
 #[cfg(test)]
@@ -459,6 +459,9 @@ mod tests {
             .unwrap();
         assert!(code_row.ends_with("| blocked: Code Mode not landed |"));
         let full = format!("{text}\n## Notes\nkept\n");
-        assert_eq!(notes_of(&full), Some("\n## Notes\nkept\n"));
+        assert_eq!(notes_of(&full), Some("## Notes\nkept\n"));
+        // Rewriting is a fixed point: no blank line is added each time.
+        let again = format!("{text}\n{}", notes_of(&full).unwrap());
+        assert_eq!(again, full);
     }
 }
