@@ -27,32 +27,49 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh message id, unique within this process and across processes with high probability.
 pub fn fresh_message_id() -> Arc<str> {
-    use std::hash::{BuildHasher, Hasher};
-    // Random bits from the standard library's per-process random hasher keys, mixed with a
-    // counter and the clock: unique in-process by construction, across processes with high
-    // probability. Shaped as a version-4 UUID, like the reference's ids.
-    let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let word = |salt: u64| {
+    // A per-process random key (from the standard library's randomly keyed hasher, drawn once)
+    // mixed with a counter through splitmix64: unique in-process by construction, across
+    // processes with high probability, and cheap (no hashing or formatting machinery per id).
+    // Shaped as a version-4 UUID, like the reference's ids.
+    static KEY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let key = *KEY.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u64(salt);
-        h.write_u64(n);
-        h.write_u128(t);
         h.write_u32(std::process::id());
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        );
         h.finish()
+    });
+    let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let a = splitmix64(key ^ n.wrapping_mul(2));
+    let b = splitmix64(key ^ n.wrapping_mul(2).wrapping_add(1));
+    let mut out = [0u8; 36];
+    let mut hex = |range: std::ops::Range<usize>, mut v: u64| {
+        for i in range.rev() {
+            out[i] = b"0123456789abcdef"[(v & 0xf) as usize];
+            v >>= 4;
+        }
     };
-    let (a, b) = (word(1), word(2));
-    Arc::from(format!(
-        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0x0fff,
-        0x8000 | ((b >> 48) & 0x3fff),
-        b & 0xffff_ffff_ffff
-    ))
+    hex(0..8, a >> 32);
+    hex(9..13, (a >> 16) & 0xffff);
+    hex(14..18, 0x4000 | (a & 0x0fff));
+    hex(19..23, 0x8000 | ((b >> 48) & 0x3fff));
+    hex(24..36, b & 0xffff_ffff_ffff);
+    for i in [8, 13, 18, 23] {
+        out[i] = b'-';
+    }
+    Arc::from(std::str::from_utf8(&out).unwrap_or("00000000-0000-4000-8000-000000000000"))
+}
+
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 impl ContextMessage {
@@ -82,5 +99,29 @@ impl ContextMessage {
     /// The first text block, if any.
     pub fn first_text(&self) -> Option<&str> {
         self.content.iter().find_map(ContentBlock::as_text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fresh_message_id;
+
+    #[test]
+    fn ids_are_distinct_version_4_uuids() {
+        let ids: std::collections::HashSet<String> = (0..10_000)
+            .map(|_| fresh_message_id().to_string())
+            .collect();
+        assert_eq!(ids.len(), 10_000);
+        for id in ids.iter().take(100) {
+            let b = id.as_bytes();
+            assert_eq!(b.len(), 36, "{id}");
+            assert_eq!(
+                (b[8], b[13], b[18], b[23]),
+                (b'-', b'-', b'-', b'-'),
+                "{id}"
+            );
+            assert_eq!(b[14], b'4', "{id}");
+            assert!(matches!(b[19], b'8' | b'9' | b'a' | b'b'), "{id}");
+        }
     }
 }
