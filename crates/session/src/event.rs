@@ -94,6 +94,18 @@ pub struct Event {
     verbatim: Option<Json>,
 }
 
+/// A guess at the length of content blocks' text, to size the buffer they are written into.
+fn content_len(content: &[ContentBlock]) -> usize {
+    content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text { text } => text.len() + 24,
+            ContentBlock::Image { data, mime_type } => data.len() + mime_type.len() + 48,
+            ContentBlock::Other(_) => 64,
+        })
+        .sum()
+}
+
 /// The number of seqs a `-chunks` run stands for: the length of its `texts` (or, for tool-call
 /// chunks, `args`) array, which must be non-empty.
 pub(crate) fn chunk_span(event_type: &str, data: &Value) -> Result<u64, String> {
@@ -210,7 +222,7 @@ impl Event {
         error: Option<&ErrorInfo>,
         meta: Option<&Json>,
     ) -> Event {
-        let mut w = TextWriter::with_capacity(256 + 2 * call_id.len());
+        let mut w = TextWriter::with_capacity(256 + 2 * call_id.len() + content_len(content));
         w.u32("turn", turn);
         w.u32("step", step);
         let facts = Facts {
@@ -234,7 +246,7 @@ impl Event {
         error: Option<&ErrorInfo>,
         meta: Option<&Json>,
     ) -> Event {
-        let mut w = TextWriter::with_capacity(256 + 2 * call_id.len());
+        let mut w = TextWriter::with_capacity(256 + 2 * call_id.len() + content_len(content));
         w.value("turn", &turn);
         w.value("step", &step);
         let facts = Facts::unknown();
