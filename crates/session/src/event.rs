@@ -94,6 +94,33 @@ pub struct Event {
     verbatim: Option<Json>,
 }
 
+/// The type string, shared for the types this crate knows (no allocation per event).
+fn type_arc(event_type: &str) -> Arc<str> {
+    use std::sync::LazyLock;
+    static KNOWN: LazyLock<[Arc<str>; 13]> = LazyLock::new(|| {
+        [
+            types::TOOL_CALL,
+            types::TOOL_RESULT,
+            types::CODE_DISPATCH_START,
+            types::CODE_DISPATCH,
+            types::USER_MESSAGE,
+            types::ASSISTANT_MESSAGE,
+            types::TURN_START,
+            types::TURN_END,
+            types::STEP_START,
+            types::STEP_END,
+            types::APPROVAL_ASKED,
+            types::APPROVAL_DECIDED,
+            types::APPROVAL_POLICY,
+        ]
+        .map(Arc::from)
+    });
+    match KNOWN.iter().find(|t| ***t == *event_type) {
+        Some(t) => t.clone(),
+        None => Arc::from(event_type),
+    }
+}
+
 /// A guess at the length of content blocks' text, to size the buffer they are written into.
 fn content_len(content: &[ContentBlock]) -> usize {
     content
@@ -146,7 +173,7 @@ impl Event {
         surface_op: Option<SurfaceOp>,
     ) -> Event {
         Event {
-            event_type: Arc::from(event_type),
+            event_type: type_arc(event_type),
             data: Arc::new(Payload::from_text(w.finish(), facts)),
             surface_op,
             source_event_seqs: None,
@@ -159,7 +186,7 @@ impl Event {
     pub fn other(event_type: &str, data: Json) -> Event {
         let span = span_for(event_type, data.value());
         Event {
-            event_type: Arc::from(event_type),
+            event_type: type_arc(event_type),
             data: Arc::new(Payload::from_json(data)),
             surface_op: None,
             source_event_seqs: None,
@@ -545,7 +572,7 @@ impl Event {
             return Err("an event line must be a JSON object".to_owned());
         };
         let event_type = match map.get("type") {
-            Some(Value::String(t)) => Arc::<str>::from(t.as_str()),
+            Some(Value::String(t)) => type_arc(t),
             Some(_) => return Err("event `type` must be a string".to_owned()),
             None => return Err("event has no `type`".to_owned()),
         };

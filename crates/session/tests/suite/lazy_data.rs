@@ -251,10 +251,14 @@ fn views_read_from_kept_facts_match_the_tree() {
 }
 
 #[test]
-fn a_clone_shares_the_built_tree() {
+fn a_clone_shares_the_built_tree_and_known_types_share_their_name() {
     let e = Event::tool_call(1, 1, "c", "n", "{}");
     let c = e.clone();
     assert!(Json::ptr_eq(e.data(), c.data()));
+    assert!(Arc::ptr_eq(
+        Event::turn_start(1).event_type_arc(),
+        Event::turn_start(2).event_type_arc()
+    ));
     fn shared<T: Clone + Send + Sync + 'static>() {}
     shared::<Event>();
 }
