@@ -3,7 +3,9 @@
 //!
 //! Guarantees: an [`Event`] is immutable; its `data` is kept verbatim as a frozen [`Json`]; any
 //! event type is accepted and written back unchanged; a line whose top-level keys are not in the
-//! canonical order keeps its whole original value, so it is written back exactly as read.
+//! canonical order keeps its whole original value, so it is written back exactly as read. The
+//! typed constructors keep `data` as its compact JSON text (see [`crate::payload`]) and build
+//! the tree only when [`Event::data`] is first called.
 
 use std::sync::Arc;
 
@@ -14,6 +16,7 @@ use serde_json::{Map, Value};
 use dsh_core::{ContentBlock, ContextMessage, ErrorInfo, Json};
 
 use crate::deep;
+use crate::payload::{Facts, Payload, StrFact, TextWriter};
 
 /// The event types this crate knows by name. Any other type is kept verbatim.
 pub mod types {
@@ -79,10 +82,10 @@ impl Serialize for SurfaceOp {
 }
 
 /// One event of the log. Cheap to clone (every field is shared).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone)]
 pub struct Event {
     event_type: Arc<str>,
-    data: Json,
+    data: Arc<Payload>,
     surface_op: Option<SurfaceOp>,
     source_event_seqs: Option<Arc<[u64]>>,
     /// How many seqs the event occupies; 0 marks a chunk run with no entries (refused on append).
@@ -91,24 +94,43 @@ pub struct Event {
     verbatim: Option<Json>,
 }
 
-fn obj(entries: Vec<(&str, Value)>) -> Value {
-    let mut m = Map::with_capacity(entries.len());
-    for (k, v) in entries {
-        m.insert(k.to_owned(), v);
+/// The type string, shared for the types this crate knows (no allocation per event).
+fn type_arc(event_type: &str) -> Arc<str> {
+    use std::sync::LazyLock;
+    static KNOWN: LazyLock<[Arc<str>; 13]> = LazyLock::new(|| {
+        [
+            types::TOOL_CALL,
+            types::TOOL_RESULT,
+            types::CODE_DISPATCH_START,
+            types::CODE_DISPATCH,
+            types::USER_MESSAGE,
+            types::ASSISTANT_MESSAGE,
+            types::TURN_START,
+            types::TURN_END,
+            types::STEP_START,
+            types::STEP_END,
+            types::APPROVAL_ASKED,
+            types::APPROVAL_DECIDED,
+            types::APPROVAL_POLICY,
+        ]
+        .map(Arc::from)
+    });
+    match KNOWN.iter().find(|t| ***t == *event_type) {
+        Some(t) => t.clone(),
+        None => Arc::from(event_type),
     }
-    Value::Object(m)
 }
 
-fn content_values(content: &[ContentBlock]) -> Value {
-    Value::Array(
-        content
-            .iter()
-            .map(|b| match b {
-                ContentBlock::Other(j) => deep::clone_value(j.value()),
-                other => other.to_value(),
-            })
-            .collect(),
-    )
+/// A guess at the length of content blocks' text, to size the buffer they are written into.
+fn content_len(content: &[ContentBlock]) -> usize {
+    content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text { text } => text.len() + 24,
+            ContentBlock::Image { data, mime_type } => data.len() + mime_type.len() + 48,
+            ContentBlock::Other(_) => 64,
+        })
+        .sum()
 }
 
 /// The number of seqs a `-chunks` run stands for: the length of its `texts` (or, for tool-call
@@ -141,14 +163,21 @@ fn span_for(event_type: &str, data: &Value) -> u64 {
 }
 
 impl Event {
-    fn build(event_type: &str, data: Value, surface_op: Option<SurfaceOp>) -> Event {
-        let span = span_for(event_type, &data);
+    /// An event built by a typed constructor: `data` is the compact text `w` wrote, `facts`
+    /// what the session reads back from it on the append path. Typed events are never chunk
+    /// runs, so they occupy one seq.
+    fn typed(
+        event_type: &str,
+        w: TextWriter,
+        facts: Facts,
+        surface_op: Option<SurfaceOp>,
+    ) -> Event {
         Event {
-            event_type: Arc::from(event_type),
-            data: Json::from_shallow(data),
+            event_type: type_arc(event_type),
+            data: Arc::new(Payload::from_text(w.finish(), facts)),
             surface_op,
             source_event_seqs: None,
-            span,
+            span: 1,
             verbatim: None,
         }
     }
@@ -157,8 +186,8 @@ impl Event {
     pub fn other(event_type: &str, data: Json) -> Event {
         let span = span_for(event_type, data.value());
         Event {
-            event_type: Arc::from(event_type),
-            data,
+            event_type: type_arc(event_type),
+            data: Arc::new(Payload::from_json(data)),
             surface_op: None,
             source_event_seqs: None,
             span,
@@ -189,17 +218,22 @@ impl Event {
         name: &str,
         raw_arguments: &str,
     ) -> Event {
-        Event::build(
-            types::TOOL_CALL,
-            obj(vec![
-                ("turn", Value::from(turn)),
-                ("step", Value::from(step)),
-                ("callId", Value::from(call_id)),
-                ("name", Value::from(name)),
-                ("arguments", Value::from(raw_arguments)),
-            ]),
-            None,
-        )
+        let mut w =
+            TextWriter::with_capacity(64 + call_id.len() + name.len() + raw_arguments.len());
+        w.u32("turn", turn);
+        w.u32("step", step);
+        let call_id = w.str("callId", call_id);
+        let name = w.str("name", name);
+        let arguments = w.str("arguments", raw_arguments);
+        let facts = Facts {
+            turn: Some(turn),
+            step: Some(step),
+            call_id,
+            name,
+            arguments,
+            ..Facts::known()
+        };
+        Event::typed(types::TOOL_CALL, w, facts, None)
     }
 
     /// `tool/result {turn, step, message, error?, meta?}` with `surfaceOp: "append"` and
@@ -215,16 +249,15 @@ impl Event {
         error: Option<&ErrorInfo>,
         meta: Option<&Json>,
     ) -> Event {
-        Event::tool_result_at(
-            Value::from(turn),
-            Value::from(step),
-            call_id,
-            call_seq,
-            content,
-            is_error,
-            error,
-            meta,
-        )
+        let mut w = TextWriter::with_capacity(256 + 2 * call_id.len() + content_len(content));
+        w.u32("turn", turn);
+        w.u32("step", step);
+        let facts = Facts {
+            turn: Some(turn),
+            step: Some(step),
+            ..Facts::known()
+        };
+        Event::finish_tool_result(w, facts, call_id, call_seq, content, is_error, error, meta)
     }
 
     /// [`Event::tool_result`] with `turn` and `step` given as JSON values (crash repair copies
@@ -240,96 +273,113 @@ impl Event {
         error: Option<&ErrorInfo>,
         meta: Option<&Json>,
     ) -> Event {
-        let block = obj(vec![
-            ("type", Value::from("tool-result")),
-            ("toolCallId", Value::from(call_id)),
-            ("content", content_values(content)),
-            ("isError", Value::Bool(is_error)),
-        ]);
-        let message = obj(vec![
-            (
-                "source",
-                obj(vec![
-                    ("kind", Value::from("tool")),
-                    ("callId", Value::from(call_id)),
-                ]),
-            ),
-            ("content", Value::Array(vec![block])),
-            ("role", Value::from("user")),
-            ("id", Value::from(&*dsh_core::context::fresh_message_id())),
-        ]);
-        let mut data = vec![("turn", turn), ("step", step), ("message", message)];
+        let mut w = TextWriter::with_capacity(256 + 2 * call_id.len() + content_len(content));
+        w.value("turn", &turn);
+        w.value("step", &step);
+        let facts = Facts::unknown();
+        Event::finish_tool_result(w, facts, call_id, call_seq, content, is_error, error, meta)
+    }
+
+    /// Writes `message, error?, meta?` of a `tool/result` after its `turn` and `step`.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_tool_result(
+        mut w: TextWriter,
+        facts: Facts,
+        call_id: &str,
+        call_seq: u64,
+        content: &[ContentBlock],
+        is_error: bool,
+        error: Option<&ErrorInfo>,
+        meta: Option<&Json>,
+    ) -> Event {
+        w.open("message");
+        w.open("source");
+        w.str("kind", "tool");
+        w.str("callId", call_id);
+        w.close();
+        w.open_array("content");
+        w.open_item();
+        w.str("type", "tool-result");
+        w.str("toolCallId", call_id);
+        w.value("content", content);
+        w.bool("isError", is_error);
+        w.close();
+        w.close_array();
+        w.str("role", "user");
+        w.str("id", &dsh_core::context::fresh_message_id());
+        w.close();
         if let Some(info) = error {
-            data.push((
-                "error",
-                obj(vec![
-                    ("name", Value::from(&*info.name)),
-                    ("code", Value::from(&*info.code)),
-                ]),
-            ));
+            w.open("error");
+            w.str("name", &info.name);
+            w.str("code", &info.code);
+            w.close();
         }
         if let Some(meta) = meta {
-            data.push(("meta", deep::clone_value(meta.value())));
+            w.value("meta", meta);
         }
-        Event::build(types::TOOL_RESULT, obj(data), None)
+        Event::typed(types::TOOL_RESULT, w, facts, None)
             .with_source_event_seqs(vec![call_seq])
             .with_surface_op(SurfaceOp::Append)
     }
 
     /// `user/message {content, source, role, id}` with `surfaceOp: "append"`.
     pub fn user_message(ctx: &ContextMessage) -> Event {
-        let data = obj(vec![
-            ("content", content_values(&ctx.content)),
-            ("source", deep::clone_value(ctx.source.value())),
-            ("role", Value::from(&*ctx.role)),
-            ("id", Value::from(&*ctx.id)),
-        ]);
-        Event::build(types::USER_MESSAGE, data, Some(SurfaceOp::Append))
+        let mut w = TextWriter::with_capacity(128);
+        w.value("content", &*ctx.content);
+        w.value("source", &ctx.source);
+        w.str("role", &ctx.role);
+        w.str("id", &ctx.id);
+        Event::typed(
+            types::USER_MESSAGE,
+            w,
+            Facts::known(),
+            Some(SurfaceOp::Append),
+        )
     }
 
     /// `turn/start {turn}`.
     pub fn turn_start(turn: u32) -> Event {
-        Event::build(
-            types::TURN_START,
-            obj(vec![("turn", Value::from(turn))]),
-            None,
-        )
+        let mut w = TextWriter::with_capacity(16);
+        w.u32("turn", turn);
+        let facts = Facts {
+            turn: Some(turn),
+            ..Facts::known()
+        };
+        Event::typed(types::TURN_START, w, facts, None)
     }
 
     /// `turn/end {turn, reason}`, e.g. reason `{kind: "completed"}`.
     pub fn turn_end(turn: u32, reason: Json) -> Event {
-        Event::build(
-            types::TURN_END,
-            obj(vec![
-                ("turn", Value::from(turn)),
-                ("reason", deep::clone_value(reason.value())),
-            ]),
-            None,
-        )
+        let mut w = TextWriter::with_capacity(48);
+        w.u32("turn", turn);
+        w.value("reason", &reason);
+        let facts = Facts {
+            turn: Some(turn),
+            ..Facts::known()
+        };
+        Event::typed(types::TURN_END, w, facts, None)
     }
 
     /// `step/start {turn, step}`.
     pub fn step_start(turn: u32, step: u32) -> Event {
-        Event::build(
-            types::STEP_START,
-            obj(vec![
-                ("turn", Value::from(turn)),
-                ("step", Value::from(step)),
-            ]),
-            None,
-        )
+        Event::turn_step(types::STEP_START, turn, step)
     }
 
     /// `step/end {turn, step}`.
     pub fn step_end(turn: u32, step: u32) -> Event {
-        Event::build(
-            types::STEP_END,
-            obj(vec![
-                ("turn", Value::from(turn)),
-                ("step", Value::from(step)),
-            ]),
-            None,
-        )
+        Event::turn_step(types::STEP_END, turn, step)
+    }
+
+    fn turn_step(event_type: &str, turn: u32, step: u32) -> Event {
+        let mut w = TextWriter::with_capacity(24);
+        w.u32("turn", turn);
+        w.u32("step", step);
+        let facts = Facts {
+            turn: Some(turn),
+            step: Some(step),
+            ..Facts::known()
+        };
+        Event::typed(event_type, w, facts, None)
     }
 
     /// `assistant/message {turn, step, message}` with `surfaceOp: "append"`; `message` is
@@ -345,15 +395,19 @@ impl Event {
         message: Json,
         usage: Option<&Json>,
     ) -> Event {
-        let mut data = vec![
-            ("turn", Value::from(turn)),
-            ("step", Value::from(step)),
-            ("message", deep::clone_value(message.value())),
-        ];
+        let mut w = TextWriter::with_capacity(128);
+        w.u32("turn", turn);
+        w.u32("step", step);
+        w.value("message", &message);
         if let Some(usage) = usage {
-            data.push(("usage", deep::clone_value(usage.value())));
+            w.value("usage", usage);
         }
-        Event::build(types::ASSISTANT_MESSAGE, obj(data), Some(SurfaceOp::Append))
+        let facts = Facts {
+            turn: Some(turn),
+            step: Some(step),
+            ..Facts::known()
+        };
+        Event::typed(types::ASSISTANT_MESSAGE, w, facts, Some(SurfaceOp::Append))
     }
 
     fn dispatch_fields(
@@ -362,14 +416,14 @@ impl Event {
         sub_call_id: &str,
         name: &str,
         arguments: &Json,
-    ) -> Vec<(&'static str, Value)> {
-        vec![
-            ("rootCallId", Value::from(root_call_id)),
-            ("parentCallId", Value::from(parent_call_id)),
-            ("subCallId", Value::from(sub_call_id)),
-            ("name", Value::from(name)),
-            ("arguments", deep::clone_value(arguments.value())),
-        ]
+    ) -> TextWriter {
+        let mut w = TextWriter::with_capacity(128);
+        w.str("rootCallId", root_call_id);
+        w.str("parentCallId", parent_call_id);
+        w.str("subCallId", sub_call_id);
+        w.str("name", name);
+        w.value("arguments", arguments);
+        w
     }
 
     /// `tool/code-dispatch-start {rootCallId, parentCallId, subCallId, name, arguments}` (log-only).
@@ -380,9 +434,8 @@ impl Event {
         name: &str,
         arguments: &Json,
     ) -> Event {
-        let data =
-            Event::dispatch_fields(root_call_id, parent_call_id, sub_call_id, name, arguments);
-        Event::build(types::CODE_DISPATCH_START, obj(data), None)
+        let w = Event::dispatch_fields(root_call_id, parent_call_id, sub_call_id, name, arguments);
+        Event::typed(types::CODE_DISPATCH_START, w, Facts::unknown(), None)
     }
 
     /// `tool/code-dispatch {rootCallId, parentCallId, subCallId, name, arguments, isError,
@@ -396,11 +449,11 @@ impl Event {
         is_error: bool,
         content: &[ContentBlock],
     ) -> Event {
-        let mut data =
+        let mut w =
             Event::dispatch_fields(root_call_id, parent_call_id, sub_call_id, name, arguments);
-        data.push(("isError", Value::Bool(is_error)));
-        data.push(("content", content_values(content)));
-        Event::build(types::CODE_DISPATCH, obj(data), None)
+        w.bool("isError", is_error);
+        w.value("content", content);
+        Event::typed(types::CODE_DISPATCH, w, Facts::unknown(), None)
     }
 
     /// The event's type.
@@ -413,9 +466,15 @@ impl Event {
         &self.event_type
     }
 
-    /// The event's data, verbatim.
+    /// The event's data, verbatim. For an event built by a typed constructor the tree is built
+    /// from its text on the first call and shared afterwards.
     pub fn data(&self) -> &Json {
-        &self.data
+        self.data.json()
+    }
+
+    /// Nesting depth of the data, known without building its tree.
+    pub(crate) fn data_depth(&self) -> usize {
+        self.data.depth()
     }
 
     /// The surface operation, if any.
@@ -442,7 +501,7 @@ impl Event {
     /// Why the event cannot be appended, if it cannot (a chunk run without entries).
     pub(crate) fn shape_error(&self) -> Option<String> {
         if self.span == 0 {
-            chunk_span(&self.event_type, self.data.value()).err()
+            chunk_span(&self.event_type, self.data().value()).err()
         } else {
             None
         }
@@ -458,6 +517,13 @@ impl Event {
 
     /// Appends the event's JSON text and a newline to `out`.
     pub(crate) fn write_line(&self, out: &mut Vec<u8>) {
+        if self.verbatim.is_none()
+            && let Some(text) = self.data.text()
+        {
+            self.write_spliced(text, out);
+            out.push(b'\n');
+            return;
+        }
         // Serializing into a Vec cannot fail for these types (string keys, finite numbers).
         let depth = self.data.depth() + 2;
         let written = deep::with_stack(depth, || serde_json::to_writer(&mut *out, self));
@@ -465,6 +531,30 @@ impl Event {
             out.extend_from_slice(b"null");
         }
         out.push(b'\n');
+    }
+
+    /// Writes `{type, data, sourceEventSeqs?, surfaceOp?}` with `data` copied from its text:
+    /// the same bytes serializing the tree would give.
+    fn write_spliced(&self, text: &str, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.reserve(text.len() + self.event_type.len() + 64);
+        out.extend_from_slice(b"{\"type\":");
+        let mut ok = serde_json::to_writer(&mut *out, &*self.event_type).is_ok();
+        out.extend_from_slice(b",\"data\":");
+        out.extend_from_slice(text.as_bytes());
+        if let Some(seqs) = &self.source_event_seqs {
+            out.extend_from_slice(b",\"sourceEventSeqs\":");
+            ok &= serde_json::to_writer(&mut *out, &**seqs).is_ok();
+        }
+        if let Some(op) = &self.surface_op {
+            out.extend_from_slice(b",\"surfaceOp\":");
+            ok &= serde_json::to_writer(&mut *out, op).is_ok();
+        }
+        out.push(b'}');
+        if !ok {
+            out.truncate(start);
+            out.extend_from_slice(b"null");
+        }
     }
 
     /// Reads one event from a parsed line value. Unknown types are kept verbatim; a line whose
@@ -482,7 +572,7 @@ impl Event {
             return Err("an event line must be a JSON object".to_owned());
         };
         let event_type = match map.get("type") {
-            Some(Value::String(t)) => Arc::<str>::from(t.as_str()),
+            Some(Value::String(t)) => type_arc(t),
             Some(_) => return Err("event `type` must be a string".to_owned()),
             None => return Err("event has no `type`".to_owned()),
         };
@@ -517,7 +607,7 @@ impl Event {
         let verbatim = verbatim.map(Json::from_shallow);
         Ok(Event {
             event_type,
-            data,
+            data: Arc::new(Payload::from_json(data)),
             surface_op,
             source_event_seqs,
             span,
@@ -530,14 +620,46 @@ impl Event {
         deep::parse_with(line, Event::from_value)
     }
 
-    /// Reads `data.<key>` as an unsigned integer.
+    /// Reads `data.<key>` as an unsigned integer (`turn` and `step` of a typed event without
+    /// building its tree).
     pub(crate) fn data_u64(&self, key: &str) -> Option<u64> {
-        self.data.value().get(key).and_then(Value::as_u64)
+        let facts = self.data.facts();
+        if facts.known {
+            match key {
+                "turn" => return facts.turn.map(u64::from),
+                "step" => return facts.step.map(u64::from),
+                _ => {}
+            }
+        }
+        self.data().value().get(key).and_then(Value::as_u64)
     }
 
-    /// Reads `data.<key>` as a string.
+    /// Reads `data.<key>` as a string (`callId`, `name` and `arguments` of a typed event without
+    /// building its tree, when their text needed no escaping).
     pub(crate) fn data_str(&self, key: &str) -> Option<&str> {
-        self.data.value().get(key).and_then(Value::as_str)
+        let facts = self.data.facts();
+        if facts.known {
+            let fact = match key {
+                "callId" => facts.call_id,
+                "name" => facts.name,
+                "arguments" => facts.arguments,
+                _ => StrFact::Parse,
+            };
+            match fact {
+                StrFact::Absent => return None,
+                StrFact::At(start, end) => {
+                    if let Some(s) = self
+                        .data
+                        .text()
+                        .and_then(|t| t.get(start as usize..end as usize))
+                    {
+                        return Some(s);
+                    }
+                }
+                StrFact::Parse => {}
+            }
+        }
+        self.data().value().get(key).and_then(Value::as_str)
     }
 
     /// A typed view of the event's payload (the Rust analogue of the reference's narrowing by
@@ -595,7 +717,7 @@ impl Event {
         if &*self.event_type != types::TOOL_RESULT {
             return None;
         }
-        let data = self.data.value();
+        let data = self.data().value();
         let (call_id, block) = match data.get("message") {
             Some(message) => {
                 let block = message
@@ -653,7 +775,7 @@ impl Serialize for Event {
         }
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("type", &*self.event_type)?;
-        m.serialize_entry("data", &self.data)?;
+        m.serialize_entry("data", self.data())?;
         if let Some(seqs) = &self.source_event_seqs {
             m.serialize_entry("sourceEventSeqs", &**seqs)?;
         }
@@ -661,6 +783,30 @@ impl Serialize for Event {
             m.serialize_entry("surfaceOp", op)?;
         }
         m.end()
+    }
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Event) -> bool {
+        self.event_type == other.event_type
+            && self.span == other.span
+            && self.surface_op == other.surface_op
+            && self.source_event_seqs == other.source_event_seqs
+            && self.verbatim == other.verbatim
+            && (Arc::ptr_eq(&self.data, &other.data) || self.data() == other.data())
+    }
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("event_type", &self.event_type)
+            .field("data", self.data())
+            .field("surface_op", &self.surface_op)
+            .field("source_event_seqs", &self.source_event_seqs)
+            .field("span", &self.span)
+            .field("verbatim", &self.verbatim)
+            .finish()
     }
 }
 

@@ -52,6 +52,7 @@ mod framing;
 mod header;
 mod invariant;
 mod jsonl;
+mod payload;
 mod read;
 mod repair;
 mod session;

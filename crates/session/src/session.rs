@@ -293,7 +293,7 @@ impl Session {
         if let Some(message) = event.shape_error() {
             return Submitted::Ready(Err(SessionError::InvalidEvent(message)));
         }
-        if event.data().depth() > MAX_DATA_DEPTH {
+        if event.data_depth() > MAX_DATA_DEPTH {
             return Submitted::Ready(Err(SessionError::InvalidEvent(format!(
                 "{} data nests deeper than {MAX_DATA_DEPTH} levels (a log line holds at most {})",
                 event.event_type(),

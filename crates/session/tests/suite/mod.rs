@@ -7,6 +7,7 @@ mod derive;
 mod events;
 mod fixtures;
 mod invariants;
+mod lazy_data;
 mod props;
 mod repair;
 mod store;
