@@ -233,7 +233,15 @@ impl Event {
             arguments,
             ..Facts::known()
         };
-        Event::typed(types::TOOL_CALL, w, facts, None)
+        // A flat object of strings and numbers: depth 1, whatever the (escaped) arguments hold.
+        Event {
+            event_type: type_arc(types::TOOL_CALL),
+            data: Arc::new(Payload::from_text_at_depth(w.finish(), 1, facts)),
+            surface_op: None,
+            source_event_seqs: None,
+            span: 1,
+            verbatim: None,
+        }
     }
 
     /// `tool/result {turn, step, message, error?, meta?}` with `surfaceOp: "append"` and
@@ -301,7 +309,7 @@ impl Event {
         w.open_item();
         w.str("type", "tool-result");
         w.str("toolCallId", call_id);
-        w.value("content", content);
+        w.content("content", content);
         w.bool("isError", is_error);
         w.close();
         w.close_array();
@@ -317,9 +325,27 @@ impl Event {
         if let Some(meta) = meta {
             w.value("meta", meta);
         }
-        Event::typed(types::TOOL_RESULT, w, facts, None)
-            .with_source_event_seqs(vec![call_seq])
-            .with_surface_op(SurfaceOp::Append)
+        // The depth follows from the shape, so the (possibly large) text is not scanned:
+        // data > message > content > item > content > block, and data > meta.
+        let blocks = content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Other(j) => j.depth(),
+                _ => 1,
+            })
+            .max()
+            .unwrap_or(0);
+        let depth = (5 + blocks).max(1 + meta.map_or(0, Json::depth));
+        Event {
+            event_type: type_arc(types::TOOL_RESULT),
+            data: Arc::new(Payload::from_text_at_depth(w.finish(), depth, facts)),
+            surface_op: None,
+            source_event_seqs: None,
+            span: 1,
+            verbatim: None,
+        }
+        .with_source_event_seqs(vec![call_seq])
+        .with_surface_op(SurfaceOp::Append)
     }
 
     /// `user/message {content, source, role, id}` with `surfaceOp: "append"`.

@@ -92,6 +92,22 @@ impl Payload {
         }
     }
 
+    /// Data given as compact JSON text whose nesting depth the writer knows (a flat object of
+    /// strings and numbers is 1), so the text need not be scanned.
+    pub fn from_text_at_depth(text: Box<str>, depth: usize, facts: Facts) -> Payload {
+        debug_assert_eq!(
+            depth,
+            text_depth(text.as_bytes()),
+            "known depth of {text:.200}"
+        );
+        Payload {
+            depth,
+            text: Some(text),
+            json: OnceLock::new(),
+            facts,
+        }
+    }
+
     /// The text, when the data was written as text.
     pub fn text(&self) -> Option<&str> {
         self.text.as_deref()
@@ -166,7 +182,7 @@ impl TextWriter {
     pub fn str(&mut self, key: &str, value: &str) -> StrFact {
         self.key(key);
         let start = self.buf.len();
-        self.serialize(value);
+        push_json_str(&mut self.buf, value);
         let end = self.buf.len();
         if end - start == value.len() + 2
             && let (Ok(s), Ok(e)) = (u32::try_from(start + 1), u32::try_from(end - 1))
@@ -203,6 +219,27 @@ impl TextWriter {
             self.buf.truncate(start);
             self.buf.extend_from_slice(b"null");
         }
+    }
+
+    /// Content blocks, with text blocks written by the fast string writer (the output is the
+    /// same as serializing the blocks).
+    pub fn content(&mut self, key: &str, blocks: &[dsh_core::ContentBlock]) {
+        self.key(key);
+        self.buf.push(b'[');
+        for (i, block) in blocks.iter().enumerate() {
+            if i > 0 {
+                self.buf.push(b',');
+            }
+            match block {
+                dsh_core::ContentBlock::Text { text } => {
+                    self.buf.extend_from_slice(b"{\"type\":\"text\",\"text\":");
+                    push_json_str(&mut self.buf, text);
+                    self.buf.push(b'}');
+                }
+                other => self.serialize(other),
+            }
+        }
+        self.buf.push(b']');
     }
 
     /// Opens an object field.
@@ -244,5 +281,105 @@ impl TextWriter {
         String::from_utf8(self.buf)
             .unwrap_or_else(|_| "null".to_owned())
             .into_boxed_str()
+    }
+}
+
+/// The high bit of every byte of `w` that is `"`, `\\` or a control character below 0x20, and
+/// possibly of bytes above such a byte (SWAR): the lowest flagged byte is always a real one.
+fn special_mask(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero_bytes = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    zero_bytes(w ^ (ONES * u64::from(b'"')))
+        | zero_bytes(w ^ (ONES * u64::from(b'\\')))
+        | (w.wrapping_sub(ONES * 0x20) & !w & HIGH)
+}
+
+/// Appends `s` as a JSON string, byte for byte what `serde_json` writes: runs that need no
+/// escaping are copied eight bytes at a time.
+pub(crate) fn push_json_str(buf: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    buf.reserve(bytes.len() + 2);
+    buf.push(b'"');
+    let (mut start, mut i) = (0, 0);
+    while i < bytes.len() {
+        if let Some(word) = bytes
+            .get(i..i + 8)
+            .and_then(|c| <[u8; 8]>::try_from(c).ok())
+        {
+            let mask = special_mask(u64::from_le_bytes(word));
+            if mask == 0 {
+                i += 8;
+                continue;
+            }
+            // Jump straight to the first byte that needs escaping.
+            i += (mask.trailing_zeros() / 8) as usize;
+        }
+        let b = bytes[i];
+        let short = match b {
+            b'"' => Some(b'"'),
+            b'\\' => Some(b'\\'),
+            0x08 => Some(b'b'),
+            0x0c => Some(b'f'),
+            b'\n' => Some(b'n'),
+            b'\r' => Some(b'r'),
+            b'\t' => Some(b't'),
+            _ => None,
+        };
+        if short.is_some() || b < 0x20 {
+            buf.extend_from_slice(&bytes[start..i]);
+            match short {
+                Some(c) => buf.extend_from_slice(&[b'\\', c]),
+                None => buf.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 0xf)],
+                ]),
+            }
+            start = i + 1;
+        }
+        i += 1;
+    }
+    buf.extend_from_slice(&bytes[start..]);
+    buf.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::push_json_str;
+
+    fn ours(s: &str) -> String {
+        let mut buf = Vec::new();
+        push_json_str(&mut buf, s);
+        String::from_utf8(buf).unwrap_or_default()
+    }
+
+    #[test]
+    fn escapes_exactly_as_serde_json_does() {
+        let mut all = String::new();
+        for c in (0u8..0x80).map(char::from) {
+            all.push(c);
+        }
+        all.push_str("é漢🦀\u{2028}\u{7f}");
+        for s in ["", "plain", "a\"b\\c", &all, "0123456\n89abcdef\"x"] {
+            assert_eq!(
+                ours(s),
+                serde_json::to_string(s).unwrap_or_default(),
+                "{s:?}"
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_string_matches_serde_json(s in any::<String>()) {
+            prop_assert_eq!(ours(&s), serde_json::to_string(&s).unwrap_or_default());
+        }
     }
 }
