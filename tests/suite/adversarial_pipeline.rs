@@ -27,11 +27,10 @@ fn text_of(event: &Event) -> String {
         .to_owned()
 }
 
-/// The lead's rule: the scheduler gives a duplicate id a failure result without running it only
-/// if that is needed for a clean log. It is not enough (the second `tool/call` with that id is
-/// what the checker names, and spec S4 logs every call before any policy), so the scheduler is
-/// unchanged: both calls run, each result points at its own call's seq, and the checker's only
-/// complaint is the duplicate id itself, on the second call's line.
+/// Duplicate call ids in one message: refusing the second call would not give a clean log (the
+/// second `tool/call` with that id is what the checker names, and spec S4 logs every call before
+/// any policy), so both calls run, each result points at its own call's seq, and the checker's
+/// only complaint is the duplicate id itself, on the second call's line.
 #[tokio::test]
 async fn adv_duplicate_call_ids_into_the_scheduler_both_get_paired_results() {
     let session = Session::in_memory("dup");
