@@ -342,3 +342,17 @@ impl Latch {
         self.notify.notify_waiters();
     }
 }
+
+/// A string tool named `name` (exclusive) whose body adds one to `runs` and returns `ran`: the
+/// "did the body run?" probe of many checklist lines.
+pub fn counting_tool(name: &str, runs: &Arc<std::sync::atomic::AtomicUsize>) -> ToolDefinition {
+    let runs = runs.clone();
+    ToolDefinition::builder(name, "counts its runs")
+        .output(ToolOutput::string())
+        .execute(move |_ctx| {
+            runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { Ok(Json::string("ran")) }
+        })
+        .build()
+        .unwrap_or_else(|e| panic!("counting fixture: {e}"))
+}

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use dsh_core::{
-    Dispatch, ExecuteNext, ExecuteWrapper, Failure, Json, PostToolDecision, PreToolDecision,
-    ToolDefinition, ToolExecution, ToolOutput, ToolRegistry, ToolResult,
+    Dispatch, ExecuteNext, ExecuteWrapper, Failure, PostToolDecision, PreToolDecision,
+    ToolExecution, ToolRegistry, ToolResult,
 };
 use dsh_guard::{Hooks, Scope};
 use dsh_scheduler::Runtime;
@@ -24,15 +24,7 @@ fn text(s: &str) -> Value {
 /// A runtime with one string tool `echo` whose body counts its runs.
 fn counted_echo() -> (Runtime, Arc<AtomicUsize>) {
     let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    let tool = ToolDefinition::builder("echo", "counted echo")
-        .output(ToolOutput::string())
-        .execute(move |_ctx| {
-            r.fetch_add(1, Ordering::SeqCst);
-            async { Ok(Json::string("ran")) }
-        })
-        .build()
-        .expect("builds");
+    let tool = dsh_test_support::counting_tool("echo", &runs);
     let registry = ToolRegistry::new();
     registry.register(tool).expect("registers").keep();
     (Runtime::new(registry, Hooks::new()), runs)

@@ -145,18 +145,7 @@ async fn log_02_deferred_contexts_are_logged_after_the_result_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_03_denied_call_result_block_carries_the_reason() {
     let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    let danger = ToolDefinition::builder("danger", "must not run")
-        .output(ToolOutput::string())
-        .execute(move |_| {
-            let r = r.clone();
-            async move {
-                r.fetch_add(1, Ordering::SeqCst);
-                Ok(Json::string("ran"))
-            }
-        })
-        .build()
-        .unwrap();
+    let danger = dsh_test_support::counting_tool("danger", &runs);
     let registry = ToolRegistry::new();
     registry.register(danger).unwrap().keep();
     let hooks = Hooks::new();

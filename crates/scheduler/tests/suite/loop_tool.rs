@@ -31,18 +31,7 @@ use super::sch::{
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loop_15_cancel_at_assistant_message_pairs_the_call_and_replays_it() {
     let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    let danger = ToolDefinition::builder("danger", "counts its runs")
-        .output(ToolOutput::string())
-        .execute(move |_| {
-            let r = r.clone();
-            async move {
-                r.fetch_add(1, Ordering::SeqCst);
-                Ok(Json::string("ran"))
-            }
-        })
-        .build()
-        .unwrap();
+    let danger = dsh_test_support::counting_tool("danger", &runs);
     let registry = ToolRegistry::new();
     registry.register(danger).unwrap().keep();
     let rt = runtime(&registry, &Hooks::new());
