@@ -137,7 +137,7 @@ impl<'de> Deserialize<'de> for ContentBlock {
 
 /// One text block.
 pub fn text_content(text: impl Into<Arc<str>>) -> Content {
-    Arc::from(vec![ContentBlock::text(text)])
+    Arc::from([ContentBlock::text(text)])
 }
 
 /// Summarizes content as text: text blocks joined by newlines, other blocks as `[<type> content]`.

@@ -27,6 +27,12 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh message id, unique within this process and across processes with high probability.
 pub fn fresh_message_id() -> Arc<str> {
+    let id = fresh_message_id_ascii();
+    Arc::from(std::str::from_utf8(&id).unwrap_or("00000000-0000-4000-8000-000000000000"))
+}
+
+/// [`fresh_message_id`] as its 36 ASCII bytes, for writers that copy it straight into a buffer.
+pub fn fresh_message_id_ascii() -> [u8; 36] {
     // A per-process random key (from the standard library's randomly keyed hasher, drawn once)
     // mixed with a counter through splitmix64: unique in-process by construction, across
     // processes with high probability, and cheap (no hashing or formatting machinery per id).
@@ -62,7 +68,7 @@ pub fn fresh_message_id() -> Arc<str> {
     for i in [8, 13, 18, 23] {
         out[i] = b'-';
     }
-    Arc::from(std::str::from_utf8(&out).unwrap_or("00000000-0000-4000-8000-000000000000"))
+    out
 }
 
 fn splitmix64(mut z: u64) -> u64 {

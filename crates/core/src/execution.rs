@@ -151,6 +151,25 @@ impl ToolExecutionInput {
         }
     }
 
+    /// An input over ids the caller already holds shared (no copy), with the caller's signal;
+    /// like [`ToolExecutionInput::new`] followed by [`ToolExecutionInput::with_signal`].
+    pub fn shared(
+        call_id: Arc<str>,
+        name: Arc<str>,
+        arguments: Arguments,
+        signal: Signal,
+    ) -> ToolExecutionInput {
+        ToolExecutionInput {
+            call_id,
+            root_call_id: None,
+            name,
+            arguments,
+            agent: None,
+            parent: None,
+            signal,
+        }
+    }
+
     /// Sets the agent.
     pub fn with_agent(mut self, agent: AgentId) -> Self {
         self.agent = Some(agent);

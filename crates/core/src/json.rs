@@ -76,6 +76,16 @@ pub fn dismantle(value: Value) {
 
 /// Nesting depth of a value (a scalar is 0, `[]` is 1), computed without recursion.
 pub fn depth_of(value: &Value) -> usize {
+    let is_container = |v: &Value| matches!(v, Value::Array(_) | Value::Object(_));
+    // Scalars and flat containers (the usual arguments) need no walk.
+    let flat = match value {
+        Value::Array(items) => !items.iter().any(is_container),
+        Value::Object(map) => !map.values().any(is_container),
+        _ => return 0,
+    };
+    if flat {
+        return 1;
+    }
     let mut max = 0;
     let mut stack: Vec<(&Value, usize)> = vec![(value, 0)];
     while let Some((v, d)) = stack.pop() {

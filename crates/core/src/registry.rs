@@ -446,6 +446,18 @@ impl ToolRegistry {
         self.shared.state.read().lookup(name, agent).cloned()
     }
 
+    /// [`ToolRegistry::get`] together with the [`ToolRegistry::generation`] it was resolved
+    /// under (read atomically): while the generation is unchanged, the same lookup resolves the
+    /// same definition.
+    pub fn get_at(
+        &self,
+        name: &str,
+        agent: Option<&AgentId>,
+    ) -> (Option<Arc<ToolDefinition>>, u64) {
+        let st = self.shared.state.read();
+        (st.lookup(name, agent).cloned(), st.generation)
+    }
+
     /// The schemas `agent` sees, in registration order: exactly name, description, parameters.
     pub fn schemas(&self, agent: Option<&AgentId>) -> Vec<ToolSchema> {
         let st = self.shared.state.read();

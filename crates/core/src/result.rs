@@ -31,7 +31,10 @@ pub struct ToolResult {
 }
 
 fn no_contexts() -> Arc<[ContextMessage]> {
-    Arc::from(Vec::new())
+    // Shared: most results carry no contexts, and cloning is cheaper than allocating.
+    static NONE: std::sync::LazyLock<Arc<[ContextMessage]>> =
+        std::sync::LazyLock::new(|| Arc::from(Vec::new()));
+    NONE.clone()
 }
 
 impl ToolResult {

@@ -139,7 +139,7 @@ impl ToolOutput {
     /// A string value rendered as one text block.
     pub fn string() -> ToolOutput {
         ToolOutput::new(Json::from_shallow(json!({"type": "string"})), |v| {
-            Ok(Arc::from(vec![ContentBlock::text(
+            Ok(Arc::from([ContentBlock::text(
                 v.as_str().unwrap_or_default(),
             )]))
         })
@@ -148,7 +148,7 @@ impl ToolOutput {
     /// Any JSON value: strings render raw, everything else as pretty JSON.
     pub fn json() -> ToolOutput {
         ToolOutput::new(Json::empty_object(), |v| {
-            Ok(Arc::from(vec![ContentBlock::text(render_value_text(v))]))
+            Ok(Arc::from([ContentBlock::text(render_value_text(v))]))
         })
     }
 

@@ -122,11 +122,37 @@ fn article(ty: &str) -> &'static str {
     }
 }
 
+/// A keyword of a schema object. Schemas are small objects, and a scan of a few keys is much
+/// cheaper than hashing the keyword, which matters because every check asks for several.
+fn kw<'s>(obj: &'s Map<String, Value>, key: &str) -> Option<&'s Value> {
+    if obj.len() <= 8 {
+        obj.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+    } else {
+        obj.get(key)
+    }
+}
+
+/// The names of a `type` keyword: the usual single name needs no allocation.
+enum Types<'s> {
+    One([&'s str; 1]),
+    Many(Vec<&'s str>),
+}
+
+impl<'s> std::ops::Deref for Types<'s> {
+    type Target = [&'s str];
+    fn deref(&self) -> &[&'s str] {
+        match self {
+            Types::One(t) => t,
+            Types::Many(ts) => ts,
+        }
+    }
+}
+
 /// The `type` keyword as a list of names; an error if it is malformed or names an unknown type.
-fn types_of(obj: &Map<String, Value>) -> Result<Vec<&str>, SchemaError> {
-    let types: Vec<&str> = match obj.get("type") {
-        None => Vec::new(),
-        Some(Value::String(t)) => vec![t.as_str()],
+fn types_of(obj: &Map<String, Value>) -> Result<Types<'_>, SchemaError> {
+    let types = match kw(obj, "type") {
+        None => Types::Many(Vec::new()),
+        Some(Value::String(t)) => Types::One([t.as_str()]),
         Some(Value::Array(ts)) => {
             let mut out = Vec::with_capacity(ts.len());
             for t in ts {
@@ -135,7 +161,7 @@ fn types_of(obj: &Map<String, Value>) -> Result<Vec<&str>, SchemaError> {
                     None => return Err(SchemaError(format!("invalid type {t}"))),
                 }
             }
-            out
+            Types::Many(out)
         }
         Some(other) => return Err(SchemaError(format!("invalid type {other}"))),
     };
@@ -150,7 +176,7 @@ fn enum_of<'s>(
     obj: &'s Map<String, Value>,
     types: &[&str],
 ) -> Result<Option<&'s [Value]>, SchemaError> {
-    let Some(en) = obj.get("enum") else {
+    let Some(en) = kw(obj, "enum") else {
         return Ok(None);
     };
     let Some(list) = en.as_array() else {
@@ -229,7 +255,7 @@ impl<'a> Cx<'a> {
         path: &Path<'_>,
         hops: usize,
     ) -> Result<(), SchemaError> {
-        let schema = if schema.get("$ref").is_some() {
+        let schema = if schema.as_object().is_some_and(|o| kw(o, "$ref").is_some()) {
             if hops >= MAX_REF_HOPS {
                 return Err(SchemaError(
                     "$ref cycle that never descends into the value".into(),
@@ -269,7 +295,7 @@ impl<'a> Cx<'a> {
             });
             return Ok(());
         }
-        if let Some(c) = obj.get("const")
+        if let Some(c) = kw(obj, "const")
             && c != value
         {
             self.report(|| format!("{} must be {}", path.quoted(), c));
@@ -281,7 +307,7 @@ impl<'a> Cx<'a> {
             _ => {}
         }
         for key in ["oneOf", "anyOf"] {
-            if let Some(Value::Array(branches)) = obj.get(key) {
+            if let Some(Value::Array(branches)) = kw(obj, key) {
                 let mut matched = false;
                 for b in branches {
                     let mut scratch = Vec::new();
@@ -303,7 +329,7 @@ impl<'a> Cx<'a> {
                 }
             }
         }
-        if let Some(Value::Array(all)) = obj.get("allOf") {
+        if let Some(Value::Array(all)) = kw(obj, "allOf") {
             for s in all {
                 self.check(s, value, path, hops + 1)?;
             }
@@ -317,7 +343,7 @@ impl<'a> Cx<'a> {
         map: &Map<String, Value>,
         path: &Path<'_>,
     ) -> Result<(), SchemaError> {
-        if let Some(req) = obj.get("required") {
+        if let Some(req) = kw(obj, "required") {
             let Some(req) = req.as_array() else {
                 return Err(SchemaError("required must be an array".into()));
             };
@@ -328,7 +354,7 @@ impl<'a> Cx<'a> {
                 }
             }
         }
-        let props = obj.get("properties").and_then(Value::as_object);
+        let props = kw(obj, "properties").and_then(Value::as_object);
         if let Some(props) = props {
             for (k, sub) in props {
                 if let Some(v) = map.get(k) {
@@ -336,7 +362,7 @@ impl<'a> Cx<'a> {
                 }
             }
         }
-        match obj.get("additionalProperties") {
+        match kw(obj, "additionalProperties") {
             None | Some(Value::Bool(true)) => {}
             Some(Value::Bool(false)) => {
                 for k in map.keys() {
@@ -365,9 +391,9 @@ impl<'a> Cx<'a> {
     ) -> Result<(), SchemaError> {
         // Positional schemas (`prefixItems`, or a tuple `items` list), then one for the rest.
         let (positional, rest): (&[Value], Option<&Value>) =
-            match (obj.get("prefixItems"), obj.get("items")) {
+            match (kw(obj, "prefixItems"), kw(obj, "items")) {
                 (Some(Value::Array(prefix)), rest) => (prefix, rest),
-                (_, Some(Value::Array(tuple))) => (tuple, obj.get("additionalItems")),
+                (_, Some(Value::Array(tuple))) => (tuple, kw(obj, "additionalItems")),
                 (_, rest) => (&[], rest),
             };
         for (i, v) in items.iter().enumerate() {

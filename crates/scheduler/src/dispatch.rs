@@ -16,6 +16,7 @@ use crate::runtime::{Call, Candidate, Runtime};
 
 struct BodyTerminal<'a> {
     runtime: &'a Runtime,
+    call: &'a Call,
     invoked: AtomicBool,
 }
 
@@ -28,7 +29,7 @@ impl Terminal for BodyTerminal<'_> {
 impl BodyTerminal<'_> {
     async fn run(&self, call: Dispatch) -> ToolResult {
         let exec = call.exec().clone();
-        let Some(def) = self.runtime.registry.get(exec.name(), exec.agent()) else {
+        let Some(def) = self.runtime.resolve_now(self.call, &exec) else {
             return ToolResult::failure(Failure::unknown_tool(exec.name()));
         };
         let signal = if Signal::same(call.signal(), exec.signal()) {
@@ -84,6 +85,7 @@ impl Runtime {
         );
         let terminal = BodyTerminal {
             runtime: self,
+            call,
             invoked: AtomicBool::new(false),
         };
         let chained = ExecuteNext::new(&call.hooks.wrappers, &terminal)
@@ -117,7 +119,7 @@ impl Runtime {
         };
         let contexts = result.additional_contexts().clone();
         let concludes = result.concludes_turn();
-        let Some(def) = self.registry.get(exec.name(), exec.agent()) else {
+        let Some(def) = self.resolve_now(call, exec) else {
             return ToolResult::failure(Failure::unknown_tool(exec.name())).with_contexts(contexts);
         };
         match def.render_success(exec.token(), value, exec.parent().is_none()) {

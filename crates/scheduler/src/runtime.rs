@@ -46,6 +46,9 @@ pub struct Call {
     /// The definition resolved when the call was created (its `finalize_content` is used even if
     /// the tool is unregistered meanwhile, FIN-14).
     pub(crate) def: Option<Arc<ToolDefinition>>,
+    /// The registry generation `def` was resolved under (a later stage that must resolve the
+    /// tool "now" reuses `def` while the generation is unchanged).
+    pub(crate) generation: u64,
     pub(crate) hooks: Arc<CallHooks>,
     pub(crate) chain: Vec<AgentId>,
     /// The stages this call has entered (spec order, checked in debug builds).
@@ -56,6 +59,23 @@ impl Call {
     /// The execution.
     pub fn exec(&self) -> &Arc<ToolExecution> {
         &self.exec
+    }
+}
+
+impl Runtime {
+    /// The tool `exec` resolves to now: the call's own resolution while the registry has not
+    /// changed since, a fresh lookup otherwise.
+    pub(crate) fn resolve_now(
+        &self,
+        call: &Call,
+        exec: &ToolExecution,
+    ) -> Option<Arc<ToolDefinition>> {
+        let same_call = std::ptr::eq(exec, Arc::as_ptr(&call.exec));
+        if same_call && self.registry.generation() == call.generation {
+            call.def.clone()
+        } else {
+            self.registry.get(exec.name(), exec.agent())
+        }
     }
 }
 
@@ -123,11 +143,12 @@ impl Runtime {
     pub fn call(&self, input: ToolExecutionInput) -> Call {
         let exec = ToolExecution::new(input);
         let chain = self.registry.scope_chain(exec.agent());
-        let def = self.registry.get(exec.name(), exec.agent());
+        let (def, generation) = self.registry.get_at(exec.name(), exec.agent());
         let hooks = self.hooks.snapshot(&chain);
         Call {
             exec,
             def,
+            generation,
             hooks,
             chain,
             stages: Arc::default(),

@@ -6,14 +6,15 @@
 //! - a call is classified right before it starts; an exclusive call waits for everything before
 //!   it to be committed, runs alone, and nothing after it starts until it is committed;
 //! - parallel calls run in a rolling pool of at most `max_parallel` bodies, as spawned tasks,
-//!   so a slow prepare of a later call never delays a running body;
+//!   so a slow prepare of a later call never delays a running body; a call that runs alone
+//!   (exclusive, or the last call with nothing else in flight) is dispatched inline by the
+//!   driver: nothing else could run beside it, so a task would only add a hand-off;
 //! - results are committed in model order with `sourceEventSeqs: [call seq]`;
 //! - on abort, no new call starts; started calls finish and commit in order; every call that
 //!   never started gets a `tool/call` + `tool/result` (`ABORTED_BEFORE_DISPATCH`) pair;
 //! - if the scheduler itself fails, it stops starting calls, waits for every call in flight and
 //!   reports the error; it never fabricates results.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use dsh_core::codes::messages;
@@ -83,6 +84,22 @@ enum Slot {
     },
 }
 
+/// Where spawned bodies report back: the call's index and its candidate.
+type Channel = (
+    mpsc::UnboundedSender<(usize, Candidate)>,
+    mpsc::UnboundedReceiver<(usize, Candidate)>,
+);
+
+/// Marks a running call as decided.
+fn settle(calls: &mut [(Option<Started>, Option<Slot>)], i: usize, candidate: Candidate) {
+    if let Some(Slot::Running { exclusive }) = calls[i].1 {
+        calls[i].1 = Some(Slot::Done {
+            candidate,
+            exclusive,
+        });
+    }
+}
+
 struct Started {
     call: Call,
     call_seq: u64,
@@ -104,9 +121,11 @@ impl Runtime {
         }
         let cap = cx.max_parallel;
         let n = blocks.len();
-        let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Candidate)>();
-        let mut started: Vec<Option<Started>> = (0..n).map(|_| None).collect();
-        let mut slots: HashMap<usize, Slot> = HashMap::new();
+        // Created with the first spawned body: a step whose calls all run inline needs none.
+        let mut channel: Option<Channel> = None;
+        // Per call: what started it (for the commit) and where its outcome stands.
+        let mut calls: Vec<(Option<Started>, Option<Slot>)> =
+            (0..n).map(|_| (None, None)).collect();
         let mut next_start = 0usize;
         let mut next_commit = 0usize;
         let mut running = 0usize;
@@ -119,29 +138,23 @@ impl Runtime {
         let mut classified: Option<(usize, u64, ExecutionMode)> = None;
 
         loop {
-            while let Ok((i, c)) = rx.try_recv() {
-                running -= 1;
-                if let Some(Slot::Running { exclusive }) = slots.remove(&i) {
-                    slots.insert(
-                        i,
-                        Slot::Done {
-                            candidate: c,
-                            exclusive,
-                        },
-                    );
+            if let Some((_, rx)) = &mut channel {
+                while let Ok((i, c)) = rx.try_recv() {
+                    running -= 1;
+                    settle(&mut calls, i, c);
                 }
             }
             // Finalize and commit the front call once it is decided.
             if failure.is_none()
                 && next_commit < next_start
-                && matches!(slots.get(&next_commit), Some(Slot::Done { .. }))
+                && matches!(calls[next_commit].1, Some(Slot::Done { .. }))
                 && let (
+                    Some(s),
                     Some(Slot::Done {
                         candidate,
                         exclusive,
                     }),
-                    Some(s),
-                ) = (slots.remove(&next_commit), started[next_commit].take())
+                ) = std::mem::take(&mut calls[next_commit])
             {
                 match self.commit(cx, s, candidate, &mut out).await {
                     Ok(()) => {
@@ -199,6 +212,10 @@ impl Runtime {
                     if can_start {
                         let i = next_start;
                         next_start += 1;
+                        // Nothing else can run beside this call: exclusive calls start with
+                        // nothing in progress and block every later start; the last call with
+                        // nothing in progress has nobody left to overlap with.
+                        let alone = in_progress == 0 && (exclusive || next_start == n);
                         let args = pending
                             .take()
                             .map_or_else(|| Arguments::from_raw(&block.arguments), |(_, a)| a);
@@ -208,23 +225,24 @@ impl Runtime {
                                 if exclusive {
                                     exclusive_open = true;
                                 }
-                                match prepared {
-                                    Prepared::Decided(candidate) => {
-                                        slots.insert(
-                                            i,
-                                            Slot::Done {
-                                                candidate,
-                                                exclusive,
-                                            },
-                                        );
+                                let done = |candidate| Slot::Done {
+                                    candidate,
+                                    exclusive,
+                                };
+                                let slot = match prepared {
+                                    Prepared::Decided(candidate) => done(candidate),
+                                    Prepared::Ready if alone => {
+                                        done(self.dispatch_contained(&s.call).await)
                                     }
                                     Prepared::Ready => {
                                         running += 1;
-                                        slots.insert(i, Slot::Running { exclusive });
+                                        let (tx, _) =
+                                            channel.get_or_insert_with(mpsc::unbounded_channel);
                                         self.spawn_dispatch(i, &s, tx.clone());
+                                        Slot::Running { exclusive }
                                     }
-                                }
-                                started[i] = Some(s);
+                                };
+                                calls[i] = (Some(s), Some(slot));
                             }
                         }
                         continue;
@@ -239,18 +257,14 @@ impl Runtime {
                 // when every call is done.
                 break;
             }
+            let Some((_, rx)) = &mut channel else {
+                // Something runs, so a body was spawned and the channel exists.
+                break;
+            };
             match rx.recv().await {
                 Some((i, c)) => {
                     running -= 1;
-                    if let Some(Slot::Running { exclusive }) = slots.remove(&i) {
-                        slots.insert(
-                            i,
-                            Slot::Done {
-                                candidate: c,
-                                exclusive,
-                            },
-                        );
-                    }
+                    settle(&mut calls, i, c);
                 }
                 None => break,
             }
@@ -277,8 +291,12 @@ impl Runtime {
                 &block.arguments,
             ))
             .await?;
-        let mut input = ToolExecutionInput::new(&block.call_id, &block.name, arguments)
-            .with_signal(cx.signal.clone());
+        let mut input = ToolExecutionInput::shared(
+            block.call_id.clone(),
+            block.name.clone(),
+            arguments,
+            cx.signal.clone(),
+        );
         input.agent = cx.agent.clone();
         let call = self.call(input);
         let prepared = self.prepare(&call).await;
@@ -302,21 +320,27 @@ impl Runtime {
         let call = Call {
             exec: s.call.exec.clone(),
             def: s.call.def.clone(),
+            generation: s.call.generation,
             hooks: s.call.hooks.clone(),
             chain: s.call.chain.clone(),
             stages: s.call.stages.clone(),
         };
         tokio::spawn(async move {
-            let candidate = std::panic::AssertUnwindSafe(rt.dispatch(&call))
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|p| {
-                    Candidate::final_failure(ToolResult::failure(dsh_core::Failure::from_panic(
-                        "dispatch", &*p,
-                    )))
-                });
+            let candidate = rt.dispatch_contained(&call).await;
             let _ = tx.send((i, candidate));
         });
+    }
+
+    /// Dispatch with a panic anywhere in the chain or the body turned into the call's failure.
+    async fn dispatch_contained(&self, call: &Call) -> Candidate {
+        std::panic::AssertUnwindSafe(self.dispatch(call))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|p| {
+                Candidate::final_failure(ToolResult::failure(dsh_core::Failure::from_panic(
+                    "dispatch", &*p,
+                )))
+            })
     }
 
     async fn commit(

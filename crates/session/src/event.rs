@@ -300,22 +300,21 @@ impl Event {
         error: Option<&ErrorInfo>,
         meta: Option<&Json>,
     ) -> Event {
-        w.open("message");
-        w.open("source");
-        w.str("kind", "tool");
-        w.str("callId", call_id);
-        w.close();
-        w.open_array("content");
-        w.open_item();
-        w.str("type", "tool-result");
-        w.str("toolCallId", call_id);
-        w.content("content", content);
-        w.bool("isError", is_error);
-        w.close();
-        w.close_array();
-        w.str("role", "user");
-        w.str("id", &dsh_core::context::fresh_message_id());
-        w.close();
+        // `message` spelled out: its keys and nesting are fixed, only the values vary.
+        w.raw(r#","message":{"source":{"kind":"tool","callId":"#);
+        w.string(call_id);
+        w.raw(r#"},"content":[{"type":"tool-result","toolCallId":"#);
+        w.string(call_id);
+        w.raw(r#","content":"#);
+        w.blocks(content);
+        w.raw(if is_error {
+            r#","isError":true}],"role":"user","id":""#
+        } else {
+            r#","isError":false}],"role":"user","id":""#
+        });
+        let id = dsh_core::context::fresh_message_id_ascii();
+        w.raw(std::str::from_utf8(&id).unwrap_or("00000000-0000-4000-8000-000000000000"));
+        w.raw(r#""}"#);
         if let Some(info) = error {
             w.open("error");
             w.str("name", &info.name);
@@ -344,7 +343,7 @@ impl Event {
             span: 1,
             verbatim: None,
         }
-        .with_source_event_seqs(vec![call_seq])
+        .with_source_event_seqs([call_seq])
         .with_surface_op(SurfaceOp::Append)
     }
 

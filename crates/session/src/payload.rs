@@ -193,6 +193,37 @@ impl TextWriter {
         }
     }
 
+    /// Appends literal JSON text (object structure the caller spells out): the object is no
+    /// longer empty afterwards.
+    pub fn raw(&mut self, text: &str) {
+        self.buf.extend_from_slice(text.as_bytes());
+        self.first = false;
+    }
+
+    /// Appends a JSON string value with no key (after a [`TextWriter::raw`] that ends in `:`).
+    pub fn string(&mut self, value: &str) {
+        push_json_str(&mut self.buf, value);
+    }
+
+    /// Appends content blocks with no key: text blocks written directly, others serialized.
+    pub fn blocks(&mut self, blocks: &[dsh_core::ContentBlock]) {
+        self.buf.push(b'[');
+        for (i, block) in blocks.iter().enumerate() {
+            if i > 0 {
+                self.buf.push(b',');
+            }
+            match block {
+                dsh_core::ContentBlock::Text { text } => {
+                    self.buf.extend_from_slice(b"{\"type\":\"text\",\"text\":");
+                    push_json_str(&mut self.buf, text);
+                    self.buf.push(b'}');
+                }
+                other => self.serialize(other),
+            }
+        }
+        self.buf.push(b']');
+    }
+
     /// An integer field.
     pub fn u32(&mut self, key: &str, value: u32) {
         self.key(key);
@@ -221,27 +252,6 @@ impl TextWriter {
         }
     }
 
-    /// Content blocks, with text blocks written by the fast string writer (the output is the
-    /// same as serializing the blocks).
-    pub fn content(&mut self, key: &str, blocks: &[dsh_core::ContentBlock]) {
-        self.key(key);
-        self.buf.push(b'[');
-        for (i, block) in blocks.iter().enumerate() {
-            if i > 0 {
-                self.buf.push(b',');
-            }
-            match block {
-                dsh_core::ContentBlock::Text { text } => {
-                    self.buf.extend_from_slice(b"{\"type\":\"text\",\"text\":");
-                    push_json_str(&mut self.buf, text);
-                    self.buf.push(b'}');
-                }
-                other => self.serialize(other),
-            }
-        }
-        self.buf.push(b']');
-    }
-
     /// Opens an object field.
     pub fn open(&mut self, key: &str) {
         self.key(key);
@@ -249,29 +259,9 @@ impl TextWriter {
         self.first = true;
     }
 
-    /// Opens an array field.
-    pub fn open_array(&mut self, key: &str) {
-        self.key(key);
-        self.buf.push(b'[');
-        self.first = true;
-    }
-
-    /// Opens an object as the next array item.
-    pub fn open_item(&mut self) {
-        self.separate();
-        self.buf.push(b'{');
-        self.first = true;
-    }
-
     /// Closes the innermost object.
     pub fn close(&mut self) {
         self.buf.push(b'}');
-        self.first = false;
-    }
-
-    /// Closes the innermost array.
-    pub fn close_array(&mut self) {
-        self.buf.push(b']');
         self.first = false;
     }
 

@@ -426,3 +426,22 @@ proptest! {
         }
     }
 }
+
+/// Nesting depth by plain recursion (the values here are shallow).
+fn naive_depth(v: &Value) -> usize {
+    match v {
+        Value::Array(items) => 1 + items.iter().map(naive_depth).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(naive_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn depth_of_counts_nesting_for_flat_and_nested_values(v in any_json()) {
+        prop_assert_eq!(dsh_core::json::depth_of(&v), naive_depth(&v));
+        prop_assert_eq!(Json::new(v.clone()).expect("shallow").depth(), naive_depth(&v));
+    }
+}
