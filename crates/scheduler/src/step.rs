@@ -5,10 +5,11 @@
 //! - prepare and finalize run one call at a time, in model order; only dispatch overlaps;
 //! - a call is classified right before it starts; an exclusive call waits for everything before
 //!   it to be committed, runs alone, and nothing after it starts until it is committed;
-//! - parallel calls run in a rolling pool of at most `max_parallel` bodies, as spawned tasks,
-//!   so a slow prepare of a later call never delays a running body; a call that runs alone
-//!   (exclusive, or the last call with nothing else in flight) is dispatched inline by the
-//!   driver: nothing else could run beside it, so a task would only add a hand-off;
+//! - parallel calls run in a rolling pool of at most `max_parallel` bodies; a body that has to
+//!   wait runs as a spawned task, so a slow prepare of a later call never delays it. Its first
+//!   poll happens in the driver, so a body that settles at once costs no task; a call that runs
+//!   alone (exclusive, or the last call with nothing else in flight) is dispatched inline
+//!   entirely: nothing else could run beside it;
 //! - results are committed in model order with `sourceEventSeqs: [call seq]`;
 //! - on abort, no new call starts; started calls finish and commit in order; every call that
 //!   never started gets a `tool/call` + `tool/result` (`ABORTED_BEFORE_DISPATCH`) pair;
@@ -23,6 +24,7 @@ use dsh_core::{
 };
 use dsh_session::{Event, Session};
 use futures::FutureExt;
+use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use crate::SchedulerError;
@@ -235,11 +237,22 @@ impl Runtime {
                                         done(self.dispatch_contained(&s.call).await)
                                     }
                                     Prepared::Ready => {
-                                        running += 1;
-                                        let (tx, _) =
-                                            channel.get_or_insert_with(mpsc::unbounded_channel);
-                                        self.spawn_dispatch(i, &s, tx.clone());
-                                        Slot::Running { exclusive }
+                                        // The body's first poll runs here; only a body that
+                                        // has to wait becomes a task (a no-op needs no task).
+                                        let mut body = self.owned_dispatch(&s.call);
+                                        match futures::poll!(body.as_mut()) {
+                                            std::task::Poll::Ready(candidate) => done(candidate),
+                                            std::task::Poll::Pending => {
+                                                running += 1;
+                                                let (tx, _) = channel
+                                                    .get_or_insert_with(mpsc::unbounded_channel);
+                                                let tx = tx.clone();
+                                                tokio::spawn(async move {
+                                                    let _ = tx.send((i, body.await));
+                                                });
+                                                Slot::Running { exclusive }
+                                            }
+                                        }
                                     }
                                 };
                                 calls[i] = (Some(s), Some(slot));
@@ -310,25 +323,18 @@ impl Runtime {
         ))
     }
 
-    fn spawn_dispatch(
-        self: &Arc<Self>,
-        i: usize,
-        s: &Started,
-        tx: mpsc::UnboundedSender<(usize, Candidate)>,
-    ) {
+    /// The dispatch of a started call as an owned future, ready to move into a task.
+    fn owned_dispatch(self: &Arc<Self>, call: &Call) -> BoxFuture<'static, Candidate> {
         let rt = self.clone();
         let call = Call {
-            exec: s.call.exec.clone(),
-            def: s.call.def.clone(),
-            generation: s.call.generation,
-            hooks: s.call.hooks.clone(),
-            chain: s.call.chain.clone(),
-            stages: s.call.stages.clone(),
+            exec: call.exec.clone(),
+            def: call.def.clone(),
+            generation: call.generation,
+            hooks: call.hooks.clone(),
+            chain: call.chain.clone(),
+            stages: call.stages.clone(),
         };
-        tokio::spawn(async move {
-            let candidate = rt.dispatch_contained(&call).await;
-            let _ = tx.send((i, candidate));
-        });
+        async move { rt.dispatch_contained(&call).await }.boxed()
     }
 
     /// Dispatch with a panic anywhere in the chain or the body turned into the call's failure.

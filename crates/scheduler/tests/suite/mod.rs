@@ -10,6 +10,7 @@ mod interleavings;
 mod invariants;
 mod log;
 mod loop_tool;
+mod placement;
 mod props;
 mod reg_prepare;
 mod sch;
