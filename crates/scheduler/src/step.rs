@@ -296,12 +296,12 @@ impl Runtime {
     ) -> Result<(Started, Prepared), SchedulerError> {
         let call_seq = cx
             .session
-            .append(Event::tool_call(
+            .append(Event::tool_call_shared(
                 cx.turn,
                 cx.step,
-                &block.call_id,
-                &block.name,
-                &block.arguments,
+                block.call_id.clone(),
+                block.name.clone(),
+                block.arguments.clone(),
             ))
             .await?;
         let mut input = ToolExecutionInput::shared(
@@ -358,12 +358,12 @@ impl Runtime {
     ) -> Result<(), SchedulerError> {
         let result = self.finalize(&s.call, candidate).await;
         cx.session
-            .append(Event::tool_result(
+            .append(Event::tool_result_shared(
                 cx.turn,
                 cx.step,
-                &s.block.call_id,
+                s.block.call_id.clone(),
                 s.call_seq,
-                result.content(),
+                result.content().clone(),
                 result.is_error(),
                 result.error().and_then(|e| e.info()),
                 result.meta(),

@@ -13,9 +13,12 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use dsh_core::{ContentBlock, ContextMessage, ErrorInfo, Json};
+use dsh_core::{Content, ContentBlock, ContextMessage, ErrorInfo, Json};
 
 use crate::deep;
+use crate::deferred::{
+    CallFields, Deferred, ResultFields, content_len, result_depth, write_result_rest,
+};
 use crate::payload::{Facts, Payload, StrFact, TextWriter};
 
 /// The event types this crate knows by name. Any other type is kept verbatim.
@@ -121,18 +124,6 @@ fn type_arc(event_type: &str) -> Arc<str> {
     }
 }
 
-/// A guess at the length of content blocks' text, to size the buffer they are written into.
-fn content_len(content: &[ContentBlock]) -> usize {
-    content
-        .iter()
-        .map(|b| match b {
-            ContentBlock::Text { text } => text.len() + 24,
-            ContentBlock::Image { data, mime_type } => data.len() + mime_type.len() + 48,
-            ContentBlock::Other(_) => 64,
-        })
-        .sum()
-}
-
 /// The number of seqs a `-chunks` run stands for: the length of its `texts` (or, for tool-call
 /// chunks, `args`) array, which must be non-empty.
 pub(crate) fn chunk_span(event_type: &str, data: &Value) -> Result<u64, String> {
@@ -218,25 +209,40 @@ impl Event {
         name: &str,
         raw_arguments: &str,
     ) -> Event {
-        let mut w =
-            TextWriter::with_capacity(64 + call_id.len() + name.len() + raw_arguments.len());
-        w.u32("turn", turn);
-        w.u32("step", step);
-        let call_id = w.str("callId", call_id);
-        let name = w.str("name", name);
-        let arguments = w.str("arguments", raw_arguments);
+        Event::tool_call_shared(
+            turn,
+            step,
+            Arc::from(call_id),
+            Arc::from(name),
+            Arc::from(raw_arguments),
+        )
+    }
+
+    /// [`Event::tool_call`] over strings the caller already shares: the event keeps them (no
+    /// copy) and writes its text the first time it is needed.
+    pub fn tool_call_shared(
+        turn: u32,
+        step: u32,
+        call_id: Arc<str>,
+        name: Arc<str>,
+        raw_arguments: Arc<str>,
+    ) -> Event {
         let facts = Facts {
             turn: Some(turn),
             step: Some(step),
-            call_id,
-            name,
-            arguments,
             ..Facts::known()
         };
+        let fields = Deferred::Call(CallFields {
+            turn,
+            step,
+            call_id,
+            name,
+            arguments: raw_arguments,
+        });
         // A flat object of strings and numbers: depth 1, whatever the (escaped) arguments hold.
         Event {
             event_type: type_arc(types::TOOL_CALL),
-            data: Arc::new(Payload::from_text_at_depth(w.finish(), 1, facts)),
+            data: Arc::new(Payload::deferred(fields, 1, facts)),
             surface_op: None,
             source_event_seqs: None,
             span: 1,
@@ -257,15 +263,48 @@ impl Event {
         error: Option<&ErrorInfo>,
         meta: Option<&Json>,
     ) -> Event {
-        let mut w = TextWriter::with_capacity(256 + 2 * call_id.len() + content_len(content));
-        w.u32("turn", turn);
-        w.u32("step", step);
+        Event::tool_result_shared(
+            turn,
+            step,
+            Arc::from(call_id),
+            call_seq,
+            Arc::from(content),
+            is_error,
+            error,
+            meta,
+        )
+    }
+
+    /// [`Event::tool_result`] over a call id and content the caller already shares: the event
+    /// keeps them (no copy) and writes its text the first time it is needed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tool_result_shared(
+        turn: u32,
+        step: u32,
+        call_id: Arc<str>,
+        call_seq: u64,
+        content: Content,
+        is_error: bool,
+        error: Option<&ErrorInfo>,
+        meta: Option<&Json>,
+    ) -> Event {
         let facts = Facts {
             turn: Some(turn),
             step: Some(step),
             ..Facts::known()
         };
-        Event::finish_tool_result(w, facts, call_id, call_seq, content, is_error, error, meta)
+        let depth = result_depth(&content, meta);
+        let fields = Deferred::Result(ResultFields {
+            turn,
+            step,
+            call_id,
+            content,
+            is_error,
+            error: error.cloned(),
+            meta: meta.cloned(),
+            id: dsh_core::context::fresh_message_id_ascii(),
+        });
+        Event::result_event(Payload::deferred(fields, depth, facts), call_seq)
     }
 
     /// [`Event::tool_result`] with `turn` and `step` given as JSON values (crash repair copies
@@ -284,60 +323,17 @@ impl Event {
         let mut w = TextWriter::with_capacity(256 + 2 * call_id.len() + content_len(content));
         w.value("turn", &turn);
         w.value("step", &step);
-        let facts = Facts::unknown();
-        Event::finish_tool_result(w, facts, call_id, call_seq, content, is_error, error, meta)
+        let id = dsh_core::context::fresh_message_id_ascii();
+        write_result_rest(&mut w, call_id, content, is_error, error, meta, &id);
+        let depth = result_depth(content, meta);
+        let payload = Payload::from_text_at_depth(w.finish(), depth, Facts::unknown());
+        Event::result_event(payload, call_seq)
     }
 
-    /// Writes `message, error?, meta?` of a `tool/result` after its `turn` and `step`.
-    #[allow(clippy::too_many_arguments)]
-    fn finish_tool_result(
-        mut w: TextWriter,
-        facts: Facts,
-        call_id: &str,
-        call_seq: u64,
-        content: &[ContentBlock],
-        is_error: bool,
-        error: Option<&ErrorInfo>,
-        meta: Option<&Json>,
-    ) -> Event {
-        // `message` spelled out: its keys and nesting are fixed, only the values vary.
-        w.raw(r#","message":{"source":{"kind":"tool","callId":"#);
-        w.string(call_id);
-        w.raw(r#"},"content":[{"type":"tool-result","toolCallId":"#);
-        w.string(call_id);
-        w.raw(r#","content":"#);
-        w.blocks(content);
-        w.raw(if is_error {
-            r#","isError":true}],"role":"user","id":""#
-        } else {
-            r#","isError":false}],"role":"user","id":""#
-        });
-        let id = dsh_core::context::fresh_message_id_ascii();
-        w.raw(std::str::from_utf8(&id).unwrap_or("00000000-0000-4000-8000-000000000000"));
-        w.raw(r#""}"#);
-        if let Some(info) = error {
-            w.open("error");
-            w.str("name", &info.name);
-            w.str("code", &info.code);
-            w.close();
-        }
-        if let Some(meta) = meta {
-            w.value("meta", meta);
-        }
-        // The depth follows from the shape, so the (possibly large) text is not scanned:
-        // data > message > content > item > content > block, and data > meta.
-        let blocks = content
-            .iter()
-            .map(|b| match b {
-                ContentBlock::Other(j) => j.depth(),
-                _ => 1,
-            })
-            .max()
-            .unwrap_or(0);
-        let depth = (5 + blocks).max(1 + meta.map_or(0, Json::depth));
+    fn result_event(payload: Payload, call_seq: u64) -> Event {
         Event {
             event_type: type_arc(types::TOOL_RESULT),
-            data: Arc::new(Payload::from_text_at_depth(w.finish(), depth, facts)),
+            data: Arc::new(payload),
             surface_op: None,
             source_event_seqs: None,
             span: 1,
@@ -662,6 +658,9 @@ impl Event {
     /// Reads `data.<key>` as a string (`callId`, `name` and `arguments` of a typed event without
     /// building its tree, when their text needed no escaping).
     pub(crate) fn data_str(&self, key: &str) -> Option<&str> {
+        if let Some(field) = self.data.fields().and_then(|f| f.str_field(key)) {
+            return field;
+        }
         let facts = self.data.facts();
         if facts.known {
             let fact = match key {

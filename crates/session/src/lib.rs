@@ -44,6 +44,7 @@
 
 mod check;
 mod deep;
+mod deferred;
 mod derive;
 mod error;
 mod event;

@@ -1,5 +1,7 @@
-//! An event's `data`: its compact JSON text (typed constructors) or its frozen tree (events read
-//! or built from a [`Json`]), with the tree built from the text at most once, on first use.
+//! An event's `data`: its compact JSON text (typed constructors), the typed fields that text is
+//! written from on first use (`tool/call`, `tool/result`: see [`crate::deferred`]), or its
+//! frozen tree (events read or built from a [`Json`]); the tree is built from the text at most
+//! once, on first use.
 //!
 //! Guarantees: the text is exactly what serializing the tree gives, so splicing it into a line
 //! and parsing it back agree; depth is known without building the tree; text of any depth is
@@ -14,6 +16,7 @@ use dsh_core::Json;
 use dsh_core::json::{MAX_DEPTH, text_depth};
 
 use crate::deep;
+use crate::deferred::Deferred;
 
 /// Where a top-level string field of a typed event sits in its text.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,8 +65,11 @@ impl Facts {
 
 /// An event's data.
 pub(crate) struct Payload {
-    /// Compact JSON text, for data written by a typed constructor.
-    text: Option<Box<str>>,
+    /// Compact JSON text, for data written by a typed constructor (written from `deferred` on
+    /// first use when that is set).
+    text: OnceLock<Box<str>>,
+    /// The typed fields the text is written from, for data whose text is written on demand.
+    deferred: Option<Deferred>,
     /// Nesting depth of the data.
     depth: usize,
     /// The tree: given, or built from `text` on first use.
@@ -75,7 +81,8 @@ impl Payload {
     /// Data given as a tree.
     pub fn from_json(json: Json) -> Payload {
         Payload {
-            text: None,
+            text: OnceLock::new(),
+            deferred: None,
             depth: json.depth(),
             json: OnceLock::from(json),
             facts: Facts::unknown(),
@@ -86,7 +93,8 @@ impl Payload {
     pub fn from_text(text: Box<str>, facts: Facts) -> Payload {
         Payload {
             depth: text_depth(text.as_bytes()),
-            text: Some(text),
+            text: OnceLock::from(text),
+            deferred: None,
             json: OnceLock::new(),
             facts,
         }
@@ -102,15 +110,41 @@ impl Payload {
         );
         Payload {
             depth,
-            text: Some(text),
+            text: OnceLock::from(text),
+            deferred: None,
             json: OnceLock::new(),
             facts,
         }
     }
 
-    /// The text, when the data was written as text.
+    /// Data kept as typed fields whose text is written on first use; `depth` follows from
+    /// their shape.
+    pub fn deferred(deferred: Deferred, depth: usize, facts: Facts) -> Payload {
+        Payload {
+            depth,
+            text: OnceLock::new(),
+            deferred: Some(deferred),
+            json: OnceLock::new(),
+            facts,
+        }
+    }
+
+    /// The text, when the data is (or is written from) text; written now if it was deferred.
     pub fn text(&self) -> Option<&str> {
-        self.text.as_deref()
+        match (self.text.get(), &self.deferred) {
+            (Some(text), _) => Some(text),
+            (None, Some(d)) => Some(self.text.get_or_init(|| {
+                let text = d.write();
+                debug_assert_eq!(self.depth, text_depth(text.as_bytes()), "{text:.200}");
+                text
+            })),
+            (None, None) => None,
+        }
+    }
+
+    /// The typed fields, when the data is kept as such.
+    pub fn fields(&self) -> Option<&Deferred> {
+        self.deferred.as_ref()
     }
 
     /// Nesting depth of the data.
@@ -125,7 +159,7 @@ impl Payload {
 
     /// The tree, built from the text on first use.
     pub fn json(&self) -> &Json {
-        self.json.get_or_init(|| match &self.text {
+        self.json.get_or_init(|| match self.text() {
             Some(text) => parse_own(text, self.depth),
             None => Json::null(),
         })

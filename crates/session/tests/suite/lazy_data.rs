@@ -336,3 +336,46 @@ proptest! {
         assert_same(&e, &expected);
     }
 }
+
+/// `tool/call` and `tool/result` keep their fields and write their text on first use: the text
+/// is the same whenever and through whichever clone it is first written, and the message id was
+/// drawn when the result was built (a result written late does not get a new id).
+#[test]
+fn results_written_late_keep_the_id_they_were_built_with() {
+    let content: dsh_core::Content = Arc::from([ContentBlock::text("done")]);
+    let a = Event::tool_result_shared(1, 2, Arc::from("c1"), 7, content.clone(), false, None, None);
+    let b = Event::tool_result_shared(1, 2, Arc::from("c1"), 7, content, false, None, None);
+    let clone = a.clone();
+    let first = clone.to_json_line();
+    assert_eq!(a.to_json_line(), first);
+    let id_a = a.data().value()["message"]["id"].clone();
+    assert!(first.contains(id_a.as_str().expect("id")), "{first}");
+    // Two results built apart have two ids, however late their text is written.
+    assert_ne!(b.data().value()["message"]["id"], id_a);
+    let expected = result_expected(&a, "c1", &[ContentBlock::text("done")], false, None, None);
+    let mut expected = expected;
+    expected["turn"] = json!(1);
+    expected["step"] = json!(2);
+    assert_same(&a, &expected);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The shared constructors give exactly the events of the copying ones.
+    #[test]
+    fn shared_constructors_match_the_copying_ones(
+        id in any::<String>(), name in any::<String>(), args in any::<String>(),
+        text in any::<String>(), is_error in any::<bool>(),
+    ) {
+        let shared = Event::tool_call_shared(5, 6, Arc::from(&*id), Arc::from(&*name), Arc::from(&*args));
+        prop_assert_eq!(shared.to_json_line(), Event::tool_call(5, 6, &id, &name, &args).to_json_line());
+        let content = [ContentBlock::text(text)];
+        let info = ErrorInfo { name: Arc::from("AbortError"), code: Arc::from("ABORTED") };
+        let error = is_error.then_some(&info);
+        let e = Event::tool_result_shared(3, 4, Arc::from(&*id), 9, Arc::from(content.clone()), is_error, error, None);
+        let expected = result_expected(&e, &id, &content, is_error, error, None);
+        assert_same(&e, &expected);
+        prop_assert_eq!(e.source_event_seqs(), Some(&[9u64][..]));
+    }
+}

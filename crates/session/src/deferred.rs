@@ -1,0 +1,155 @@
+//! The data of `tool/call` and `tool/result` events kept as the typed fields they are written
+//! from: the arguments, ids and content are shared with the caller (no copy), and the compact
+//! JSON text is written the first time someone needs it (a durable store's line, a reader of the
+//! tree), then kept.
+//!
+//! Guarantees: the text is a pure function of the fields, which are immutable, so it is the same
+//! whenever it is written, byte for byte the text the eager writer would have produced (one
+//! writer serves both); the message id is drawn when the event is built, not when it is written.
+
+use std::sync::Arc;
+
+use dsh_core::{Content, ContentBlock, ErrorInfo, Json};
+
+use crate::payload::TextWriter;
+
+/// The fields of a `tool/call`: `{turn, step, callId, name, arguments}`.
+pub(crate) struct CallFields {
+    pub turn: u32,
+    pub step: u32,
+    pub call_id: Arc<str>,
+    pub name: Arc<str>,
+    /// The model's raw argument string, verbatim.
+    pub arguments: Arc<str>,
+}
+
+/// The fields of a `tool/result`: `{turn, step, message, error?, meta?}`.
+pub(crate) struct ResultFields {
+    pub turn: u32,
+    pub step: u32,
+    pub call_id: Arc<str>,
+    pub content: Content,
+    pub is_error: bool,
+    pub error: Option<ErrorInfo>,
+    pub meta: Option<Json>,
+    /// The message id, ASCII, drawn when the event was built.
+    pub id: [u8; 36],
+}
+
+/// Typed fields whose text is written on demand.
+pub(crate) enum Deferred {
+    /// A `tool/call`.
+    Call(CallFields),
+    /// A `tool/result`.
+    Result(ResultFields),
+}
+
+impl Deferred {
+    /// The compact JSON text of the data.
+    pub fn write(&self) -> Box<str> {
+        match self {
+            Deferred::Call(c) => write_call(c),
+            Deferred::Result(r) => {
+                let mut w =
+                    TextWriter::with_capacity(256 + 2 * r.call_id.len() + content_len(&r.content));
+                w.u32("turn", r.turn);
+                w.u32("step", r.step);
+                write_result_rest(
+                    &mut w,
+                    &r.call_id,
+                    &r.content,
+                    r.is_error,
+                    r.error.as_ref(),
+                    r.meta.as_ref(),
+                    &r.id,
+                );
+                w.finish()
+            }
+        }
+    }
+
+    /// A top-level string field the fields hold: `Some(value)` when this kind of data has the
+    /// field (`value` is `None` when it is absent), `None` when the fields cannot say.
+    pub fn str_field(&self, key: &str) -> Option<Option<&str>> {
+        match (self, key) {
+            (Deferred::Call(c), "callId") => Some(Some(&c.call_id)),
+            (Deferred::Call(c), "name") => Some(Some(&c.name)),
+            (Deferred::Call(c), "arguments") => Some(Some(&c.arguments)),
+            (Deferred::Result(_), "callId" | "name" | "arguments") => Some(None),
+            _ => None,
+        }
+    }
+}
+
+fn write_call(c: &CallFields) -> Box<str> {
+    let mut w = TextWriter::with_capacity(
+        64 + c.call_id.len() + c.name.len() + c.arguments.len() + c.arguments.len() / 8,
+    );
+    w.u32("turn", c.turn);
+    w.u32("step", c.step);
+    w.str("callId", &c.call_id);
+    w.str("name", &c.name);
+    w.str("arguments", &c.arguments);
+    w.finish()
+}
+
+/// A guess at the length of content blocks' text, to size the buffer they are written into.
+pub(crate) fn content_len(content: &[ContentBlock]) -> usize {
+    content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text { text } => text.len() + 24,
+            ContentBlock::Image { data, mime_type } => data.len() + mime_type.len() + 48,
+            ContentBlock::Other(_) => 64,
+        })
+        .sum()
+}
+
+/// Writes `message, error?, meta?` of a `tool/result` after its `turn` and `step`.
+pub(crate) fn write_result_rest(
+    w: &mut TextWriter,
+    call_id: &str,
+    content: &[ContentBlock],
+    is_error: bool,
+    error: Option<&ErrorInfo>,
+    meta: Option<&Json>,
+    id: &[u8; 36],
+) {
+    // `message` spelled out: its keys and nesting are fixed, only the values vary.
+    w.raw(r#","message":{"source":{"kind":"tool","callId":"#);
+    w.string(call_id);
+    w.raw(r#"},"content":[{"type":"tool-result","toolCallId":"#);
+    w.string(call_id);
+    w.raw(r#","content":"#);
+    w.blocks(content);
+    w.raw(if is_error {
+        r#","isError":true}],"role":"user","id":""#
+    } else {
+        r#","isError":false}],"role":"user","id":""#
+    });
+    w.raw(std::str::from_utf8(id).unwrap_or("00000000-0000-4000-8000-000000000000"));
+    w.raw(r#""}"#);
+    if let Some(info) = error {
+        w.open("error");
+        w.str("name", &info.name);
+        w.str("code", &info.code);
+        w.close();
+    }
+    if let Some(meta) = meta {
+        w.value("meta", meta);
+    }
+}
+
+/// The nesting depth of a `tool/result`'s data, from its shape: data > message > content > item
+/// > content > block, and data > meta.
+pub(crate) fn result_depth(content: &[ContentBlock], meta: Option<&Json>) -> usize {
+    let blocks = content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Other(j) => j.depth(),
+            _ => 1,
+        })
+        .max()
+        .unwrap_or(0);
+    (5 + blocks).max(1 + meta.map_or(0, Json::depth))
+}
