@@ -1,7 +1,7 @@
 //! The data of `tool/call` and `tool/result` events kept as the typed fields they are written
 //! from: the arguments, ids and content are shared with the caller (no copy), and the compact
-//! JSON text is written the first time someone needs it (a durable store's line, a reader of the
-//! tree), then kept.
+//! JSON text is written whenever someone needs it (a durable store's line, a reader of the tree)
+//! and not kept, so a log does not hold its data twice.
 //!
 //! Guarantees: the text is a pure function of the fields, which are immutable, so it is the same
 //! whenever it is written, byte for byte the text the eager writer would have produced (one
@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use dsh_core::{Content, ContentBlock, ErrorInfo, Json};
 
-use crate::payload::TextWriter;
+use crate::payload::{StrFact, TextWriter};
 
 /// The fields of a `tool/call`: `{turn, step, callId, name, arguments}`.
 pub(crate) struct CallFields {
@@ -30,7 +30,8 @@ pub(crate) struct ResultFields {
     pub call_id: Arc<str>,
     pub content: Content,
     pub is_error: bool,
-    pub error: Option<ErrorInfo>,
+    /// Boxed: most results have none, and the fields stay small.
+    pub error: Option<Box<ErrorInfo>>,
     pub meta: Option<Json>,
     /// The message id, ASCII, drawn when the event was built.
     pub id: [u8; 36],
@@ -46,9 +47,9 @@ pub(crate) enum Deferred {
 
 impl Deferred {
     /// The compact JSON text of the data.
-    pub fn write(&self) -> Box<str> {
+    pub fn write(&self) -> String {
         match self {
-            Deferred::Call(c) => write_call(c),
+            Deferred::Call(c) => write_call(c.turn, c.step, &c.call_id, &c.name, &c.arguments).0,
             Deferred::Result(r) => {
                 let mut w =
                     TextWriter::with_capacity(256 + 2 * r.call_id.len() + content_len(&r.content));
@@ -59,11 +60,11 @@ impl Deferred {
                     &r.call_id,
                     &r.content,
                     r.is_error,
-                    r.error.as_ref(),
+                    r.error.as_deref(),
                     r.meta.as_ref(),
                     &r.id,
                 );
-                w.finish()
+                w.finish_string()
             }
         }
     }
@@ -81,16 +82,26 @@ impl Deferred {
     }
 }
 
-fn write_call(c: &CallFields) -> Box<str> {
+/// Writes a `tool/call`'s data; returns the text and where `callId`, `name` and `arguments`
+/// sit in it (when they needed no escaping).
+pub(crate) fn write_call(
+    turn: u32,
+    step: u32,
+    call_id: &str,
+    name: &str,
+    arguments: &str,
+) -> (String, [StrFact; 3]) {
     let mut w = TextWriter::with_capacity(
-        64 + c.call_id.len() + c.name.len() + c.arguments.len() + c.arguments.len() / 8,
+        64 + call_id.len() + name.len() + arguments.len() + arguments.len() / 8,
     );
-    w.u32("turn", c.turn);
-    w.u32("step", c.step);
-    w.str("callId", &c.call_id);
-    w.str("name", &c.name);
-    w.str("arguments", &c.arguments);
-    w.finish()
+    w.u32("turn", turn);
+    w.u32("step", step);
+    let facts = [
+        w.str("callId", call_id),
+        w.str("name", name),
+        w.str("arguments", arguments),
+    ];
+    (w.finish_string(), facts)
 }
 
 /// A guess at the length of content blocks' text, to size the buffer they are written into.

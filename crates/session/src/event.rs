@@ -17,7 +17,7 @@ use dsh_core::{Content, ContentBlock, ContextMessage, ErrorInfo, Json};
 
 use crate::deep;
 use crate::deferred::{
-    CallFields, Deferred, ResultFields, content_len, result_depth, write_result_rest,
+    CallFields, Deferred, ResultFields, content_len, result_depth, write_call, write_result_rest,
 };
 use crate::payload::{Facts, Payload, StrFact, TextWriter};
 
@@ -201,7 +201,8 @@ impl Event {
     }
 
     /// `tool/call {turn, step, callId, name, arguments}`; `arguments` is the model's raw string,
-    /// exactly as it came (empty or invalid JSON included).
+    /// exactly as it came (empty or invalid JSON included). The strings are copied once, into
+    /// the event's compact text.
     pub fn tool_call(
         turn: u32,
         step: u32,
@@ -209,13 +210,26 @@ impl Event {
         name: &str,
         raw_arguments: &str,
     ) -> Event {
-        Event::tool_call_shared(
-            turn,
-            step,
-            Arc::from(call_id),
-            Arc::from(name),
-            Arc::from(raw_arguments),
-        )
+        let (text, [call_id, name, arguments]) =
+            write_call(turn, step, call_id, name, raw_arguments);
+        let facts = Facts {
+            turn: Some(turn),
+            step: Some(step),
+            call_id,
+            name,
+            arguments,
+            ..Facts::known()
+        };
+        // A flat object of strings and numbers: depth 1, whatever the (escaped) arguments hold.
+        let payload = Payload::from_text_at_depth(text.into_boxed_str(), 1, facts);
+        Event {
+            event_type: type_arc(types::TOOL_CALL),
+            data: Arc::new(payload),
+            surface_op: None,
+            source_event_seqs: None,
+            span: 1,
+            verbatim: None,
+        }
     }
 
     /// [`Event::tool_call`] over strings the caller already shares: the event keeps them (no
@@ -251,7 +265,8 @@ impl Event {
     }
 
     /// `tool/result {turn, step, message, error?, meta?}` with `surfaceOp: "append"` and
-    /// `sourceEventSeqs: [call_seq]` (spec F5, L2). The message gets a fresh id.
+    /// `sourceEventSeqs: [call_seq]` (spec F5, L2). The message gets a fresh id. The content is
+    /// copied once, into the event's compact text.
     #[allow(clippy::too_many_arguments)]
     pub fn tool_result(
         turn: u32,
@@ -263,16 +278,15 @@ impl Event {
         error: Option<&ErrorInfo>,
         meta: Option<&Json>,
     ) -> Event {
-        Event::tool_result_shared(
-            turn,
-            step,
-            Arc::from(call_id),
-            call_seq,
-            Arc::from(content),
-            is_error,
-            error,
-            meta,
-        )
+        let facts = Facts {
+            turn: Some(turn),
+            step: Some(step),
+            ..Facts::known()
+        };
+        let mut w = TextWriter::with_capacity(256 + 2 * call_id.len() + content_len(content));
+        w.u32("turn", turn);
+        w.u32("step", step);
+        Event::finish_result(w, facts, call_id, call_seq, content, is_error, error, meta)
     }
 
     /// [`Event::tool_result`] over a call id and content the caller already shares: the event
@@ -300,7 +314,7 @@ impl Event {
             call_id,
             content,
             is_error,
-            error: error.cloned(),
+            error: error.map(|e| Box::new(e.clone())),
             meta: meta.cloned(),
             id: dsh_core::context::fresh_message_id_ascii(),
         });
@@ -323,10 +337,26 @@ impl Event {
         let mut w = TextWriter::with_capacity(256 + 2 * call_id.len() + content_len(content));
         w.value("turn", &turn);
         w.value("step", &step);
+        let facts = Facts::unknown();
+        Event::finish_result(w, facts, call_id, call_seq, content, is_error, error, meta)
+    }
+
+    /// Writes the rest of a `tool/result` after its `turn` and `step` and builds the event.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_result(
+        mut w: TextWriter,
+        facts: Facts,
+        call_id: &str,
+        call_seq: u64,
+        content: &[ContentBlock],
+        is_error: bool,
+        error: Option<&ErrorInfo>,
+        meta: Option<&Json>,
+    ) -> Event {
         let id = dsh_core::context::fresh_message_id_ascii();
         write_result_rest(&mut w, call_id, content, is_error, error, meta, &id);
         let depth = result_depth(content, meta);
-        let payload = Payload::from_text_at_depth(w.finish(), depth, Facts::unknown());
+        let payload = Payload::from_text_at_depth(w.finish(), depth, facts);
         Event::result_event(payload, call_seq)
     }
 
@@ -539,9 +569,9 @@ impl Event {
     /// Appends the event's JSON text and a newline to `out`.
     pub(crate) fn write_line(&self, out: &mut Vec<u8>) {
         if self.verbatim.is_none()
-            && let Some(text) = self.data.text()
+            && let Some(text) = self.data.text_or_written()
         {
-            self.write_spliced(text, out);
+            self.write_spliced(&text, out);
             out.push(b'\n');
             return;
         }

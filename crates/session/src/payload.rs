@@ -7,6 +7,7 @@
 //! and parsing it back agree; depth is known without building the tree; text of any depth is
 //! parsed on a stack sized for it.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
@@ -63,13 +64,21 @@ impl Facts {
     }
 }
 
+/// Where an event's data comes from (boxed fields keep every payload small: most events are
+/// text).
+enum Source {
+    /// Given as a tree (kept in `json`).
+    Tree,
+    /// Compact JSON text written by a typed constructor.
+    Text(Box<str>),
+    /// Typed fields whose text is written on demand.
+    Fields(Box<Deferred>),
+}
+
 /// An event's data.
 pub(crate) struct Payload {
-    /// Compact JSON text, for data written by a typed constructor (written from `deferred` on
-    /// first use when that is set).
-    text: OnceLock<Box<str>>,
-    /// The typed fields the text is written from, for data whose text is written on demand.
-    deferred: Option<Deferred>,
+    /// Where the data comes from.
+    source: Source,
     /// Nesting depth of the data.
     depth: usize,
     /// The tree: given, or built from `text` on first use.
@@ -81,8 +90,7 @@ impl Payload {
     /// Data given as a tree.
     pub fn from_json(json: Json) -> Payload {
         Payload {
-            text: OnceLock::new(),
-            deferred: None,
+            source: Source::Tree,
             depth: json.depth(),
             json: OnceLock::from(json),
             facts: Facts::unknown(),
@@ -93,8 +101,7 @@ impl Payload {
     pub fn from_text(text: Box<str>, facts: Facts) -> Payload {
         Payload {
             depth: text_depth(text.as_bytes()),
-            text: OnceLock::from(text),
-            deferred: None,
+            source: Source::Text(text),
             json: OnceLock::new(),
             facts,
         }
@@ -110,8 +117,7 @@ impl Payload {
         );
         Payload {
             depth,
-            text: OnceLock::from(text),
-            deferred: None,
+            source: Source::Text(text),
             json: OnceLock::new(),
             facts,
         }
@@ -122,29 +128,41 @@ impl Payload {
     pub fn deferred(deferred: Deferred, depth: usize, facts: Facts) -> Payload {
         Payload {
             depth,
-            text: OnceLock::new(),
-            deferred: Some(deferred),
+            source: Source::Fields(Box::new(deferred)),
             json: OnceLock::new(),
             facts,
         }
     }
 
-    /// The text, when the data is (or is written from) text; written now if it was deferred.
+    /// The text, when the data was written as text.
     pub fn text(&self) -> Option<&str> {
-        match (self.text.get(), &self.deferred) {
-            (Some(text), _) => Some(text),
-            (None, Some(d)) => Some(self.text.get_or_init(|| {
+        match &self.source {
+            Source::Text(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The text, written now from the typed fields when the data is kept as such. Not kept:
+    /// holding both the fields and their text would double what a log holds in memory, and
+    /// writing it again gives the same bytes.
+    pub fn text_or_written(&self) -> Option<Cow<'_, str>> {
+        match &self.source {
+            Source::Text(text) => Some(Cow::Borrowed(text)),
+            Source::Fields(d) => {
                 let text = d.write();
                 debug_assert_eq!(self.depth, text_depth(text.as_bytes()), "{text:.200}");
-                text
-            })),
-            (None, None) => None,
+                Some(Cow::Owned(text))
+            }
+            Source::Tree => None,
         }
     }
 
     /// The typed fields, when the data is kept as such.
     pub fn fields(&self) -> Option<&Deferred> {
-        self.deferred.as_ref()
+        match &self.source {
+            Source::Fields(d) => Some(d),
+            _ => None,
+        }
     }
 
     /// Nesting depth of the data.
@@ -159,8 +177,8 @@ impl Payload {
 
     /// The tree, built from the text on first use.
     pub fn json(&self) -> &Json {
-        self.json.get_or_init(|| match self.text() {
-            Some(text) => parse_own(text, self.depth),
+        self.json.get_or_init(|| match self.text_or_written() {
+            Some(text) => parse_own(&text, self.depth),
             None => Json::null(),
         })
     }
@@ -299,12 +317,15 @@ impl TextWriter {
         self.first = false;
     }
 
-    /// Closes the outer object and returns the text.
-    pub fn finish(mut self) -> Box<str> {
+    /// Closes the outer object and returns the text, sized to fit (for text that is kept).
+    pub fn finish(self) -> Box<str> {
+        self.finish_string().into_boxed_str()
+    }
+
+    /// Closes the outer object and returns the text as written (for text used once).
+    pub fn finish_string(mut self) -> String {
         self.buf.push(b'}');
-        String::from_utf8(self.buf)
-            .unwrap_or_else(|_| "null".to_owned())
-            .into_boxed_str()
+        String::from_utf8(self.buf).unwrap_or_else(|_| "null".to_owned())
     }
 }
 
