@@ -33,6 +33,17 @@ pub fn fresh_message_id() -> Arc<str> {
 
 /// [`fresh_message_id`] as its 36 ASCII bytes, for writers that copy it straight into a buffer.
 pub fn fresh_message_id_ascii() -> [u8; 36] {
+    message_id_ascii(fresh_message_number())
+}
+
+/// A fresh message number: [`message_id_ascii`] turns it into the id. Cheaper to keep than the
+/// id when the id is written later (each number is drawn once, so its id is fresh).
+pub fn fresh_message_number() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The id of a message number from [`fresh_message_number`], as 36 ASCII bytes.
+pub fn message_id_ascii(n: u64) -> [u8; 36] {
     // A per-process random key (from the standard library's randomly keyed hasher, drawn once)
     // mixed with a counter through splitmix64: unique in-process by construction, across
     // processes with high probability, and cheap (no hashing or formatting machinery per id).
@@ -50,7 +61,6 @@ pub fn fresh_message_id_ascii() -> [u8; 36] {
         );
         h.finish()
     });
-    let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let a = splitmix64(key ^ n.wrapping_mul(2));
     let b = splitmix64(key ^ n.wrapping_mul(2).wrapping_add(1));
     let mut out = [0u8; 36];

@@ -132,7 +132,10 @@ impl Runtime {
         let mut next_commit = 0usize;
         let mut running = 0usize;
         let mut exclusive_open = false;
-        let mut out = StepOutcome::default();
+        let mut out = StepOutcome {
+            results: Vec::with_capacity(n),
+            ..StepOutcome::default()
+        };
         let mut failure: Option<SchedulerError> = None;
         // The next call's parsed arguments and its last classification (with the registry
         // generation it was made under), so a waiting call is parsed once.

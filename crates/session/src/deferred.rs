@@ -33,8 +33,8 @@ pub(crate) struct ResultFields {
     /// Boxed: most results have none, and the fields stay small.
     pub error: Option<Box<ErrorInfo>>,
     pub meta: Option<Json>,
-    /// The message id, ASCII, drawn when the event was built.
-    pub id: [u8; 36],
+    /// The message number drawn when the event was built; its id is written with the text.
+    pub id: u64,
 }
 
 /// Typed fields whose text is written on demand.
@@ -62,7 +62,7 @@ impl Deferred {
                     r.is_error,
                     r.error.as_deref(),
                     r.meta.as_ref(),
-                    &r.id,
+                    &dsh_core::context::message_id_ascii(r.id),
                 );
                 w.finish_string()
             }

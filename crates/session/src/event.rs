@@ -316,7 +316,7 @@ impl Event {
             is_error,
             error: error.map(|e| Box::new(e.clone())),
             meta: meta.cloned(),
-            id: dsh_core::context::fresh_message_id_ascii(),
+            id: dsh_core::context::fresh_message_number(),
         });
         Event::result_event(Payload::deferred(fields, depth, facts), call_seq)
     }
