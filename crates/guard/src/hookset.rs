@@ -71,6 +71,8 @@ struct State {
 #[derive(Default)]
 struct Cache {
     generation: u64,
+    /// The snapshot for calls with no agent (the usual case), kept apart from the map.
+    global: Option<Arc<CallHooks>>,
     by_chain: HashMap<Vec<AgentId>, Arc<CallHooks>>,
 }
 
@@ -78,7 +80,16 @@ impl Cache {
     fn invalidate(&mut self, generation: u64) {
         if generation > self.generation {
             self.generation = generation;
+            self.global = None;
             self.by_chain.clear();
+        }
+    }
+
+    fn get(&self, chain: &[AgentId]) -> Option<&Arc<CallHooks>> {
+        if chain.is_empty() {
+            self.global.as_ref()
+        } else {
+            self.by_chain.get(chain)
         }
     }
 }
@@ -268,7 +279,7 @@ impl Hooks {
     /// runs with: every global hook plus those scoped to an agent of the chain, outermost first.
     /// The call keeps this set to its end. Cached per chain until the next registration change.
     pub fn snapshot(&self, chain: &[AgentId]) -> Arc<CallHooks> {
-        if let Some(c) = self.inner.cache.lock().by_chain.get(chain) {
+        if let Some(c) = self.inner.cache.lock().get(chain) {
             return c.clone();
         }
         let (hooks, generation) = {
@@ -284,7 +295,9 @@ impl Hooks {
         let mut cache = self.inner.cache.lock();
         // A change that happened while the snapshot was built has moved the cache on (or will
         // clear it right after): only a snapshot of the current generation is cached.
-        if cache.generation == generation {
+        if cache.generation == generation && chain.is_empty() {
+            cache.global = Some(hooks.clone());
+        } else if cache.generation == generation {
             if cache.by_chain.len() >= 1024 {
                 cache.by_chain.clear();
             }
