@@ -4,8 +4,9 @@
 //! Guarantees: an [`Event`] is immutable; its `data` is kept verbatim as a frozen [`Json`]; any
 //! event type is accepted and written back unchanged; a line whose top-level keys are not in the
 //! canonical order keeps its whole original value, so it is written back exactly as read. The
-//! typed constructors keep `data` as its compact JSON text (see [`crate::payload`]) and build
-//! the tree only when [`Event::data`] is first called.
+//! typed constructors, and the reader for a line already in the canonical compact form (see
+//! [`crate::scan`]), keep `data` as its compact JSON text (see [`crate::payload`]) and build the
+//! tree only when [`Event::data`] is first called; either way `data()` gives the same value.
 
 use std::sync::Arc;
 
@@ -16,7 +17,8 @@ use serde_json::{Map, Value};
 use dsh_core::{ContentBlock, ContextMessage, ErrorInfo, Json};
 
 use crate::deep;
-use crate::payload::{Facts, Payload, StrFact, TextWriter};
+use crate::payload::{Facts, Payload, StrFact, SubText, TextWriter};
+use crate::scan::{Scanned, Scratch, scan_line};
 
 /// The event types this crate knows by name. Any other type is kept verbatim.
 pub mod types {
@@ -226,8 +228,8 @@ impl Event {
         let name = w.str("name", name);
         let arguments = w.str("arguments", raw_arguments);
         let facts = Facts {
-            turn: Some(turn),
-            step: Some(step),
+            turn: Some(u64::from(turn)),
+            step: Some(u64::from(step)),
             call_id,
             name,
             arguments,
@@ -261,8 +263,8 @@ impl Event {
         w.u32("turn", turn);
         w.u32("step", step);
         let facts = Facts {
-            turn: Some(turn),
-            step: Some(step),
+            turn: Some(u64::from(turn)),
+            step: Some(u64::from(step)),
             ..Facts::known()
         };
         Event::finish_tool_result(w, facts, call_id, call_seq, content, is_error, error, meta)
@@ -292,7 +294,7 @@ impl Event {
     #[allow(clippy::too_many_arguments)]
     fn finish_tool_result(
         mut w: TextWriter,
-        facts: Facts,
+        mut facts: Facts,
         call_id: &str,
         call_seq: u64,
         content: &[ContentBlock],
@@ -301,6 +303,7 @@ impl Event {
         meta: Option<&Json>,
     ) -> Event {
         w.open("message");
+        let message_start = w.len() - 1;
         w.open("source");
         w.str("kind", "tool");
         w.str("callId", call_id);
@@ -316,6 +319,7 @@ impl Event {
         w.str("role", "user");
         w.str("id", &dsh_core::context::fresh_message_id());
         w.close();
+        let message_end = w.len();
         if let Some(info) = error {
             w.open("error");
             w.str("name", &info.name);
@@ -336,6 +340,7 @@ impl Event {
             .max()
             .unwrap_or(0);
         let depth = (5 + blocks).max(1 + meta.map_or(0, Json::depth));
+        facts.message = SubText::new(message_start, message_end, 4 + blocks);
         Event {
             event_type: type_arc(types::TOOL_RESULT),
             data: Arc::new(Payload::from_text_at_depth(w.finish(), depth, facts)),
@@ -368,7 +373,7 @@ impl Event {
         let mut w = TextWriter::with_capacity(16);
         w.u32("turn", turn);
         let facts = Facts {
-            turn: Some(turn),
+            turn: Some(u64::from(turn)),
             ..Facts::known()
         };
         Event::typed(types::TURN_START, w, facts, None)
@@ -380,7 +385,7 @@ impl Event {
         w.u32("turn", turn);
         w.value("reason", &reason);
         let facts = Facts {
-            turn: Some(turn),
+            turn: Some(u64::from(turn)),
             ..Facts::known()
         };
         Event::typed(types::TURN_END, w, facts, None)
@@ -401,8 +406,8 @@ impl Event {
         w.u32("turn", turn);
         w.u32("step", step);
         let facts = Facts {
-            turn: Some(turn),
-            step: Some(step),
+            turn: Some(u64::from(turn)),
+            step: Some(u64::from(step)),
             ..Facts::known()
         };
         Event::typed(event_type, w, facts, None)
@@ -424,13 +429,14 @@ impl Event {
         let mut w = TextWriter::with_capacity(128);
         w.u32("turn", turn);
         w.u32("step", step);
-        w.value("message", &message);
+        let (message_start, message_end) = w.value_at("message", &message);
         if let Some(usage) = usage {
             w.value("usage", usage);
         }
         let facts = Facts {
-            turn: Some(turn),
-            step: Some(step),
+            turn: Some(u64::from(turn)),
+            step: Some(u64::from(step)),
+            message: SubText::new(message_start, message_end, message.depth()),
             ..Facts::known()
         };
         Event::typed(types::ASSISTANT_MESSAGE, w, facts, Some(SurfaceOp::Append))
@@ -643,7 +649,56 @@ impl Event {
 
     /// Parses one event from its JSON line.
     pub fn from_json_line(line: &str) -> Result<Event, String> {
+        Event::read_line(line, &mut Scratch::default())
+    }
+
+    /// [`Event::from_json_line`] with the scan's buffers reused across lines. A line in the
+    /// canonical form keeps its `data` as text (the tree is built on first use, like a typed
+    /// event's); any other line is parsed into a tree and read from it.
+    pub(crate) fn read_line(line: &str, scratch: &mut Scratch) -> Result<Event, String> {
+        if let Some(event) = scan_line(line, scratch).and_then(Event::from_scanned) {
+            return Ok(event);
+        }
         deep::parse_with(line, Event::from_value)
+    }
+
+    /// The event of a line the scan accepted: the same one [`Event::from_value`] reads from
+    /// its tree (`None` only if the surface operation does not parse, which the scan rules out).
+    fn from_scanned(line: Scanned<'_>) -> Option<Event> {
+        let surface_op = match line.surface_op {
+            None => None,
+            Some("\"append\"") => Some(SurfaceOp::Append),
+            Some(text) => Some(SurfaceOp::Other(Json::parse(text).ok()?)),
+        };
+        Some(Event {
+            event_type: type_arc(line.event_type),
+            data: Arc::new(Payload::from_text_at_depth(
+                Box::from(line.data),
+                line.data_depth,
+                line.facts,
+            )),
+            surface_op,
+            source_event_seqs: line.source_event_seqs.map(Arc::from),
+            span: 1,
+            verbatim: None,
+        })
+    }
+
+    /// Whether the data is still text only (its tree not built).
+    #[cfg(test)]
+    pub(crate) fn keeps_text(&self) -> bool {
+        self.data.tree().is_none() && self.data.text().is_some()
+    }
+
+    /// `data.message` as a value of its own, parsed from the data's text when the tree has not
+    /// been built and the facts know where it sits (`None`: read it from the tree).
+    pub(crate) fn message_from_text(&self) -> Option<Json> {
+        if self.data.tree().is_some() {
+            return None;
+        }
+        let at = self.data.facts().message?;
+        let text = self.data.text()?.get(at.start as usize..at.end as usize)?;
+        Json::parse_at_depth(text, at.depth as usize).ok()
     }
 
     /// Reads `data.<key>` as an unsigned integer (`turn` and `step` of a typed event without
@@ -652,8 +707,8 @@ impl Event {
         let facts = self.data.facts();
         if facts.known {
             match key {
-                "turn" => return facts.turn.map(u64::from),
-                "step" => return facts.step.map(u64::from),
+                "turn" => return facts.turn,
+                "step" => return facts.step,
                 _ => {}
             }
         }

@@ -1,5 +1,6 @@
-//! An event's `data`: its compact JSON text (typed constructors) or its frozen tree (events read
-//! or built from a [`Json`]), with the tree built from the text at most once, on first use.
+//! An event's `data`: its compact JSON text (typed constructors, and lines read in the canonical
+//! form, see [`crate::scan`]) or its frozen tree (other events read or built from a [`Json`]),
+//! with the tree built from the text at most once, on first use.
 //!
 //! Guarantees: the text is exactly what serializing the tree gives, so splicing it into a line
 //! and parsing it back agree; depth is known without building the tree; text of any depth is
@@ -27,22 +28,47 @@ pub(crate) enum StrFact {
     Parse,
 }
 
-/// What the session reads from a typed event's data on the append path, kept so that reading
-/// it does not build the tree. When `known` is false every read goes to the tree.
+/// Where a top-level object field of the data sits in its text, and how deep it nests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SubText {
+    /// Byte offset of the value's first byte.
+    pub start: u32,
+    /// Byte offset just past the value.
+    pub end: u32,
+    /// Nesting depth of the value.
+    pub depth: u32,
+}
+
+impl SubText {
+    /// The span `start..end` at `depth`, if its offsets fit.
+    pub fn new(start: usize, end: usize, depth: usize) -> Option<SubText> {
+        Some(SubText {
+            start: u32::try_from(start).ok()?,
+            end: u32::try_from(end).ok()?,
+            depth: u32::try_from(depth).ok()?,
+        })
+    }
+}
+
+/// What the session reads from an event's data on the append, check and derive paths, kept so
+/// that reading it does not build the tree. When `known` is false every read goes to the tree.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Facts {
     /// Whether the fields below describe the data (absent means absent).
     pub known: bool,
-    /// `data.turn`.
-    pub turn: Option<u32>,
-    /// `data.step`.
-    pub step: Option<u32>,
+    /// `data.turn`, when it is a non-negative integer (absent or any other value: `None`).
+    pub turn: Option<u64>,
+    /// `data.step`, likewise.
+    pub step: Option<u64>,
     /// `data.callId`.
     pub call_id: StrFact,
     /// `data.name`.
     pub name: StrFact,
     /// `data.arguments`.
     pub arguments: StrFact,
+    /// Where `data.message` sits, when known (`None`: read it from the tree, whether or not
+    /// `known` is set).
+    pub message: Option<SubText>,
 }
 
 impl Facts {
@@ -123,6 +149,11 @@ impl Payload {
         &self.facts
     }
 
+    /// The tree, if it was given or has been built.
+    pub fn tree(&self) -> Option<&Json> {
+        self.json.get()
+    }
+
     /// The tree, built from the text on first use.
     pub fn json(&self) -> &Json {
         self.json.get_or_init(|| match &self.text {
@@ -136,7 +167,7 @@ impl Payload {
 /// [`MAX_DEPTH`] (a typed event may wrap a value already at the limit; appending refuses it).
 fn parse_own(text: &str, depth: usize) -> Json {
     if depth <= MAX_DEPTH
-        && let Ok(json) = Json::parse(text)
+        && let Ok(json) = Json::parse_at_depth(text, depth)
     {
         return json;
     }
@@ -210,6 +241,19 @@ impl TextWriter {
     pub fn value<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) {
         self.key(key);
         self.serialize(value);
+    }
+
+    /// [`TextWriter::value`], returning where the value sits in the text.
+    pub fn value_at<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> (usize, usize) {
+        self.key(key);
+        let start = self.buf.len();
+        self.serialize(value);
+        (start, self.buf.len())
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.buf.len()
     }
 
     fn serialize<T: Serialize + ?Sized>(&mut self, value: &T) {
@@ -286,7 +330,7 @@ impl TextWriter {
 
 /// The high bit of every byte of `w` that is `"`, `\\` or a control character below 0x20, and
 /// possibly of bytes above such a byte (SWAR): the lowest flagged byte is always a real one.
-fn special_mask(w: u64) -> u64 {
+pub(crate) fn special_mask(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero_bytes = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
