@@ -228,11 +228,11 @@ impl Event {
         let name = w.str("name", name);
         let arguments = w.str("arguments", raw_arguments);
         let facts = Facts {
-            turn: Some(u64::from(turn)),
-            step: Some(u64::from(step)),
-            call_id,
-            name,
-            arguments,
+            turn: Some(turn),
+            step: Some(step),
+            call_id: call_id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
             ..Facts::known()
         };
         // A flat object of strings and numbers: depth 1, whatever the (escaped) arguments hold.
@@ -263,8 +263,8 @@ impl Event {
         w.u32("turn", turn);
         w.u32("step", step);
         let facts = Facts {
-            turn: Some(u64::from(turn)),
-            step: Some(u64::from(step)),
+            turn: Some(turn),
+            step: Some(step),
             ..Facts::known()
         };
         Event::finish_tool_result(w, facts, call_id, call_seq, content, is_error, error, meta)
@@ -373,7 +373,7 @@ impl Event {
         let mut w = TextWriter::with_capacity(16);
         w.u32("turn", turn);
         let facts = Facts {
-            turn: Some(u64::from(turn)),
+            turn: Some(turn),
             ..Facts::known()
         };
         Event::typed(types::TURN_START, w, facts, None)
@@ -385,7 +385,7 @@ impl Event {
         w.u32("turn", turn);
         w.value("reason", &reason);
         let facts = Facts {
-            turn: Some(u64::from(turn)),
+            turn: Some(turn),
             ..Facts::known()
         };
         Event::typed(types::TURN_END, w, facts, None)
@@ -406,8 +406,8 @@ impl Event {
         w.u32("turn", turn);
         w.u32("step", step);
         let facts = Facts {
-            turn: Some(u64::from(turn)),
-            step: Some(u64::from(step)),
+            turn: Some(turn),
+            step: Some(step),
             ..Facts::known()
         };
         Event::typed(event_type, w, facts, None)
@@ -434,8 +434,8 @@ impl Event {
             w.value("usage", usage);
         }
         let facts = Facts {
-            turn: Some(u64::from(turn)),
-            step: Some(u64::from(step)),
+            turn: Some(turn),
+            step: Some(step),
             message: SubText::new(message_start, message_end, message.depth()),
             ..Facts::known()
         };
@@ -707,8 +707,8 @@ impl Event {
         let facts = self.data.facts();
         if facts.known {
             match key {
-                "turn" => return facts.turn,
-                "step" => return facts.step,
+                "turn" => return facts.turn.map(u64::from),
+                "step" => return facts.step.map(u64::from),
                 _ => {}
             }
         }
@@ -724,9 +724,9 @@ impl Event {
                 "callId" => facts.call_id,
                 "name" => facts.name,
                 "arguments" => facts.arguments,
-                _ => StrFact::Parse,
+                _ => StrFact::Parse.into(),
             };
-            match fact {
+            match fact.get() {
                 StrFact::Absent => return None,
                 StrFact::At(start, end) => {
                     if let Some(s) = self

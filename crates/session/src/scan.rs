@@ -360,16 +360,17 @@ impl Scan<'_, '_> {
                 },
                 _ => StrFact::Parse,
             };
-            let uint = |kind: Kind| match kind {
-                Kind::UInt(v) => Some(v),
+            // An integer past u32::MAX leaves every fact to the tree.
+            let mut uint = |kind: Kind| match kind {
+                Kind::UInt(v) => u32::try_from(v).map_err(|_| facts.known = false).ok(),
                 _ => None,
             };
             match key {
                 b"turn" => facts.turn = uint(kind),
                 b"step" => facts.step = uint(kind),
-                b"callId" => facts.call_id = string(kind),
-                b"name" => facts.name = string(kind),
-                b"arguments" => facts.arguments = string(kind),
+                b"callId" => facts.call_id = string(kind).into(),
+                b"name" => facts.name = string(kind).into(),
+                b"arguments" => facts.arguments = string(kind).into(),
                 b"message" => facts.message = SubText::new(start, stop, value_depth),
                 _ => {}
             }
@@ -414,12 +415,12 @@ mod tests {
         assert_eq!(s.event_type, "tool/call");
         assert_eq!(s.data_depth, 1);
         assert_eq!((s.facts.turn, s.facts.step), (Some(1), Some(2)));
-        let at = |f: StrFact| match f {
+        let at = |f: crate::payload::PackedStr| match f.get() {
             StrFact::At(a, b) => &s.data[a as usize..b as usize],
             _ => "?",
         };
         assert_eq!((at(s.facts.call_id), at(s.facts.name)), ("c1", "read"));
-        assert_eq!(s.facts.arguments, StrFact::Parse);
+        assert_eq!(s.facts.arguments.get(), StrFact::Parse);
         assert_eq!(s.source_event_seqs, Some(vec![0, 7]));
         assert_eq!(s.surface_op, Some("\"append\""));
         let message =
