@@ -9,6 +9,8 @@
 // A diagnostic whose setup fails must stop loudly.
 #![allow(clippy::expect_used)]
 
+// Only `log_text` of the shared fixture is used here.
+#[allow(dead_code)]
 #[path = "fixtures/events.rs"]
 mod events;
 
