@@ -158,6 +158,24 @@ impl Json {
         Json::new(value)
     }
 
+    /// Parses JSON text whose nesting depth the caller has already measured (with a scan of
+    /// its own), sparing [`Json::parse`]'s depth pre-scan and its walk of the built value.
+    ///
+    /// `depth` must be the text's depth (debug builds check it). A wrong one can never overflow
+    /// the stack: text claimed deeper than the shallow limit takes [`Json::parse`]'s path, and
+    /// text claimed shallower is parsed with `serde_json`'s own recursion limit on, so text much
+    /// deeper than claimed is a syntax error.
+    pub fn parse_at_depth(text: &str, depth: usize) -> Result<Json, JsonError> {
+        if depth > SHALLOW {
+            return Json::parse(text);
+        }
+        let mut de = serde_json::Deserializer::from_str(text);
+        let value = Value::deserialize(&mut de).map_err(syntax)?;
+        de.end().map_err(syntax)?;
+        debug_assert_eq!(depth, depth_of(&value), "claimed depth of {text:.200}");
+        Ok(Json(Arc::new(Frozen { value, depth })))
+    }
+
     /// Snapshots a Rust value losslessly: a failing `Serialize` or a non-finite float is an error,
     /// never a silently changed value.
     pub fn snapshot<T: Serialize + ?Sized>(value: &T) -> Result<Json, JsonError> {
@@ -499,6 +517,37 @@ mod tests {
         ) {
             proptest::prop_assert_eq!(text_depth(&bytes), text_depth_reference(&bytes));
         }
+    }
+
+    #[test]
+    fn parse_at_depth_equals_parse_and_never_overflows_on_a_wrong_depth() {
+        for text in [r#"{"a":[1,{"b":null}],"c":"x"}"#, "[]", "1", r#""s""#] {
+            let (Ok(fast), Ok(full)) = (
+                Json::parse_at_depth(text, text_depth(text.as_bytes())),
+                Json::parse(text),
+            ) else {
+                panic!("{text} parses");
+            };
+            assert_eq!(fast, full);
+            assert_eq!(fast.depth(), full.depth());
+        }
+        assert!(Json::parse_at_depth("{} x", 1).is_err());
+        // Claimed deeper than the shallow limit: the full path, whatever the claim.
+        let deep = nested_arrays(5_000);
+        assert_eq!(
+            Json::parse_at_depth(&deep, 5_000).map(|j| j.depth()),
+            Ok(5_000)
+        );
+        // Claimed shallow but deep: serde_json's recursion limit (128 levels) refuses it, on a
+        // stack as small as a tokio worker's.
+        let handle = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let deep = nested_arrays(5_000);
+                std::panic::catch_unwind(|| Json::parse_at_depth(&deep, 0).is_err())
+            });
+        let joined = handle.map(|h| h.join());
+        assert!(matches!(joined, Ok(Ok(Ok(true)))), "{joined:?}");
     }
 
     #[test]

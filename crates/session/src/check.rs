@@ -335,6 +335,7 @@ pub fn check_bytes(bytes: &[u8]) -> Vec<Problem> {
     let mut scan = Scan::new();
     let mut header_seen = false;
     let mut seq = 0u64;
+    let mut scratch = crate::scan::Scratch::default();
     for line in lines(bytes) {
         if line.is_blank() {
             continue;
@@ -354,7 +355,7 @@ pub fn check_bytes(bytes: &[u8]) -> Vec<Problem> {
             }
             continue;
         }
-        match parse_event(line.bytes) {
+        match parse_event(line.bytes, &mut scratch) {
             Ok(event) => {
                 scan.event(line.number, seq, &event);
                 seq += event.seq_span();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use dsh_core::{Content, ContentBlock, ErrorInfo, Json};
 
-use crate::payload::{StrFact, TextWriter};
+use crate::payload::{StrFact, SubText, TextWriter};
 
 /// The fields of a `tool/call`: `{turn, step, callId, name, arguments}`.
 pub(crate) struct CallFields {
@@ -48,14 +48,22 @@ pub(crate) enum Deferred {
 impl Deferred {
     /// The compact JSON text of the data.
     pub fn write(&self) -> String {
+        self.write_with_message().0
+    }
+
+    /// The compact JSON text of the data, and where its `message` sits (results only).
+    pub fn write_with_message(&self) -> (String, Option<SubText>) {
         match self {
-            Deferred::Call(c) => write_call(c.turn, c.step, &c.call_id, &c.name, &c.arguments).0,
+            Deferred::Call(c) => (
+                write_call(c.turn, c.step, &c.call_id, &c.name, &c.arguments).0,
+                None,
+            ),
             Deferred::Result(r) => {
                 let mut w =
                     TextWriter::with_capacity(256 + 2 * r.call_id.len() + content_len(&r.content));
                 w.u32("turn", r.turn);
                 w.u32("step", r.step);
-                write_result_rest(
+                let message = write_result_rest(
                     &mut w,
                     &r.call_id,
                     &r.content,
@@ -64,7 +72,7 @@ impl Deferred {
                     r.meta.as_ref(),
                     &dsh_core::context::message_id_ascii(r.id),
                 );
-                w.finish_string()
+                (w.finish_string(), message)
             }
         }
     }
@@ -116,7 +124,8 @@ pub(crate) fn content_len(content: &[ContentBlock]) -> usize {
         .sum()
 }
 
-/// Writes `message, error?, meta?` of a `tool/result` after its `turn` and `step`.
+/// Writes `message, error?, meta?` of a `tool/result` after its `turn` and `step`; returns where
+/// `message` sits in the text.
 pub(crate) fn write_result_rest(
     w: &mut TextWriter,
     call_id: &str,
@@ -125,9 +134,12 @@ pub(crate) fn write_result_rest(
     error: Option<&ErrorInfo>,
     meta: Option<&Json>,
     id: &[u8; 36],
-) {
+) -> Option<SubText> {
     // `message` spelled out: its keys and nesting are fixed, only the values vary.
-    w.raw(r#","message":{"source":{"kind":"tool","callId":"#);
+    const MESSAGE: &str = r#","message":"#;
+    let start = w.len() + MESSAGE.len();
+    w.raw(MESSAGE);
+    w.raw(r#"{"source":{"kind":"tool","callId":"#);
     w.string(call_id);
     w.raw(r#"},"content":[{"type":"tool-result","toolCallId":"#);
     w.string(call_id);
@@ -140,6 +152,7 @@ pub(crate) fn write_result_rest(
     });
     w.raw(std::str::from_utf8(id).unwrap_or("00000000-0000-4000-8000-000000000000"));
     w.raw(r#""}"#);
+    let end = w.len();
     if let Some(info) = error {
         w.open("error");
         w.str("name", &info.name);
@@ -149,18 +162,24 @@ pub(crate) fn write_result_rest(
     if let Some(meta) = meta {
         w.value("meta", meta);
     }
+    // message > content > item > content > block.
+    SubText::new(start, end, 4 + blocks_depth(content))
 }
 
-/// The nesting depth of a `tool/result`'s data, from its shape: data > message > content > item
-/// > content > block, and data > meta.
-pub(crate) fn result_depth(content: &[ContentBlock], meta: Option<&Json>) -> usize {
-    let blocks = content
+/// The deepest block's depth (1 for text and images).
+fn blocks_depth(content: &[ContentBlock]) -> usize {
+    content
         .iter()
         .map(|b| match b {
             ContentBlock::Other(j) => j.depth(),
             _ => 1,
         })
         .max()
-        .unwrap_or(0);
-    (5 + blocks).max(1 + meta.map_or(0, Json::depth))
+        .unwrap_or(0)
+}
+
+/// The nesting depth of a `tool/result`'s data, from its shape: data > message > content > item
+/// > content > block, and data > meta.
+pub(crate) fn result_depth(content: &[ContentBlock], meta: Option<&Json>) -> usize {
+    (5 + blocks_depth(content)).max(1 + meta.map_or(0, Json::depth))
 }

@@ -67,11 +67,12 @@ fn subtree(value: &Value) -> Json {
     Json::from_shallow(deep::clone_value(value))
 }
 
-/// The message an event puts on the surface, if any.
+/// The message an event puts on the surface, if any. An event that keeps its data as text and
+/// knows where its `message` sits has only that member parsed (its tree is never built).
 fn message_of(event: &Event) -> Option<Json> {
-    let data = event.data().value();
     match event.event_type() {
         types::USER_MESSAGE => {
+            let data = event.data().value();
             if data.get("role").is_some() {
                 return Some(event.data().clone());
             }
@@ -85,14 +86,9 @@ fn message_of(event: &Event) -> Option<Json> {
             Some(Json::from_shallow(Value::Object(m)))
         }
         types::ASSISTANT_MESSAGE => {
-            let message = match data.get("message") {
-                Some(message) => subtree(message),
-                None => {
-                    let mut m = Map::new();
-                    m.insert("role".into(), Value::from("assistant"));
-                    m.insert("content".into(), deep::clone_value(data.get("content")?));
-                    Json::from_shallow(Value::Object(m))
-                }
+            let message = match event.message_from_text() {
+                Some(message) => message,
+                None => assistant_message(event.data().value())?,
             };
             let empty = match message.value().get("content") {
                 Some(Value::Array(blocks)) => blocks.is_empty(),
@@ -101,34 +97,56 @@ fn message_of(event: &Event) -> Option<Json> {
             };
             (!empty).then_some(message)
         }
-        types::TOOL_RESULT => match data.get("message") {
-            Some(message) => Some(subtree(message)),
-            None => {
-                let result = event.as_tool_result()?;
-                let mut source = Map::new();
-                source.insert("kind".into(), Value::from("tool"));
-                source.insert("callId".into(), Value::from(result.call_id));
-                let mut block = Map::new();
-                block.insert("type".into(), Value::from("tool-result"));
-                block.insert("toolCallId".into(), Value::from(result.call_id));
-                block.insert(
-                    "content".into(),
-                    result
-                        .content
-                        .map(deep::clone_value)
-                        .unwrap_or(Value::Array(Vec::new())),
-                );
-                block.insert(
-                    "isError".into(),
-                    Value::Bool(result.is_error.unwrap_or(false)),
-                );
-                let mut m = Map::new();
-                m.insert("source".into(), Value::Object(source));
-                m.insert("content".into(), Value::Array(vec![Value::Object(block)]));
-                m.insert("role".into(), Value::from("user"));
-                Some(Json::from_shallow(Value::Object(m)))
+        types::TOOL_RESULT => {
+            if let Some(message) = event.message_from_text() {
+                return Some(message);
             }
-        },
+            match event.data().value().get("message") {
+                Some(message) => Some(subtree(message)),
+                None => flat_tool_result(event),
+            }
+        }
         _ => None,
     }
+}
+
+/// The message of an `assistant/message` read from its tree: `message`, or the older flat
+/// `{content}`.
+fn assistant_message(data: &Value) -> Option<Json> {
+    Some(match data.get("message") {
+        Some(message) => subtree(message),
+        None => {
+            let mut m = Map::new();
+            m.insert("role".into(), Value::from("assistant"));
+            m.insert("content".into(), deep::clone_value(data.get("content")?));
+            Json::from_shallow(Value::Object(m))
+        }
+    })
+}
+
+/// The message of a `tool/result` in the older flat shape `{callId, content, isError}`.
+fn flat_tool_result(event: &Event) -> Option<Json> {
+    let result = event.as_tool_result()?;
+    let mut source = Map::new();
+    source.insert("kind".into(), Value::from("tool"));
+    source.insert("callId".into(), Value::from(result.call_id));
+    let mut block = Map::new();
+    block.insert("type".into(), Value::from("tool-result"));
+    block.insert("toolCallId".into(), Value::from(result.call_id));
+    block.insert(
+        "content".into(),
+        result
+            .content
+            .map(deep::clone_value)
+            .unwrap_or(Value::Array(Vec::new())),
+    );
+    block.insert(
+        "isError".into(),
+        Value::Bool(result.is_error.unwrap_or(false)),
+    );
+    let mut m = Map::new();
+    m.insert("source".into(), Value::Object(source));
+    m.insert("content".into(), Value::Array(vec![Value::Object(block)]));
+    m.insert("role".into(), Value::from("user"));
+    Some(Json::from_shallow(Value::Object(m)))
 }

@@ -4,8 +4,9 @@
 //! Guarantees: an [`Event`] is immutable; its `data` is kept verbatim as a frozen [`Json`]; any
 //! event type is accepted and written back unchanged; a line whose top-level keys are not in the
 //! canonical order keeps its whole original value, so it is written back exactly as read. The
-//! typed constructors keep `data` as its compact JSON text (see [`crate::payload`]) and build
-//! the tree only when [`Event::data`] is first called.
+//! typed constructors, and the reader for a line already in the canonical compact form (see
+//! [`crate::scan`]), keep `data` as its compact JSON text (see [`crate::payload`]) and build the
+//! tree only when [`Event::data`] is first called; either way `data()` gives the same value.
 
 use std::sync::Arc;
 
@@ -19,7 +20,8 @@ use crate::deep;
 use crate::deferred::{
     CallFields, Deferred, ResultFields, content_len, result_depth, write_call, write_result_rest,
 };
-use crate::payload::{Facts, Payload, StrFact, TextWriter};
+use crate::payload::{Facts, Payload, StrFact, SubText, TextWriter};
+use crate::scan::{Scanned, Scratch, scan_line};
 
 /// The event types this crate knows by name. Any other type is kept verbatim.
 pub mod types {
@@ -215,9 +217,9 @@ impl Event {
         let facts = Facts {
             turn: Some(turn),
             step: Some(step),
-            call_id,
-            name,
-            arguments,
+            call_id: call_id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
             ..Facts::known()
         };
         // A flat object of strings and numbers: depth 1, whatever the (escaped) arguments hold.
@@ -345,7 +347,7 @@ impl Event {
     #[allow(clippy::too_many_arguments)]
     fn finish_result(
         mut w: TextWriter,
-        facts: Facts,
+        mut facts: Facts,
         call_id: &str,
         call_seq: u64,
         content: &[ContentBlock],
@@ -354,7 +356,7 @@ impl Event {
         meta: Option<&Json>,
     ) -> Event {
         let id = dsh_core::context::fresh_message_id_ascii();
-        write_result_rest(&mut w, call_id, content, is_error, error, meta, &id);
+        facts.message = write_result_rest(&mut w, call_id, content, is_error, error, meta, &id);
         let depth = result_depth(content, meta);
         let payload = Payload::from_text_at_depth(w.finish(), depth, facts);
         Event::result_event(payload, call_seq)
@@ -449,13 +451,14 @@ impl Event {
         let mut w = TextWriter::with_capacity(128);
         w.u32("turn", turn);
         w.u32("step", step);
-        w.value("message", &message);
+        let (message_start, message_end) = w.value_at("message", &message);
         if let Some(usage) = usage {
             w.value("usage", usage);
         }
         let facts = Facts {
             turn: Some(turn),
             step: Some(step),
+            message: SubText::new(message_start, message_end, message.depth()),
             ..Facts::known()
         };
         Event::typed(types::ASSISTANT_MESSAGE, w, facts, Some(SurfaceOp::Append))
@@ -668,7 +671,64 @@ impl Event {
 
     /// Parses one event from its JSON line.
     pub fn from_json_line(line: &str) -> Result<Event, String> {
+        Event::read_line(line, &mut Scratch::default())
+    }
+
+    /// [`Event::from_json_line`] with the scan's buffers reused across lines. A line in the
+    /// canonical form keeps its `data` as text (the tree is built on first use, like a typed
+    /// event's); any other line is parsed into a tree and read from it.
+    pub(crate) fn read_line(line: &str, scratch: &mut Scratch) -> Result<Event, String> {
+        if let Some(event) = scan_line(line, scratch).and_then(Event::from_scanned) {
+            return Ok(event);
+        }
         deep::parse_with(line, Event::from_value)
+    }
+
+    /// The event of a line the scan accepted: the same one [`Event::from_value`] reads from
+    /// its tree (`None` only if the surface operation does not parse, which the scan rules out).
+    fn from_scanned(line: Scanned<'_>) -> Option<Event> {
+        let surface_op = match line.surface_op {
+            None => None,
+            Some("\"append\"") => Some(SurfaceOp::Append),
+            Some(text) => Some(SurfaceOp::Other(Json::parse(text).ok()?)),
+        };
+        Some(Event {
+            event_type: type_arc(line.event_type),
+            data: Arc::new(Payload::from_text_at_depth(
+                Box::from(line.data),
+                line.data_depth,
+                line.facts,
+            )),
+            surface_op,
+            source_event_seqs: line.source_event_seqs.map(Arc::from),
+            span: 1,
+            verbatim: None,
+        })
+    }
+
+    /// Whether the data is still text only (its tree not built).
+    #[cfg(test)]
+    pub(crate) fn keeps_text(&self) -> bool {
+        self.data.tree().is_none() && self.data.text().is_some()
+    }
+
+    /// `data.message` as a value of its own, parsed from the data's text when the tree has not
+    /// been built and the facts know where it sits, or from text written from the typed fields
+    /// (`None`: read it from the tree).
+    pub(crate) fn message_from_text(&self) -> Option<Json> {
+        if self.data.tree().is_some() {
+            return None;
+        }
+        if let Some(fields) = self.data.fields() {
+            // Written for the occasion and not kept (see `deferred.rs`).
+            let (text, at) = fields.write_with_message();
+            let at = at?;
+            let text = text.get(at.start as usize..at.end as usize)?;
+            return Json::parse_at_depth(text, at.depth as usize).ok();
+        }
+        let at = self.data.facts().message?;
+        let text = self.data.text()?.get(at.start as usize..at.end as usize)?;
+        Json::parse_at_depth(text, at.depth as usize).ok()
     }
 
     /// Reads `data.<key>` as an unsigned integer (`turn` and `step` of a typed event without
@@ -697,9 +757,9 @@ impl Event {
                 "callId" => facts.call_id,
                 "name" => facts.name,
                 "arguments" => facts.arguments,
-                _ => StrFact::Parse,
+                _ => StrFact::Parse.into(),
             };
-            match fact {
+            match fact.get() {
                 StrFact::Absent => return None,
                 StrFact::At(start, end) => {
                     if let Some(s) = self

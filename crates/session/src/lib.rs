@@ -56,6 +56,7 @@ mod jsonl;
 mod payload;
 mod read;
 mod repair;
+mod scan;
 mod session;
 mod snapshot;
 mod writer;

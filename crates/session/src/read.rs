@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::error::SessionError;
 use crate::event::Event;
 use crate::header::{Header, HeaderError};
+use crate::scan::Scratch;
 
 /// One line of a file.
 #[derive(Clone, Copy, Debug)]
@@ -74,9 +75,9 @@ fn utf8(bytes: &[u8]) -> Result<&str, String> {
     })
 }
 
-/// Reads an event line.
-pub(crate) fn parse_event(bytes: &[u8]) -> Result<Event, String> {
-    Event::from_json_line(utf8(bytes)?)
+/// Reads an event line, reusing `scratch` (see [`Event::from_json_line`]).
+pub(crate) fn parse_event(bytes: &[u8], scratch: &mut Scratch) -> Result<Event, String> {
+    Event::read_line(utf8(bytes)?, scratch)
 }
 
 /// Reads a header line.
@@ -114,6 +115,7 @@ pub fn read_log(bytes: &[u8]) -> Result<Log, SessionError> {
         lines: Vec::new(),
     };
     let mut seq = 0u64;
+    let mut scratch = Scratch::default();
     for line in lines(bytes) {
         if line.is_blank() {
             continue;
@@ -123,10 +125,11 @@ pub fn read_log(bytes: &[u8]) -> Result<Log, SessionError> {
             log.header = Some(header);
             continue;
         }
-        let event = parse_event(line.bytes).map_err(|message| SessionError::Corrupt {
-            line: line.number,
-            message,
-        })?;
+        let event =
+            parse_event(line.bytes, &mut scratch).map_err(|message| SessionError::Corrupt {
+                line: line.number,
+                message,
+            })?;
         let span = event.seq_span();
         log.events.push((seq, Arc::new(event)));
         log.lines.push(line.number);

@@ -134,6 +134,7 @@ pub(crate) fn plan(bytes: &[u8]) -> Result<Plan, SessionError> {
     let mut report = RepairReport::default();
     let mut scan = Scan::new();
     let mut seq = 0u64;
+    let mut scratch = crate::scan::Scratch::default();
     let mut last_line = 0usize;
     for line in lines(bytes) {
         if line.is_blank() {
@@ -165,7 +166,7 @@ pub(crate) fn plan(bytes: &[u8]) -> Result<Plan, SessionError> {
             }
             continue;
         }
-        match parse_event(line.bytes) {
+        match parse_event(line.bytes, &mut scratch) {
             Ok(event) => {
                 scan.event(line.number, seq, &event);
                 let span = event.seq_span();

@@ -379,3 +379,29 @@ proptest! {
         prop_assert_eq!(e.source_event_seqs(), Some(&[9u64][..]));
     }
 }
+
+/// The history derived from a live result kept as fields is the one derived from its line read
+/// back from a log (spec I3).
+#[test]
+fn a_result_kept_as_fields_derives_the_message_its_line_holds() {
+    let content: dsh_core::Content = Arc::from([
+        ContentBlock::text("line \"one\"\nline two"),
+        ContentBlock::Other(Json::from_shallow(json!({"type": "x", "deep": [[1]]}))),
+    ]);
+    let info = ErrorInfo {
+        name: Arc::from("Error"),
+        code: Arc::from("E"),
+    };
+    let e = Event::tool_result_shared(1, 2, Arc::from("c1"), 0, content, true, Some(&info), None);
+    let live = dsh_session::derive_messages_from([(1, &e)]);
+    let read = Event::from_json_line(&e.to_json_line()).expect("reads back");
+    let from_line = dsh_session::derive_messages_from([(1, &read)]);
+    assert_eq!(live.len(), 1);
+    assert_eq!(
+        live.iter().map(|m| m.value().clone()).collect::<Vec<_>>(),
+        from_line
+            .iter()
+            .map(|m| m.value().clone())
+            .collect::<Vec<_>>()
+    );
+}
