@@ -16,6 +16,7 @@
 //! - if the scheduler itself fails, it stops starting calls, waits for every call in flight and
 //!   reports the error; it never fabricates results.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use dsh_core::codes::messages;
@@ -93,12 +94,15 @@ type Channel = (
 );
 
 /// Marks a running call as decided.
-fn settle(calls: &mut [(Option<Started>, Option<Slot>)], i: usize, candidate: Candidate) {
-    if let Some(Slot::Running { exclusive }) = calls[i].1 {
-        calls[i].1 = Some(Slot::Done {
+/// Marks running call `i` as decided; `window` holds the calls from `first` on.
+fn settle(window: &mut VecDeque<(Started, Slot)>, first: usize, i: usize, candidate: Candidate) {
+    if let Some((_, slot)) = i.checked_sub(first).and_then(|k| window.get_mut(k))
+        && let Slot::Running { exclusive } = *slot
+    {
+        *slot = Slot::Done {
             candidate,
             exclusive,
-        });
+        };
     }
 }
 
@@ -126,8 +130,9 @@ impl Runtime {
         // Created with the first spawned body: a step whose calls all run inline needs none.
         let mut channel: Option<Channel> = None;
         // Per call: what started it (for the commit) and where its outcome stands.
-        let mut calls: Vec<(Option<Started>, Option<Slot>)> =
-            (0..n).map(|_| (None, None)).collect();
+        // The calls started and not yet committed, in model order (at most the pool plus one):
+        // entry k is call `next_commit + k`.
+        let mut window: VecDeque<(Started, Slot)> = VecDeque::new();
         let mut next_start = 0usize;
         let mut next_commit = 0usize;
         let mut running = 0usize;
@@ -146,20 +151,20 @@ impl Runtime {
             if let Some((_, rx)) = &mut channel {
                 while let Ok((i, c)) = rx.try_recv() {
                     running -= 1;
-                    settle(&mut calls, i, c);
+                    settle(&mut window, next_commit, i, c);
                 }
             }
             // Finalize and commit the front call once it is decided.
             if failure.is_none()
                 && next_commit < next_start
-                && matches!(calls[next_commit].1, Some(Slot::Done { .. }))
-                && let (
-                    Some(s),
-                    Some(Slot::Done {
+                && matches!(window.front(), Some((_, Slot::Done { .. })))
+                && let Some((
+                    s,
+                    Slot::Done {
                         candidate,
                         exclusive,
-                    }),
-                ) = std::mem::take(&mut calls[next_commit])
+                    },
+                )) = window.pop_front()
             {
                 match self.commit(cx, s, candidate, &mut out).await {
                     Ok(()) => {
@@ -258,7 +263,7 @@ impl Runtime {
                                         }
                                     }
                                 };
-                                calls[i] = (Some(s), Some(slot));
+                                window.push_back((s, slot));
                             }
                         }
                         continue;
@@ -280,7 +285,7 @@ impl Runtime {
             match rx.recv().await {
                 Some((i, c)) => {
                     running -= 1;
-                    settle(&mut calls, i, c);
+                    settle(&mut window, next_commit, i, c);
                 }
                 None => break,
             }
