@@ -26,6 +26,7 @@ pub mod failure;
 pub mod hooks;
 pub mod json;
 mod lossless;
+mod name_hash;
 pub mod registry;
 pub mod result;
 pub mod signal;

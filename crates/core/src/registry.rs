@@ -11,6 +11,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 
 use parking_lot::RwLock;
+
+use crate::name_hash::BuildNameHasher;
 use serde::Serialize;
 
 use crate::CoreError;
@@ -77,7 +79,7 @@ struct Entry {
 
 #[derive(Default)]
 struct Layer {
-    tools: HashMap<Arc<str>, Entry>,
+    tools: HashMap<Arc<str>, Entry, BuildNameHasher>,
 }
 
 #[derive(Default)]
@@ -90,7 +92,7 @@ struct ScopeState {
 #[derive(Default)]
 struct State {
     global: Layer,
-    scopes: HashMap<AgentId, ScopeState>,
+    scopes: HashMap<AgentId, ScopeState, BuildNameHasher>,
     next_id: u64,
     generation: u64,
 }
