@@ -132,7 +132,7 @@ impl Runtime {
         // Per call: what started it (for the commit) and where its outcome stands.
         // The calls started and not yet committed, in model order (at most the pool plus one):
         // entry k is call `next_commit + k`.
-        let mut window: VecDeque<(Started, Slot)> = VecDeque::new();
+        let mut window: VecDeque<(Started, Slot)> = VecDeque::with_capacity(n.min(cap + 1));
         let mut next_start = 0usize;
         let mut next_commit = 0usize;
         let mut running = 0usize;
