@@ -10,6 +10,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use crate::outcome::ToolCallError;
+use crate::subcall::{Drive, LocalDriver};
 
 /// The prefix of every argument rejection (the conformance checklist counts it).
 pub const ARGS_NOT_LOSSLESS: &str = "tool arguments must be lossless JSON";
@@ -31,6 +32,8 @@ pub struct Bindings {
     names: Arc<[Arc<str>]>,
     index: Arc<HashSet<Arc<str>>>,
     host: Arc<dyn Host>,
+    /// The sub-call coordinator behind `host`, when a runtime may poll it on its own thread.
+    drive: Option<Arc<Drive>>,
 }
 
 impl std::fmt::Debug for Bindings {
@@ -55,7 +58,20 @@ impl Bindings {
             names: Arc::from(ordered),
             index: Arc::new(index),
             host,
+            drive: None,
         }
+    }
+
+    /// The same bindings, whose host is answered by the coordinator `drive`.
+    pub(crate) fn with_drive(mut self, drive: Arc<Drive>) -> Bindings {
+        self.drive = Some(drive);
+        self
+    }
+
+    /// Claims the coordinator behind the host for the calling thread, which then polls it
+    /// (see [`LocalDriver`]); `None` if there is none or it already runs elsewhere.
+    pub(crate) fn claim_local(&self) -> Option<LocalDriver> {
+        self.drive.as_ref().and_then(|d| d.claim())
     }
 
     /// The callable names, in presentation order.

@@ -13,9 +13,18 @@
 //! - once the outer call is cancelled, calls not yet started are refused without events; once
 //!   the run is over, they are abandoned without events, every started call's signal fires,
 //!   and [`SubCalls::close`] returns only after each of them is committed (quiescence).
+//!
+//! Where the coordinator runs ([`Drive`]): a code runtime that executes on a thread of its own
+//! may claim it ([`SubCalls::host`]'s bindings hand out a [`LocalDriver`]) and poll it on that
+//! thread right where the program calls a tool, so a sub-call whose policy and body complete at
+//! once settles with no hand-off between threads. Otherwise it runs as a task of its own,
+//! spawned at the first call. A body that does not complete on its first poll continues as a
+//! task either way, so a slow prepare or commit never starves it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll};
 
 use dsh_core::codes::messages;
 use dsh_core::{
@@ -27,7 +36,9 @@ use dsh_session::{Event, Session};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
+use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 
 use crate::bindings::Host;
 use crate::dispatch_log::{DispatchLog, DispatchRecord};
@@ -74,11 +85,155 @@ enum Msg {
 pub(crate) struct SubCalls {
     tx: mpsc::UnboundedSender<Msg>,
     run_end: AbortController,
-    task: tokio::task::JoinHandle<RunEffects>,
+    drive: Arc<Drive>,
+}
+
+/// The coordinator has not been claimed nor spawned yet.
+const IDLE: u8 = 0;
+/// The coordinator runs as a task of its own.
+const TASK: u8 = 1;
+/// The coordinator is polled by the thread that claimed it.
+const LOCAL: u8 = 2;
+/// The run is ending: only [`SubCalls::close`] (or the drop of [`SubCalls`]) runs it now.
+const CLOSING: u8 = 3;
+
+/// The coordinator future of one run.
+type CoordinatorFuture = BoxFuture<'static, RunEffects>;
+
+/// The coordinator while no task owns it, or what it left once it finished in a local poll.
+enum Slot {
+    Running(CoordinatorFuture),
+    Finished(RunEffects),
+}
+
+/// Where one run's coordinator is driven: exactly one of a task of its own, the thread that
+/// claimed it, or the run's end, chosen by `mode` and changed only under `task`'s lock.
+pub(crate) struct Drive {
+    mode: AtomicU8,
+    /// The coordinator unless it was spawned. Locked only for a poll, never across an await
+    /// of anything else.
+    slot: tokio::sync::Mutex<Option<Slot>>,
+    /// The coordinator's task, once spawned.
+    task: parking_lot::Mutex<Option<JoinHandle<RunEffects>>>,
+    runtime: Handle,
+}
+
+impl Drive {
+    /// Spawns the coordinator as a task if nobody claimed it yet.
+    fn spawn_if_idle(&self) {
+        if self.mode.load(Ordering::Acquire) != IDLE {
+            return;
+        }
+        let mut task = self.task.lock();
+        if self.mode.load(Ordering::Acquire) != IDLE {
+            return;
+        }
+        // Nobody polls an idle coordinator, so its slot is free.
+        let Ok(mut slot) = self.slot.try_lock() else {
+            return;
+        };
+        if let Some(Slot::Running(fut)) = slot.take() {
+            *task = Some(self.runtime.spawn(fut));
+            self.mode.store(TASK, Ordering::Release);
+        }
+    }
+
+    /// Hands the coordinator to the calling thread, if nobody claimed or spawned it yet.
+    pub fn claim(self: &Arc<Self>) -> Option<LocalDriver> {
+        let _task = self.task.lock();
+        self.mode
+            .compare_exchange(IDLE, LOCAL, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| LocalDriver {
+                drive: self.clone(),
+            })
+    }
+
+    /// Takes the coordinator over for the run's end: its task if it has one, else the future
+    /// itself (once no local poll holds it). The claiming thread polls it no more.
+    fn take_over(&self) -> Owned {
+        let mut task = self.task.lock();
+        let previous = self.mode.swap(CLOSING, Ordering::AcqRel);
+        match (previous, task.take()) {
+            (TASK, Some(handle)) => Owned::Task(handle),
+            _ => Owned::Slot,
+        }
+    }
+
+    /// Runs the coordinator to its end from wherever it is.
+    async fn finish(&self, owned: Owned) -> RunEffects {
+        match owned {
+            Owned::Task(handle) => match handle.await {
+                Ok(effects) => effects,
+                Err(e) => {
+                    tracing::error!("the run_code sub-call coordinator failed: {e}");
+                    RunEffects::default()
+                }
+            },
+            Owned::Slot => {
+                let taken = self.slot.lock().await.take();
+                match taken {
+                    Some(Slot::Running(fut)) => {
+                        match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+                            Ok(effects) => effects,
+                            Err(p) => {
+                                let f =
+                                    Failure::from_panic("the run_code sub-call coordinator", &*p);
+                                tracing::error!("{}", f.message());
+                                RunEffects::default()
+                            }
+                        }
+                    }
+                    Some(Slot::Finished(effects)) => effects,
+                    None => RunEffects::default(),
+                }
+            }
+        }
+    }
+}
+
+/// What [`Drive::take_over`] found.
+enum Owned {
+    Task(JoinHandle<RunEffects>),
+    Slot,
+}
+
+/// The coordinator of one run, claimed by the thread that polls it (the interpreter's). Each
+/// [`LocalDriver::poll`] advances it as far as it goes without waiting; whatever it waits on
+/// wakes the given context.
+pub(crate) struct LocalDriver {
+    drive: Arc<Drive>,
+}
+
+impl LocalDriver {
+    /// Advances the coordinator once. Does nothing once the run is ending or while another
+    /// poll holds it.
+    pub fn poll(&self, cx: &mut Context<'_>) {
+        if self.drive.mode.load(Ordering::Acquire) != LOCAL {
+            return;
+        }
+        let Ok(mut slot) = self.drive.slot.try_lock() else {
+            return;
+        };
+        let Some(Slot::Running(fut)) = slot.as_mut() else {
+            return;
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => {}
+            Ok(Poll::Ready(effects)) => *slot = Some(Slot::Finished(effects)),
+            Err(p) => {
+                let f = Failure::from_panic("the run_code sub-call coordinator", &*p);
+                tracing::error!("{}", f.message());
+                // Dropping it settles every waiting binding as abandoned.
+                *slot = Some(Slot::Finished(RunEffects::default()));
+            }
+        }
+    }
 }
 
 struct SubHost {
     tx: mpsc::UnboundedSender<Msg>,
+    drive: Arc<Drive>,
 }
 
 impl Host for SubHost {
@@ -90,6 +245,7 @@ impl Host for SubHost {
             args,
             reply,
         });
+        self.drive.spawn_if_idle();
         async move {
             rx.await
                 .unwrap_or_else(|_| Err(ToolCallError::new(&owned, abandoned_message(&owned))))
@@ -99,20 +255,32 @@ impl Host for SubHost {
 }
 
 impl SubCalls {
-    /// Starts the coordinator of one run.
+    /// Starts the coordinator of one run (from within a tokio runtime). It first runs when a
+    /// thread claims it or at the first call.
     pub fn start(cx: RunContext) -> SubCalls {
         let (tx, rx) = mpsc::unbounded_channel();
         let run_end = AbortController::new();
         let coordinator = Coordinator::new(Arc::new(cx), run_end.signal());
-        let task = tokio::spawn(coordinator.run(rx));
-        SubCalls { tx, run_end, task }
+        let drive = Arc::new(Drive {
+            mode: AtomicU8::new(IDLE),
+            slot: tokio::sync::Mutex::new(Some(Slot::Running(coordinator.run(rx).boxed()))),
+            task: parking_lot::Mutex::new(None),
+            runtime: Handle::current(),
+        });
+        SubCalls { tx, run_end, drive }
     }
 
     /// The host the run's bindings call.
     pub fn host(&self) -> Arc<dyn Host> {
         Arc::new(SubHost {
             tx: self.tx.clone(),
+            drive: self.drive.clone(),
         })
+    }
+
+    /// Where the coordinator runs; the bindings carry it so a runtime can claim it.
+    pub fn drive(&self) -> Arc<Drive> {
+        self.drive.clone()
     }
 
     /// Ends the run: queued calls are abandoned, started ones see their signal fire and are
@@ -123,13 +291,24 @@ impl SubCalls {
                 "run_code settled",
             ))));
         let _ = self.tx.send(Msg::Close);
-        match self.task.await {
-            Ok(effects) => effects,
-            Err(e) => {
-                tracing::error!("the run_code sub-call coordinator failed: {e}");
-                RunEffects::default()
-            }
+        let owned = self.drive.take_over();
+        self.drive.finish(owned).await
+    }
+}
+
+impl Drop for SubCalls {
+    /// A run dropped without [`SubCalls::close`] (its body was abandoned) still has its started
+    /// calls run to their commit, on a task of their own, as if the coordinator had always had
+    /// one.
+    fn drop(&mut self) {
+        if self.drive.mode.load(Ordering::Acquire) == CLOSING {
+            return;
         }
+        let owned = self.drive.take_over();
+        let drive = self.drive.clone();
+        drop(self.drive.runtime.spawn(async move {
+            drive.finish(owned).await;
+        }));
     }
 }
 
@@ -322,19 +501,35 @@ impl Coordinator {
         let (decided, dispatch) = match prepared {
             Prepared::Decided(c) => (Some(Ok(c)), None),
             Prepared::Ready => {
-                self.running += 1;
                 let runtime = self.cx.runtime.clone();
                 let running = call.clone();
-                let n = p.n;
-                let task = tokio::spawn(async move { runtime.dispatch(&running).await });
-                let d: Dispatched = async move {
-                    let outcome = task
-                        .await
-                        .map_err(|e| Failure::new(format!("dispatch failed: {e}")));
-                    (n, outcome)
+                let mut body: BoxFuture<'static, Candidate> =
+                    async move { runtime.dispatch(&running).await }.boxed();
+                // A body that completes at once needs no task; one that waits continues as a
+                // task, so a slow prepare or commit never starves it.
+                let first = std::future::poll_fn(|cx| {
+                    Poll::Ready(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+                        || body.as_mut().poll(cx),
+                    )))
+                })
+                .await;
+                match first {
+                    Ok(Poll::Ready(candidate)) => (Some(Ok(candidate)), None),
+                    Ok(Poll::Pending) => {
+                        self.running += 1;
+                        let n = p.n;
+                        let task = tokio::spawn(body);
+                        let d: Dispatched = async move {
+                            let outcome = task
+                                .await
+                                .map_err(|e| Failure::new(format!("dispatch failed: {e}")));
+                            (n, outcome)
+                        }
+                        .boxed();
+                        (None, Some(d))
+                    }
+                    Err(panic) => (Some(Err(Failure::from_panic("dispatch", &*panic))), None),
                 }
-                .boxed();
-                (None, Some(d))
             }
         };
         self.live.insert(

@@ -1,49 +1,46 @@
 //! The interpreter side of a run, on its own thread: one QuickJS runtime and context, the
-//! prelude, and the loop that runs jobs, answers host replies and enforces the limits.
+//! prelude, and the loop that runs jobs, drives the tool calls and enforces the limits.
+//!
+//! The tool calls are polled right here ([`Calls`]): a call is handed to the bindings the
+//! moment the program makes it, the sub-call coordinator (when this thread claimed it) is
+//! advanced at once, and the thread parks only when nothing is ready, woken by whatever it
+//! waits on. A call whose policy and body complete at once thus settles without leaving
+//! this thread.
 //!
 //! Guarantees: every exit path returns a [`CodeOutcome`] (a failure is a field); no JavaScript
 //! value outlives the context; the interrupt handler stops CPU-bound code once the deadline
-//! passes, the run is aborted or a fatal limit was hit.
+//! passes, the run is aborted or a fatal limit was hit; results settle one at a time, each
+//! followed by the jobs it queued.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::task::{Context as TaskContext, Poll, Wake, Waker};
+use std::thread::Thread;
 use std::time::Instant;
 
 use dsh_core::Json;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use rquickjs::context::intrinsic;
 use rquickjs::{Context, Ctx, Exception, Function, Object, Runtime};
-use tokio::sync::mpsc::UnboundedSender;
 
-use crate::bindings::{ARGS_NOT_LOSSLESS, MISSING_ARGS};
+use crate::bindings::{ARGS_NOT_LOSSLESS, Bindings, MISSING_ARGS};
 use crate::limits::Limits;
 use crate::outcome::{CodeErrorKind, CodeOutcome, ToolCallError};
+use crate::subcall::LocalDriver;
 
 const PRELUDE: &str = include_str!("prelude.js");
-
-/// A tool call the program made: `(id, name, JSON text of the arguments)`.
-pub(crate) struct HostRequest {
-    pub id: u32,
-    pub name: String,
-    pub args: String,
-}
-
-/// What the host side sends the interpreter.
-pub(crate) enum HostMessage {
-    /// A call settled.
-    Reply {
-        id: u32,
-        outcome: Result<Json, ToolCallError>,
-    },
-    /// Something changed (abort); re-check the stop conditions.
-    Wake,
-}
 
 /// Why the interpreter must stop, shared with the interrupt handler.
 pub(crate) struct Stop {
     pub abort: AtomicBool,
+    /// The async side of the run is gone: nobody will read the outcome.
+    pub host_gone: AtomicBool,
     fatal: AtomicU8,
     deadline: Instant,
 }
@@ -56,6 +53,7 @@ impl Stop {
     pub(crate) fn new(deadline: Instant) -> Stop {
         Stop {
             abort: AtomicBool::new(false),
+            host_gone: AtomicBool::new(false),
             fatal: AtomicU8::new(FATAL_NONE),
             deadline,
         }
@@ -135,6 +133,124 @@ fn memory_message(limits: &Limits) -> String {
     )
 }
 
+/// Wakes the interpreter thread when something it waits on can make progress.
+struct ThreadWaker {
+    thread: Thread,
+    woken: AtomicBool,
+}
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+/// One call's answer, tagged with the id the program knows it by.
+struct Reply {
+    id: u32,
+    answer: BoxFuture<'static, Result<Json, ToolCallError>>,
+}
+
+impl Future for Reply {
+    type Output = (u32, Result<Json, ToolCallError>);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let id = self.id;
+        self.answer.as_mut().poll(cx).map(|answer| (id, answer))
+    }
+}
+
+/// The tool calls of one run, polled on the interpreter thread.
+struct Calls {
+    bindings: Bindings,
+    /// The sub-call coordinator, when this thread claimed it.
+    local: Option<LocalDriver>,
+    thread_waker: Arc<ThreadWaker>,
+    waker: Waker,
+    waiting: RefCell<FuturesUnordered<Reply>>,
+    /// Answers polled but not yet handed to the program, in the order they came.
+    ready: RefCell<VecDeque<(u32, Result<Json, ToolCallError>)>>,
+    /// Calls made and not yet handed back to the program.
+    in_flight: Cell<usize>,
+}
+
+impl Calls {
+    fn new(bindings: Bindings, local: Option<LocalDriver>) -> Calls {
+        let thread_waker = Arc::new(ThreadWaker {
+            thread: std::thread::current(),
+            woken: AtomicBool::new(false),
+        });
+        Calls {
+            bindings,
+            local,
+            waker: Waker::from(thread_waker.clone()),
+            thread_waker,
+            waiting: RefCell::new(FuturesUnordered::new()),
+            ready: RefCell::new(VecDeque::new()),
+            in_flight: Cell::new(0),
+        }
+    }
+
+    /// Hands one call of the program to the bindings and lets the coordinator start it.
+    fn submit(&self, id: u32, name: &str, args: &str) {
+        let answer = self.bindings.call(name, Some(args));
+        self.waiting.borrow_mut().push(Reply { id, answer });
+        self.in_flight.set(self.in_flight.get() + 1);
+        self.advance();
+    }
+
+    /// Advances the coordinator as far as it goes without waiting.
+    fn advance(&self) {
+        if let Some(local) = &self.local {
+            local.poll(&mut TaskContext::from_waker(&self.waker));
+        }
+    }
+
+    /// The next answer to hand to the program, if one is ready.
+    fn next_ready(&self) -> Option<(u32, Result<Json, ToolCallError>)> {
+        if self.ready.borrow().is_empty() {
+            self.advance();
+            let mut cx = TaskContext::from_waker(&self.waker);
+            loop {
+                // The borrow ends before the answer is queued.
+                let polled = self.waiting.borrow_mut().poll_next_unpin(&mut cx);
+                match polled {
+                    Poll::Ready(Some(answer)) => self.ready.borrow_mut().push_back(answer),
+                    Poll::Ready(None) | Poll::Pending => break,
+                }
+            }
+        }
+        let next = self.ready.borrow_mut().pop_front();
+        if next.is_some() {
+            self.in_flight.set(self.in_flight.get().saturating_sub(1));
+        }
+        next
+    }
+
+    /// Parks the thread until something it polls was woken or a stop condition may hold.
+    fn wait(&self, stop: &Stop) {
+        loop {
+            if self.thread_waker.woken.swap(false, Ordering::AcqRel)
+                || stop.abort.load(Ordering::Acquire)
+                || stop.host_gone.load(Ordering::Acquire)
+                || stop.fatal.load(Ordering::Acquire) != FATAL_NONE
+            {
+                return;
+            }
+            let now = Instant::now();
+            if now >= stop.deadline {
+                return;
+            }
+            std::thread::park_timeout(stop.deadline - now);
+        }
+    }
+}
+
 /// The parsed state the prelude's `poll` reports once the program settled.
 #[derive(serde::Deserialize)]
 struct Settled {
@@ -144,14 +260,14 @@ struct Settled {
     json: Option<String>,
 }
 
-/// Runs one program to completion on the current thread.
+/// Runs one program to completion on the current thread, polling its tool calls here (and the
+/// sub-call coordinator, if `local` holds it).
 pub(crate) fn execute(
     program: String,
-    names: Vec<String>,
+    bindings: Bindings,
+    local: Option<LocalDriver>,
     limits: Limits,
     stop: Arc<Stop>,
-    requests: UnboundedSender<HostRequest>,
-    replies: Receiver<HostMessage>,
 ) -> CodeOutcome {
     let runtime = match Runtime::new() {
         Ok(r) => r,
@@ -191,15 +307,17 @@ pub(crate) fn execute(
         lines: Vec::new(),
         bytes: 0,
     }));
+    let names: Vec<String> = bindings.names().iter().map(|n| n.to_string()).collect();
+    let calls = Rc::new(Calls::new(bindings, local));
     let outcome = context.with(|ctx| {
         let mut session = Session {
             ctx: ctx.clone(),
             limits: &limits,
             stop: &stop,
             logs: logs.clone(),
-            in_flight: Rc::new(RefCell::new(0)),
+            calls: calls.clone(),
         };
-        session.run(program, names, requests, &replies)
+        session.run(program, names)
     });
     drop(context);
     drop(runtime);
@@ -211,7 +329,7 @@ struct Session<'a, 'js> {
     limits: &'a Limits,
     stop: &'a Arc<Stop>,
     logs: Rc<RefCell<Logs>>,
-    in_flight: Rc<RefCell<usize>>,
+    calls: Rc<Calls>,
 }
 
 impl<'js> Session<'_, 'js> {
@@ -244,20 +362,14 @@ impl<'js> Session<'_, 'js> {
         )
     }
 
-    fn run(
-        &mut self,
-        program: String,
-        names: Vec<String>,
-        requests: UnboundedSender<HostRequest>,
-        replies: &Receiver<HostMessage>,
-    ) -> CodeOutcome {
+    fn run(&mut self, program: String, names: Vec<String>) -> CodeOutcome {
         let ctx = self.ctx.clone();
         let prelude: Function = match ctx.eval(PRELUDE) {
             Ok(f) => f,
             Err(e) => return self.failed("the code runtime could not start", e),
         };
         let log_fn = self.log_function();
-        let call_fn = self.call_function(requests);
+        let call_fn = self.call_function();
         let (log_fn, call_fn) = match (log_fn, call_fn) {
             (Ok(l), Ok(c)) => (l, c),
             (Err(e), _) | (_, Err(e)) => return self.failed("the code runtime could not start", e),
@@ -292,47 +404,37 @@ impl<'js> Session<'_, 'js> {
                 Ok(Some(state)) => return self.settled(&state),
                 Ok(None) => {}
             }
-            if *self.in_flight.borrow() == 0 {
+            if let Some((id, outcome)) = self.calls.next_ready() {
+                let settled = match outcome {
+                    Ok(value) => settle.call::<_, ()>((id, true, value.to_json_string())),
+                    Err(e) => {
+                        let payload = serde_json::json!({
+                            "toolName": e.tool_name,
+                            "message": e.message,
+                        });
+                        settle.call::<_, ()>((id, false, payload.to_string()))
+                    }
+                };
+                if let Err(e) = settled {
+                    return self.failed("a tool result could not be handed to the program", e);
+                }
+                continue;
+            }
+            if self.calls.in_flight.get() == 0 {
                 return CodeOutcome::failure(
                     CodeErrorKind::Exception,
                     "the program is waiting on a promise that can never settle (no tool call is in flight)",
                     self.take_logs(),
                 );
             }
-            let wait = self.stop.deadline.saturating_duration_since(Instant::now());
-            match replies.recv_timeout(wait) {
-                Ok(HostMessage::Wake) => {}
-                Ok(HostMessage::Reply { id, outcome }) => {
-                    *self.in_flight.borrow_mut() -= 1;
-                    let settled = match outcome {
-                        Ok(value) => settle.call::<_, ()>((id, true, value.to_json_string())),
-                        Err(e) => {
-                            let payload = serde_json::json!({
-                                "toolName": e.tool_name,
-                                "message": e.message,
-                            });
-                            settle.call::<_, ()>((id, false, payload.to_string()))
-                        }
-                    };
-                    if let Err(e) = settled {
-                        return self.failed("a tool result could not be handed to the program", e);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    return CodeOutcome::failure(
-                        CodeErrorKind::Timeout,
-                        timeout_message(self.limits),
-                        self.take_logs(),
-                    );
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return CodeOutcome::failure(
-                        CodeErrorKind::Abort,
-                        "the run was aborted: its host went away",
-                        self.take_logs(),
-                    );
-                }
+            if self.stop.host_gone.load(Ordering::Acquire) {
+                return CodeOutcome::failure(
+                    CodeErrorKind::Abort,
+                    "the run was aborted: its host went away",
+                    self.take_logs(),
+                );
             }
+            self.calls.wait(self.stop);
         }
     }
 
@@ -417,13 +519,10 @@ impl<'js> Session<'_, 'js> {
         )
     }
 
-    fn call_function(
-        &self,
-        requests: UnboundedSender<HostRequest>,
-    ) -> rquickjs::Result<Function<'js>> {
+    fn call_function(&self) -> rquickjs::Result<Function<'js>> {
         let stop = self.stop.clone();
         let max = self.limits.max_sub_calls;
-        let in_flight = self.in_flight.clone();
+        let calls = self.calls.clone();
         let mut next_id: u32 = 0;
         Function::new(
             self.ctx.clone(),
@@ -438,10 +537,7 @@ impl<'js> Session<'_, 'js> {
                     }
                     next_id += 1;
                     let id = next_id;
-                    if requests.send(HostRequest { id, name, args }).is_err() {
-                        return Err(Exception::throw_internal(&ctx, "the host went away"));
-                    }
-                    *in_flight.borrow_mut() += 1;
+                    calls.submit(id, &name, &args);
                     Ok(id)
                 },
             ),
