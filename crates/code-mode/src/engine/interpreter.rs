@@ -13,7 +13,7 @@
 //! followed by the jobs it queued.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -27,7 +27,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use rquickjs::context::intrinsic;
-use rquickjs::{Context, Ctx, Exception, Function, Object, Runtime};
+use rquickjs::{Context, Ctx, Exception, Function, Object, Promise, Runtime, Value};
 
 use crate::bindings::{ARGS_NOT_LOSSLESS, Bindings, MISSING_ARGS};
 use crate::limits::Limits;
@@ -316,8 +316,13 @@ pub(crate) fn execute(
             stop: &stop,
             logs: logs.clone(),
             calls: calls.clone(),
+            pending: Rc::new(RefCell::new(HashMap::new())),
+            done: Rc::new(RefCell::new(None)),
         };
-        session.run(program, names)
+        let outcome = session.run(program, names);
+        // No JavaScript value may outlive the context: drop the unsettled calls' resolvers.
+        session.pending.borrow_mut().clear();
+        outcome
     });
     drop(context);
     drop(runtime);
@@ -330,7 +335,14 @@ struct Session<'a, 'js> {
     stop: &'a Arc<Stop>,
     logs: Rc<RefCell<Logs>>,
     calls: Rc<Calls>,
+    /// The resolve and reject functions of each call's promise, until it settles.
+    pending: Rc<RefCell<Pending<'js>>>,
+    /// The settled program's state (JSON text), once the prelude reported it.
+    done: Rc<RefCell<Option<String>>>,
 }
+
+/// Resolvers of the calls in flight, by id.
+type Pending<'js> = HashMap<u32, (Function<'js>, Function<'js>)>;
 
 impl<'js> Session<'_, 'js> {
     fn take_logs(&self) -> Vec<String> {
@@ -370,20 +382,29 @@ impl<'js> Session<'_, 'js> {
         };
         let log_fn = self.log_function();
         let call_fn = self.call_function();
-        let (log_fn, call_fn) = match (log_fn, call_fn) {
-            (Ok(l), Ok(c)) => (l, c),
-            (Err(e), _) | (_, Err(e)) => return self.failed("the code runtime could not start", e),
+        let done_fn = self.done_function();
+        let (log_fn, call_fn, done_fn) = match (log_fn, call_fn, done_fn) {
+            (Ok(l), Ok(c), Ok(d)) => (l, c, d),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                return self.failed("the code runtime could not start", e);
+            }
         };
         let names_json = serde_json::to_string(&names).unwrap_or_else(|_| "[]".to_owned());
-        let runner: Object =
-            match prelude.call((log_fn, call_fn, names_json, ARGS_NOT_LOSSLESS, MISSING_ARGS)) {
-                Ok(r) => r,
-                Err(e) => return self.failed("the code runtime could not start", e),
-            };
+        let runner: Object = match prelude.call((
+            log_fn,
+            call_fn,
+            done_fn,
+            names_json,
+            ARGS_NOT_LOSSLESS,
+            MISSING_ARGS,
+        )) {
+            Ok(r) => r,
+            Err(e) => return self.failed("the code runtime could not start", e),
+        };
         let entry = |name: &str| runner.get::<_, Function>(name);
-        let (start, settle, poll) = match (entry("start"), entry("settle"), entry("poll")) {
-            (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+        let (start, failure) = match (entry("start"), entry("failure")) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
                 return self.failed("the code runtime could not start", e);
             }
         };
@@ -399,23 +420,12 @@ impl<'js> Session<'_, 'js> {
             if let Some(o) = stopped(self.stop, self.limits, &self.logs) {
                 return o;
             }
-            match poll.call::<_, Option<String>>(()) {
-                Err(e) => return self.failed("the program failed", e),
-                Ok(Some(state)) => return self.settled(&state),
-                Ok(None) => {}
+            let state = self.done.borrow_mut().take();
+            if let Some(state) = state {
+                return self.settled(&state);
             }
             if let Some((id, outcome)) = self.calls.next_ready() {
-                let settled = match outcome {
-                    Ok(value) => settle.call::<_, ()>((id, true, value.to_json_string())),
-                    Err(e) => {
-                        let payload = serde_json::json!({
-                            "toolName": e.tool_name,
-                            "message": e.message,
-                        });
-                        settle.call::<_, ()>((id, false, payload.to_string()))
-                    }
-                };
-                if let Err(e) = settled {
+                if let Err(e) = self.settle(&failure, id, outcome) {
                     return self.failed("a tool result could not be handed to the program", e);
                 }
                 continue;
@@ -435,6 +445,29 @@ impl<'js> Session<'_, 'js> {
                 );
             }
             self.calls.wait(self.stop);
+        }
+    }
+
+    /// Settles the promise of call `id` with its answer: the value, or a `ToolCallError` made
+    /// by the prelude's `failure`.
+    fn settle(
+        &self,
+        failure: &Function<'js>,
+        id: u32,
+        outcome: Result<Json, ToolCallError>,
+    ) -> rquickjs::Result<()> {
+        let Some((resolve, reject)) = self.pending.borrow_mut().remove(&id) else {
+            return Ok(());
+        };
+        match outcome {
+            Ok(value) => {
+                let value: Value<'js> = self.ctx.json_parse(value.to_json_string())?;
+                resolve.call::<_, ()>((value,))
+            }
+            Err(e) => {
+                let error: Value<'js> = failure.call((e.tool_name, e.message))?;
+                reject.call::<_, ()>((error,))
+            }
         }
     }
 
@@ -519,15 +552,28 @@ impl<'js> Session<'_, 'js> {
         )
     }
 
+    /// `hostDone(state)`: the prelude reports the settled program once.
+    fn done_function(&self) -> rquickjs::Result<Function<'js>> {
+        let done = self.done.clone();
+        Function::new(self.ctx.clone(), move |state: String| {
+            *done.borrow_mut() = Some(state);
+        })
+    }
+
+    /// `hostCall(name, argsJson)`: makes the call and returns its native promise.
     fn call_function(&self) -> rquickjs::Result<Function<'js>> {
         let stop = self.stop.clone();
         let max = self.limits.max_sub_calls;
         let calls = self.calls.clone();
+        let pending = self.pending.clone();
         let mut next_id: u32 = 0;
         Function::new(
             self.ctx.clone(),
             rquickjs::function::MutFn::new(
-                move |ctx: Ctx<'js>, name: String, args: String| -> rquickjs::Result<u32> {
+                move |ctx: Ctx<'js>,
+                      name: String,
+                      args: String|
+                      -> rquickjs::Result<Promise<'js>> {
                     if next_id as usize >= max {
                         stop.fatal.store(FATAL_SUB_CALLS, Ordering::Relaxed);
                         return Err(Exception::throw_range(
@@ -535,10 +581,12 @@ impl<'js> Session<'_, 'js> {
                             "run_code tool call limit exceeded",
                         ));
                     }
+                    let (promise, resolve, reject) = Promise::new(&ctx)?;
                     next_id += 1;
                     let id = next_id;
+                    pending.borrow_mut().insert(id, (resolve, reject));
                     calls.submit(id, &name, &args);
-                    Ok(id)
+                    Ok(promise)
                 },
             ),
         )
