@@ -52,6 +52,28 @@ pub fn abandoned_message(name: &str) -> String {
     format!("run_code run is over (run_code settled); {name} tool call abandoned")
 }
 
+/// `<parent>:code:<n>`.
+fn sub_call_id(parent: &str, n: u64) -> String {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let mut id = String::with_capacity(parent.len() + 6 + digits.len() - at);
+    id.push_str(parent);
+    id.push_str(":code:");
+    for &d in &digits[at..] {
+        id.push(char::from(d));
+    }
+    id
+}
+
 /// What one run's sub-calls leave for the outer result.
 #[derive(Default)]
 pub(crate) struct RunEffects {
@@ -331,6 +353,9 @@ struct Live {
 struct Coordinator {
     cx: Arc<RunContext>,
     run_end: Signal,
+    /// What every sub-call's signal is: the outer body's fused with the run's end (one
+    /// signal for the whole run, since it is the same for each call).
+    sub_signal: Signal,
     queue: VecDeque<Pending>,
     live: BTreeMap<u64, Live>,
     submitted: u64,
@@ -345,6 +370,7 @@ type Dispatched = BoxFuture<'static, (u64, Result<Candidate, Failure>)>;
 impl Coordinator {
     fn new(cx: Arc<RunContext>, run_end: Signal) -> Coordinator {
         Coordinator {
+            sub_signal: Signal::any(&cx.outer_signal, &run_end),
             cx,
             run_end,
             queue: VecDeque::new(),
@@ -445,7 +471,7 @@ impl Coordinator {
     /// Starts one call: its start record, then prepare; returns its dispatch when allowed.
     async fn start(&mut self, p: Pending, exclusive: bool) -> Option<Dispatched> {
         let outer = &self.cx.outer;
-        let sub_id = format!("{}:code:{}", outer.call_id(), p.n);
+        let sub_id = sub_call_id(outer.call_id(), p.n);
         if let Some(session) = &self.cx.session {
             let event = Event::code_dispatch_start(
                 outer.root_call_id(),
@@ -469,7 +495,7 @@ impl Coordinator {
             arguments: Arguments::Json(p.args.clone()),
             agent: outer.agent().cloned(),
             parent: Some(outer.token()),
-            signal: Signal::any(&self.cx.outer_signal, &self.run_end),
+            signal: self.sub_signal.clone(),
         };
         let call = Arc::new(self.cx.runtime.call(input));
         if exclusive {
@@ -612,5 +638,18 @@ impl Coordinator {
             Some(f) => Err(ToolCallError::new(&name, f.message())),
         };
         let _ = reply.send(answer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The id built by hand reads exactly as `format!` would write it.
+        #[test]
+        fn sub_call_ids_read_as_formatted(parent in "\\PC{0,12}", n in any::<u64>()) {
+            prop_assert_eq!(super::sub_call_id(&parent, n), format!("{parent}:code:{n}"));
+        }
     }
 }
