@@ -22,7 +22,7 @@ use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::Thread;
 use std::time::Instant;
 
-use dsh_core::Json;
+use dsh_core::{Json, Signal};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
@@ -39,6 +39,9 @@ const PRELUDE: &str = include_str!("prelude.js");
 /// Why the interpreter must stop, shared with the interrupt handler.
 pub(crate) struct Stop {
     pub abort: AtomicBool,
+    /// The run's own signal, read directly: an answer this thread polls may follow from the
+    /// abort (a refused call) before the async side has forwarded it.
+    signal: Signal,
     /// The async side of the run is gone: nobody will read the outcome.
     pub host_gone: AtomicBool,
     fatal: AtomicU8,
@@ -50,18 +53,23 @@ const FATAL_OUTPUT: u8 = 1;
 const FATAL_SUB_CALLS: u8 = 2;
 
 impl Stop {
-    pub(crate) fn new(deadline: Instant) -> Stop {
+    pub(crate) fn new(deadline: Instant, signal: Signal) -> Stop {
         Stop {
             abort: AtomicBool::new(false),
+            signal,
             host_gone: AtomicBool::new(false),
             fatal: AtomicU8::new(FATAL_NONE),
             deadline,
         }
     }
 
+    fn aborted(&self) -> bool {
+        self.abort.load(Ordering::Relaxed) || self.signal.is_aborted()
+    }
+
     fn should_stop(&self) -> bool {
         self.fatal.load(Ordering::Relaxed) != FATAL_NONE
-            || self.abort.load(Ordering::Relaxed)
+            || self.aborted()
             || Instant::now() >= self.deadline
     }
 }
@@ -95,7 +103,7 @@ fn stopped(stop: &Stop, limits: &Limits, logs: &RefCell<Logs>) -> Option<CodeOut
         }
         _ => {}
     }
-    if stop.abort.load(Ordering::Relaxed) {
+    if stop.aborted() {
         return Some(CodeOutcome::failure(
             CodeErrorKind::Abort,
             "the run was aborted",
@@ -236,7 +244,7 @@ impl Calls {
     fn wait(&self, stop: &Stop) {
         loop {
             if self.thread_waker.woken.swap(false, Ordering::AcqRel)
-                || stop.abort.load(Ordering::Acquire)
+                || stop.aborted()
                 || stop.host_gone.load(Ordering::Acquire)
                 || stop.fatal.load(Ordering::Acquire) != FATAL_NONE
             {

@@ -78,7 +78,7 @@ pub async fn run_quickjs(run: CodeRun) -> CodeOutcome {
         );
     }
     let deadline = Instant::now() + limits.wall_time;
-    let stop = Arc::new(Stop::new(deadline));
+    let stop = Arc::new(Stop::new(deadline, signal.clone()));
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<CodeOutcome>();
     // The interpreter thread polls the tool calls inside this runtime's context, so it can
     // run the sub-call coordinator itself.
