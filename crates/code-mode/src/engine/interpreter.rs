@@ -141,10 +141,22 @@ fn memory_message(limits: &Limits) -> String {
     )
 }
 
-/// Wakes the interpreter thread when something it waits on can make progress.
+/// Wakes the interpreter thread when something it waits on can make progress, and remembers
+/// that it did: `any` for the thread's wait, `own` for whoever polls the future behind it.
 struct ThreadWaker {
     thread: Thread,
-    woken: AtomicBool,
+    any: Arc<AtomicBool>,
+    own: AtomicBool,
+}
+
+impl ThreadWaker {
+    fn new(thread: Thread, any: Arc<AtomicBool>) -> Arc<ThreadWaker> {
+        Arc::new(ThreadWaker {
+            thread,
+            any,
+            own: AtomicBool::new(true),
+        })
+    }
 }
 
 impl Wake for ThreadWaker {
@@ -153,7 +165,8 @@ impl Wake for ThreadWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::Release);
+        self.own.store(true, Ordering::Release);
+        self.any.store(true, Ordering::Release);
         self.thread.unpark();
     }
 }
@@ -178,7 +191,12 @@ struct Calls {
     bindings: Bindings,
     /// The sub-call coordinator, when this thread claimed it.
     local: Option<LocalDriver>,
-    thread_waker: Arc<ThreadWaker>,
+    /// Set by any of the wakers below.
+    woken: Arc<AtomicBool>,
+    /// The coordinator's waker: it is polled only once woken.
+    coordinator: Arc<ThreadWaker>,
+    coordinator_waker: Waker,
+    /// The answers' waker.
     waker: Waker,
     waiting: RefCell<FuturesUnordered<Reply>>,
     /// Answers polled but not yet handed to the program, in the order they came.
@@ -189,15 +207,16 @@ struct Calls {
 
 impl Calls {
     fn new(bindings: Bindings, local: Option<LocalDriver>) -> Calls {
-        let thread_waker = Arc::new(ThreadWaker {
-            thread: std::thread::current(),
-            woken: AtomicBool::new(false),
-        });
+        let woken = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::current();
+        let coordinator = ThreadWaker::new(thread.clone(), woken.clone());
         Calls {
             bindings,
             local,
-            waker: Waker::from(thread_waker.clone()),
-            thread_waker,
+            waker: Waker::from(ThreadWaker::new(thread, woken.clone())),
+            coordinator_waker: Waker::from(coordinator.clone()),
+            coordinator,
+            woken,
             waiting: RefCell::new(FuturesUnordered::new()),
             ready: RefCell::new(VecDeque::new()),
             in_flight: Cell::new(0),
@@ -212,10 +231,13 @@ impl Calls {
         self.advance();
     }
 
-    /// Advances the coordinator as far as it goes without waiting.
+    /// Advances the coordinator as far as it goes without waiting, if something woke it since
+    /// its last poll (a call submitted, a body done, a signal fired).
     fn advance(&self) {
-        if let Some(local) = &self.local {
-            local.poll(&mut TaskContext::from_waker(&self.waker));
+        if let Some(local) = &self.local
+            && self.coordinator.own.swap(false, Ordering::AcqRel)
+        {
+            local.poll(&mut TaskContext::from_waker(&self.coordinator_waker));
         }
     }
 
@@ -243,7 +265,7 @@ impl Calls {
     /// Parks the thread until something it polls was woken or a stop condition may hold.
     fn wait(&self, stop: &Stop) {
         loop {
-            if self.thread_waker.woken.swap(false, Ordering::AcqRel)
+            if self.woken.swap(false, Ordering::AcqRel)
                 || stop.aborted()
                 || stop.host_gone.load(Ordering::Acquire)
                 || stop.fatal.load(Ordering::Acquire) != FATAL_NONE
@@ -469,13 +491,26 @@ impl<'js> Session<'_, 'js> {
         };
         match outcome {
             Ok(value) => {
-                let value: Value<'js> = self.ctx.json_parse(value.to_json_string())?;
+                let value = self.to_js(&value)?;
                 resolve.call::<_, ()>((value,))
             }
             Err(e) => {
                 let error: Value<'js> = failure.call((e.tool_name, e.message))?;
                 reject.call::<_, ()>((error,))
             }
+        }
+    }
+
+    /// The program's copy of an answer: strings, booleans and null made directly (what
+    /// `JSON.parse` of their text gives), anything else parsed from its JSON text.
+    fn to_js(&self, value: &Json) -> rquickjs::Result<Value<'js>> {
+        match value.value() {
+            serde_json::Value::String(s) => {
+                rquickjs::String::from_str(self.ctx.clone(), s).map(|s| s.into_value())
+            }
+            serde_json::Value::Bool(b) => Ok(Value::new_bool(self.ctx.clone(), *b)),
+            serde_json::Value::Null => Ok(Value::new_null(self.ctx.clone())),
+            _ => self.ctx.json_parse(value.to_json_string()),
         }
     }
 
