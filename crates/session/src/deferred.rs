@@ -1,5 +1,5 @@
-//! The data of `tool/call` and `tool/result` events kept as the typed fields they are written
-//! from: the arguments, ids and content are shared with the caller (no copy), and the compact
+//! The data of `tool/call`, `tool/result` and `tool/code-dispatch*` events kept as the typed
+//! fields they are written from: the arguments, ids and content are shared with the caller (no copy), and the compact
 //! JSON text is written the first time someone needs it (a durable store's line, a reader of the
 //! tree), then kept.
 //!
@@ -36,12 +36,26 @@ pub(crate) struct ResultFields {
     pub id: [u8; 36],
 }
 
+/// The fields of a `tool/code-dispatch-start` (`{rootCallId, parentCallId, subCallId, name,
+/// arguments}`) or, with `settled`, of a `tool/code-dispatch` (`..., isError, content}`).
+pub(crate) struct DispatchFields {
+    pub root_call_id: Arc<str>,
+    pub parent_call_id: Arc<str>,
+    pub sub_call_id: Arc<str>,
+    pub name: Arc<str>,
+    pub arguments: Json,
+    /// `isError` and `content` of a settled sub-call.
+    pub settled: Option<(bool, Content)>,
+}
+
 /// Typed fields whose text is written on demand.
 pub(crate) enum Deferred {
     /// A `tool/call`.
     Call(CallFields),
     /// A `tool/result`.
     Result(ResultFields),
+    /// A `tool/code-dispatch-start` or `tool/code-dispatch`.
+    Dispatch(DispatchFields),
 }
 
 impl Deferred {
@@ -65,6 +79,15 @@ impl Deferred {
                 );
                 w.finish()
             }
+            Deferred::Dispatch(d) => dispatch_writer(
+                &d.root_call_id,
+                &d.parent_call_id,
+                &d.sub_call_id,
+                &d.name,
+                &d.arguments,
+                d.settled.as_ref().map(|(e, c)| (*e, &c[..])),
+            )
+            .finish(),
         }
     }
 
@@ -76,6 +99,8 @@ impl Deferred {
             (Deferred::Call(c), "name") => Some(Some(&c.name)),
             (Deferred::Call(c), "arguments") => Some(Some(&c.arguments)),
             (Deferred::Result(_), "callId" | "name" | "arguments") => Some(None),
+            // As for their text-backed form, the tree answers.
+            (Deferred::Dispatch(_), _) => None,
             _ => None,
         }
     }
@@ -152,4 +177,43 @@ pub(crate) fn result_depth(content: &[ContentBlock], meta: Option<&Json>) -> usi
         .max()
         .unwrap_or(0);
     (5 + blocks).max(1 + meta.map_or(0, Json::depth))
+}
+
+/// The writer of a `tool/code-dispatch-start` (`settled: None`) or `tool/code-dispatch` data,
+/// shared by the eager and the deferred constructors so both write the same bytes.
+pub(crate) fn dispatch_writer(
+    root_call_id: &str,
+    parent_call_id: &str,
+    sub_call_id: &str,
+    name: &str,
+    arguments: &Json,
+    settled: Option<(bool, &[ContentBlock])>,
+) -> TextWriter {
+    let mut w = TextWriter::with_capacity(128);
+    w.str("rootCallId", root_call_id);
+    w.str("parentCallId", parent_call_id);
+    w.str("subCallId", sub_call_id);
+    w.str("name", name);
+    w.value("arguments", arguments);
+    if let Some((is_error, content)) = settled {
+        w.bool("isError", is_error);
+        w.value("content", content);
+    }
+    w
+}
+
+/// The nesting depth of a `tool/code-dispatch*` data, from its shape: data > arguments, and
+/// data > content > block.
+pub(crate) fn dispatch_depth(arguments: &Json, content: Option<&[ContentBlock]>) -> usize {
+    let content = content.map_or(0, |blocks| {
+        1 + blocks
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Other(j) => j.depth(),
+                _ => 1,
+            })
+            .max()
+            .unwrap_or(0)
+    });
+    1 + arguments.depth().max(content)
 }
