@@ -342,7 +342,7 @@ struct Pending {
 }
 
 struct Live {
-    name: String,
+    name: Arc<str>,
     args: Json,
     exclusive: bool,
     call: Arc<Call>,
@@ -356,6 +356,9 @@ struct Coordinator {
     /// What every sub-call's signal is: the outer body's fused with the run's end (one
     /// signal for the whole run, since it is the same for each call).
     sub_signal: Signal,
+    /// The root and parent call ids every record of the run carries.
+    root_id: Arc<str>,
+    parent_id: Arc<str>,
     queue: VecDeque<Pending>,
     live: BTreeMap<u64, Live>,
     submitted: u64,
@@ -371,6 +374,8 @@ impl Coordinator {
     fn new(cx: Arc<RunContext>, run_end: Signal) -> Coordinator {
         Coordinator {
             sub_signal: Signal::any(&cx.outer_signal, &run_end),
+            root_id: Arc::from(cx.outer.root_call_id()),
+            parent_id: cx.outer.call_id_arc().clone(),
             cx,
             run_end,
             queue: VecDeque::new(),
@@ -471,14 +476,15 @@ impl Coordinator {
     /// Starts one call: its start record, then prepare; returns its dispatch when allowed.
     async fn start(&mut self, p: Pending, exclusive: bool) -> Option<Dispatched> {
         let outer = &self.cx.outer;
-        let sub_id = sub_call_id(outer.call_id(), p.n);
+        let sub_id: Arc<str> = Arc::from(sub_call_id(outer.call_id(), p.n));
+        let name: Arc<str> = Arc::from(p.name.as_str());
         if let Some(session) = &self.cx.session {
-            let event = Event::code_dispatch_start(
-                outer.root_call_id(),
-                outer.call_id(),
-                &sub_id,
-                &p.name,
-                &p.args,
+            let event = Event::code_dispatch_start_shared(
+                self.root_id.clone(),
+                self.parent_id.clone(),
+                sub_id.clone(),
+                name.clone(),
+                p.args.clone(),
             );
             if let Err(e) = session.append(event).await {
                 let _ = p.reply.send(Err(ToolCallError::new(
@@ -489,9 +495,9 @@ impl Coordinator {
             }
         }
         let input = ToolExecutionInput {
-            call_id: Arc::from(sub_id.as_str()),
-            root_call_id: Some(Arc::from(outer.root_call_id())),
-            name: Arc::from(p.name.as_str()),
+            call_id: sub_id,
+            root_call_id: Some(self.root_id.clone()),
+            name: name.clone(),
             arguments: Arguments::Json(p.args.clone()),
             agent: outer.agent().cloned(),
             parent: Some(outer.token()),
@@ -514,7 +520,7 @@ impl Coordinator {
                 p.n,
                 Live {
                     decided: Some(Err(Failure::unknown_tool(&p.name))),
-                    name: p.name,
+                    name,
                     args: p.args,
                     exclusive,
                     call,
@@ -561,7 +567,7 @@ impl Coordinator {
         self.live.insert(
             p.n,
             Live {
-                name: p.name,
+                name,
                 args: p.args,
                 exclusive,
                 call,
@@ -602,15 +608,14 @@ impl Coordinator {
                 .cx
                 .log
                 .decide(&record, &|r: &DispatchRecord| r.result.content().clone());
-            let outer = &self.cx.outer;
-            let event = Event::code_dispatch(
-                outer.root_call_id(),
-                outer.call_id(),
-                exec.call_id(),
-                &name,
-                &args,
+            let event = Event::code_dispatch_shared(
+                self.root_id.clone(),
+                self.parent_id.clone(),
+                exec.call_id_arc().clone(),
+                name.clone(),
+                args,
                 result.is_error(),
-                &content,
+                content,
             );
             if let Err(e) = session.append(event).await {
                 tracing::error!(
@@ -635,7 +640,7 @@ impl Coordinator {
         self.effects.concludes_turn |= result.concludes_turn();
         let answer = match result.error() {
             None => Ok(result.value().cloned().unwrap_or_else(Json::null)),
-            Some(f) => Err(ToolCallError::new(&name, f.message())),
+            Some(f) => Err(ToolCallError::new(&*name, f.message())),
         };
         let _ = reply.send(answer);
     }
