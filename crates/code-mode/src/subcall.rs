@@ -1,6 +1,6 @@
 //! Sub-dispatch (spec CM1-CM4): each `tools.<name>(args)` of one run becomes a call
 //! `<parent>:code:<n>` through the SAME staged runtime as a native call, scheduled by one
-//! coordinator task per run.
+//! coordinator per run.
 //!
 //! Guarantees, mirroring the step scheduler:
 //! - ids are numbered in submission order; a call is classified right before it starts;
