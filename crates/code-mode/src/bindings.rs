@@ -92,19 +92,27 @@ impl Bindings {
         name: &str,
         args: Option<&str>,
     ) -> BoxFuture<'static, Result<Json, ToolCallError>> {
-        let reject = |message: String| {
-            let e = ToolCallError::new(name, message);
-            async move { Err(e) }.boxed()
-        };
+        match self.check(name, args) {
+            Ok(json) => self.host.call(name, json),
+            Err(e) => async move { Err(e) }.boxed(),
+        }
+    }
+
+    /// The checks of [`Bindings::call`] alone: the parsed arguments of a call the host may
+    /// see, or its rejection.
+    pub(crate) fn check(&self, name: &str, args: Option<&str>) -> Result<Json, ToolCallError> {
         if !self.contains(name) {
-            return reject(dsh_core::codes::messages::unknown_tool(name));
+            return Err(ToolCallError::new(
+                name,
+                dsh_core::codes::messages::unknown_tool(name),
+            ));
         }
         let Some(text) = args else {
-            return reject(format!("{ARGS_NOT_LOSSLESS}: {MISSING_ARGS}"));
+            return Err(ToolCallError::new(
+                name,
+                format!("{ARGS_NOT_LOSSLESS}: {MISSING_ARGS}"),
+            ));
         };
-        match Json::parse(text) {
-            Ok(json) => self.host.call(name, json),
-            Err(e) => reject(format!("{ARGS_NOT_LOSSLESS}: {e}")),
-        }
+        Json::parse(text).map_err(|e| ToolCallError::new(name, format!("{ARGS_NOT_LOSSLESS}: {e}")))
     }
 }

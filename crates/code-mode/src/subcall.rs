@@ -98,9 +98,56 @@ enum Msg {
     Submit {
         name: String,
         args: Json,
-        reply: oneshot::Sender<Result<Json, ToolCallError>>,
+        reply: Reply,
     },
     Close,
+}
+
+/// An answer of one sub-call, as the claiming thread reads it: `(id, answer)`.
+pub(crate) type Answer = (u32, Result<Json, ToolCallError>);
+
+/// Where a sub-call's answer goes: the channel behind the bindings' future, or the queue of
+/// the thread that claimed the coordinator (read there without polling a future).
+pub(crate) enum Reply {
+    Channel(oneshot::Sender<Result<Json, ToolCallError>>),
+    Local(LocalReply),
+}
+
+impl Reply {
+    fn send(self, answer: Result<Json, ToolCallError>) {
+        match self {
+            Reply::Channel(tx) => {
+                let _ = tx.send(answer);
+            }
+            Reply::Local(mut local) => local.send(answer),
+        }
+    }
+}
+
+/// A queued sub-call's place in its claiming thread's answers. Dropped unanswered (the
+/// coordinator gave the call up), it answers that the call was abandoned, as a dropped
+/// channel does.
+pub(crate) struct LocalReply {
+    id: u32,
+    name: Arc<str>,
+    answers: Arc<parking_lot::Mutex<VecDeque<Answer>>>,
+    sent: bool,
+}
+
+impl LocalReply {
+    fn send(&mut self, answer: Result<Json, ToolCallError>) {
+        self.sent = true;
+        self.answers.lock().push_back((self.id, answer));
+    }
+}
+
+impl Drop for LocalReply {
+    fn drop(&mut self) {
+        if !self.sent {
+            let e = ToolCallError::new(&*self.name, abandoned_message(&self.name));
+            self.send(Err(e));
+        }
+    }
 }
 
 /// The host side of one run's bindings, and the handle that ends the run.
@@ -138,6 +185,9 @@ pub(crate) struct Drive {
     /// The coordinator's task, once spawned.
     task: parking_lot::Mutex<Option<JoinHandle<RunEffects>>>,
     runtime: Handle,
+    /// The submission side handed to the claiming thread (taken by the claim, or dropped at
+    /// the run's end so the coordinator can see its last sender go).
+    local_tx: parking_lot::Mutex<Option<mpsc::UnboundedSender<Msg>>>,
 }
 
 impl Drive {
@@ -163,17 +213,22 @@ impl Drive {
     /// Hands the coordinator to the calling thread, if nobody claimed or spawned it yet.
     pub fn claim(self: &Arc<Self>) -> Option<LocalDriver> {
         let _task = self.task.lock();
-        self.mode
-            .compare_exchange(IDLE, LOCAL, Ordering::AcqRel, Ordering::Acquire)
-            .ok()
-            .map(|_| LocalDriver {
-                drive: self.clone(),
-            })
+        if self.mode.load(Ordering::Acquire) != IDLE {
+            return None;
+        }
+        let tx = self.local_tx.lock().take()?;
+        self.mode.store(LOCAL, Ordering::Release);
+        Some(LocalDriver {
+            drive: self.clone(),
+            tx,
+            answers: Arc::new(parking_lot::Mutex::new(VecDeque::new())),
+        })
     }
 
     /// Takes the coordinator over for the run's end: its task if it has one, else the future
     /// itself (once no local poll holds it). The claiming thread polls it no more.
     fn take_over(&self) -> Owned {
+        drop(self.local_tx.lock().take());
         let mut task = self.task.lock();
         let previous = self.mode.swap(CLOSING, Ordering::AcqRel);
         match (previous, task.take()) {
@@ -225,9 +280,34 @@ enum Owned {
 /// wakes the given context.
 pub(crate) struct LocalDriver {
     drive: Arc<Drive>,
+    tx: mpsc::UnboundedSender<Msg>,
+    answers: Arc<parking_lot::Mutex<VecDeque<Answer>>>,
 }
 
 impl LocalDriver {
+    /// Submits call `id` of `name` (already checked by the bindings); its answer comes out of
+    /// [`LocalDriver::next_answer`].
+    pub fn submit(&self, id: u32, name: &str, args: Json) {
+        let name: Arc<str> = Arc::from(name);
+        let reply = Reply::Local(LocalReply {
+            id,
+            name: name.clone(),
+            answers: self.answers.clone(),
+            sent: false,
+        });
+        // A coordinator already gone drops the message, which answers "abandoned".
+        let _ = self.tx.send(Msg::Submit {
+            name: name.to_string(),
+            args,
+            reply,
+        });
+    }
+
+    /// The next answer the coordinator gave, in the order it gave them.
+    pub fn next_answer(&self) -> Option<Answer> {
+        self.answers.lock().pop_front()
+    }
+
     /// Advances the coordinator once. Does nothing once the run is ending or while another
     /// poll holds it.
     pub fn poll(&self, cx: &mut Context<'_>) {
@@ -265,7 +345,7 @@ impl Host for SubHost {
         let _ = self.tx.send(Msg::Submit {
             name: owned.clone(),
             args,
-            reply,
+            reply: Reply::Channel(reply),
         });
         self.drive.spawn_if_idle();
         async move {
@@ -288,6 +368,7 @@ impl SubCalls {
             slot: tokio::sync::Mutex::new(Some(Slot::Running(coordinator.run(rx).boxed()))),
             task: parking_lot::Mutex::new(None),
             runtime: Handle::current(),
+            local_tx: parking_lot::Mutex::new(Some(tx.clone())),
         });
         SubCalls { tx, run_end, drive }
     }
@@ -338,7 +419,7 @@ struct Pending {
     n: u64,
     name: String,
     args: Json,
-    reply: oneshot::Sender<Result<Json, ToolCallError>>,
+    reply: Reply,
 }
 
 struct Live {
@@ -346,7 +427,7 @@ struct Live {
     args: Json,
     exclusive: bool,
     call: Arc<Call>,
-    reply: oneshot::Sender<Result<Json, ToolCallError>>,
+    reply: Reply,
     decided: Option<Result<Candidate, Failure>>,
 }
 
@@ -467,8 +548,7 @@ impl Coordinator {
             return;
         };
         for p in self.queue.drain(..) {
-            let _ = p
-                .reply
+            p.reply
                 .send(Err(ToolCallError::new(&p.name, message(&p.name))));
         }
     }
@@ -487,7 +567,7 @@ impl Coordinator {
                 p.args.clone(),
             );
             if let Err(e) = session.append(event).await {
-                let _ = p.reply.send(Err(ToolCallError::new(
+                p.reply.send(Err(ToolCallError::new(
                     &p.name,
                     format!("the call could not be recorded: {e}"),
                 )));
@@ -642,13 +722,43 @@ impl Coordinator {
             None => Ok(result.value().cloned().unwrap_or_else(Json::null)),
             Some(f) => Err(ToolCallError::new(&*name, f.message())),
         };
-        let _ = reply.send(answer);
+        reply.send(answer);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Arc;
+
+    use dsh_core::Json;
     use proptest::prelude::*;
+
+    use super::{LocalReply, Reply};
+
+    /// A queued answer given up without a word reads as abandoned, like a dropped channel; one
+    /// answered is queued once, in order.
+    #[test]
+    fn an_unanswered_local_reply_answers_abandoned() {
+        let answers = Arc::new(parking_lot::Mutex::new(VecDeque::new()));
+        let reply = |id| {
+            Reply::Local(LocalReply {
+                id,
+                name: Arc::from("probe"),
+                answers: answers.clone(),
+                sent: false,
+            })
+        };
+        reply(1).send(Ok(Json::string("ok")));
+        drop(reply(2));
+        let got: Vec<_> = answers.lock().drain(..).collect();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].0, 1);
+        assert_eq!(got[0].1.as_ref().ok(), Some(&Json::string("ok")));
+        assert_eq!(got[1].0, 2);
+        let e = got[1].1.as_ref().err().map(|e| e.message.clone());
+        assert_eq!(e, Some(super::abandoned_message("probe")));
+    }
 
     proptest! {
         /// The id built by hand reads exactly as `format!` would write it.
