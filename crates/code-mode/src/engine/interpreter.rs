@@ -13,7 +13,7 @@
 //! followed by the jobs it queued.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -362,7 +362,7 @@ pub(crate) fn execute(
             stop: &stop,
             logs: logs.clone(),
             calls: calls.clone(),
-            pending: Rc::new(RefCell::new(HashMap::new())),
+            pending: Rc::new(RefCell::new(Vec::new())),
             done: Rc::new(RefCell::new(None)),
         };
         let outcome = session.run(program, names);
@@ -387,8 +387,9 @@ struct Session<'a, 'js> {
     done: Rc<RefCell<Option<String>>>,
 }
 
-/// Resolvers of the calls in flight, by id.
-type Pending<'js> = HashMap<u32, (Function<'js>, Function<'js>)>;
+/// Resolvers of the calls in flight, at index `id - 1` (ids count up from 1, at most
+/// `maxSubCalls` of them).
+type Pending<'js> = Vec<Option<(Function<'js>, Function<'js>)>>;
 
 impl<'js> Session<'_, 'js> {
     fn take_logs(&self) -> Vec<String> {
@@ -427,7 +428,7 @@ impl<'js> Session<'_, 'js> {
             Err(e) => return self.failed("the code runtime could not start", e),
         };
         let log_fn = self.log_function();
-        let call_fn = self.call_function();
+        let call_fn = self.call_function(Rc::from(names.clone()));
         let done_fn = self.done_function();
         let (log_fn, call_fn, done_fn) = match (log_fn, call_fn, done_fn) {
             (Ok(l), Ok(c), Ok(d)) => (l, c, d),
@@ -502,7 +503,10 @@ impl<'js> Session<'_, 'js> {
         id: u32,
         outcome: Result<Json, ToolCallError>,
     ) -> rquickjs::Result<()> {
-        let Some((resolve, reject)) = self.pending.borrow_mut().remove(&id) else {
+        let taken = (id as usize)
+            .checked_sub(1)
+            .and_then(|i| self.pending.borrow_mut().get_mut(i).and_then(Option::take));
+        let Some((resolve, reject)) = taken else {
             return Ok(());
         };
         match outcome {
@@ -619,8 +623,9 @@ impl<'js> Session<'_, 'js> {
         })
     }
 
-    /// `hostCall(name, argsJson)`: makes the call and returns its native promise.
-    fn call_function(&self) -> rquickjs::Result<Function<'js>> {
+    /// `hostCall(index, argsJson)`: makes a call of the binding at `index` of the names and
+    /// returns its native promise.
+    fn call_function(&self, names: Rc<[String]>) -> rquickjs::Result<Function<'js>> {
         let stop = self.stop.clone();
         let max = self.limits.max_sub_calls;
         let calls = self.calls.clone();
@@ -629,10 +634,10 @@ impl<'js> Session<'_, 'js> {
         Function::new(
             self.ctx.clone(),
             rquickjs::function::MutFn::new(
-                move |ctx: Ctx<'js>,
-                      name: String,
-                      args: String|
-                      -> rquickjs::Result<Promise<'js>> {
+                move |ctx: Ctx<'js>, index: u32, args: String| -> rquickjs::Result<Promise<'js>> {
+                    let Some(name) = names.get(index as usize) else {
+                        return Err(Exception::throw_internal(&ctx, "no such binding"));
+                    };
                     if next_id as usize >= max {
                         stop.fatal.store(FATAL_SUB_CALLS, Ordering::Relaxed);
                         return Err(Exception::throw_range(
@@ -643,8 +648,8 @@ impl<'js> Session<'_, 'js> {
                     let (promise, resolve, reject) = Promise::new(&ctx)?;
                     next_id += 1;
                     let id = next_id;
-                    pending.borrow_mut().insert(id, (resolve, reject));
-                    calls.submit(id, &name, &args);
+                    pending.borrow_mut().push(Some((resolve, reject)));
+                    calls.submit(id, name, &args);
                     Ok(promise)
                 },
             ),

@@ -1,8 +1,8 @@
 // The bridge between a program and the host, evaluated once per run before the program.
-// It receives three native functions (log a line, make a call and get its native promise,
-// report the settled program) and the binding names, installs `console`, `tools` and
-// `ToolCallError`, and returns the two entry points the host drives: start, and failure (the
-// rejection value of a failed call).
+// It receives three native functions (log a line; make a call of the binding at an index of
+// the names and get its native promise; report the settled program) and the binding names,
+// installs `console`, `tools` and `ToolCallError`, and returns the two entry points the host
+// drives: start, and failure (the rejection value of a failed call).
 // Every builtin it relies on is captured here, before the program can replace it.
 (function (hostLog, hostCall, hostDone, namesJson, argsPrefix, missingArgs) {
   "use strict";
@@ -175,6 +175,7 @@
   const tools = create(null);
   for (let i = 0; i < names.length; i++) {
     const name = names[i];
+    const index = i;
     // A plain function returning a native promise (made by the host): `await` on it never
     // looks up `then`, so a program that replaces `Promise.prototype.then` cannot intercept
     // tool results.
@@ -192,7 +193,7 @@
         if (text === undefined) {
           return rejected(new ToolCallError(name, argsPrefix + ": " + missingArgs));
         }
-        return hostCall(name, text);
+        return hostCall(index, text);
       } catch (e) {
         return rejected(e);
       }
