@@ -10,6 +10,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use crate::outcome::ToolCallError;
+use crate::subcall::{Drive, LocalDriver};
 
 /// The prefix of every argument rejection (the conformance checklist counts it).
 pub const ARGS_NOT_LOSSLESS: &str = "tool arguments must be lossless JSON";
@@ -31,6 +32,8 @@ pub struct Bindings {
     names: Arc<[Arc<str>]>,
     index: Arc<HashSet<Arc<str>>>,
     host: Arc<dyn Host>,
+    /// The sub-call coordinator behind `host`, when a runtime may poll it on its own thread.
+    drive: Option<Arc<Drive>>,
 }
 
 impl std::fmt::Debug for Bindings {
@@ -55,7 +58,20 @@ impl Bindings {
             names: Arc::from(ordered),
             index: Arc::new(index),
             host,
+            drive: None,
         }
+    }
+
+    /// The same bindings, whose host is answered by the coordinator `drive`.
+    pub(crate) fn with_drive(mut self, drive: Arc<Drive>) -> Bindings {
+        self.drive = Some(drive);
+        self
+    }
+
+    /// Claims the coordinator behind the host for the calling thread, which then polls it
+    /// (see [`LocalDriver`]); `None` if there is none or it already runs elsewhere.
+    pub(crate) fn claim_local(&self) -> Option<LocalDriver> {
+        self.drive.as_ref().and_then(|d| d.claim())
     }
 
     /// The callable names, in presentation order.
@@ -76,19 +92,27 @@ impl Bindings {
         name: &str,
         args: Option<&str>,
     ) -> BoxFuture<'static, Result<Json, ToolCallError>> {
-        let reject = |message: String| {
-            let e = ToolCallError::new(name, message);
-            async move { Err(e) }.boxed()
-        };
+        match self.check(name, args) {
+            Ok(json) => self.host.call(name, json),
+            Err(e) => async move { Err(e) }.boxed(),
+        }
+    }
+
+    /// The checks of [`Bindings::call`] alone: the parsed arguments of a call the host may
+    /// see, or its rejection.
+    pub(crate) fn check(&self, name: &str, args: Option<&str>) -> Result<Json, ToolCallError> {
         if !self.contains(name) {
-            return reject(dsh_core::codes::messages::unknown_tool(name));
+            return Err(ToolCallError::new(
+                name,
+                dsh_core::codes::messages::unknown_tool(name),
+            ));
         }
         let Some(text) = args else {
-            return reject(format!("{ARGS_NOT_LOSSLESS}: {MISSING_ARGS}"));
+            return Err(ToolCallError::new(
+                name,
+                format!("{ARGS_NOT_LOSSLESS}: {MISSING_ARGS}"),
+            ));
         };
-        match Json::parse(text) {
-            Ok(json) => self.host.call(name, json),
-            Err(e) => reject(format!("{ARGS_NOT_LOSSLESS}: {e}")),
-        }
+        Json::parse(text).map_err(|e| ToolCallError::new(name, format!("{ARGS_NOT_LOSSLESS}: {e}")))
     }
 }

@@ -12,7 +12,9 @@
 //!   per run on its own thread, with memory, stack, wall-time (waiting on tools included),
 //!   output, tool-call and program-size [`Limits`], and no ambient authority;
 //! - the [`Bindings`] a program sees and the [`Host`] that answers them;
-//! - sub-dispatch: a per-run coordinator that classifies each call right before it starts,
+//! - sub-dispatch: a per-run coordinator (polled by the interpreter's thread itself, so a
+//!   sub-call that completes at once never changes threads) that classifies each call right
+//!   before it starts,
 //!   runs prepare and finalize one call at a time in submission order, overlaps only bodies in
 //!   a pool of `max_parallel_sub_calls`, treats exclusive calls as barriers held through
 //!   commit, records each sub-call, defers its contexts and images onto the outer result, and

@@ -136,7 +136,8 @@ async fn run(inner: Weak<Inner>, ctx: ToolContext) -> Result<Json, Failure> {
         session,
         log: inner.dispatch_log(),
     });
-    let bindings = Bindings::new(inner.binding_names(exec.agent()), sub.host());
+    let bindings =
+        Bindings::new(inner.binding_names(exec.agent()), sub.host()).with_drive(sub.drive());
     let run = CodeRun {
         program: code,
         bindings,

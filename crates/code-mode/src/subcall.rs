@@ -1,6 +1,6 @@
 //! Sub-dispatch (spec CM1-CM4): each `tools.<name>(args)` of one run becomes a call
 //! `<parent>:code:<n>` through the SAME staged runtime as a native call, scheduled by one
-//! coordinator task per run.
+//! coordinator per run.
 //!
 //! Guarantees, mirroring the step scheduler:
 //! - ids are numbered in submission order; a call is classified right before it starts;
@@ -13,9 +13,18 @@
 //! - once the outer call is cancelled, calls not yet started are refused without events; once
 //!   the run is over, they are abandoned without events, every started call's signal fires,
 //!   and [`SubCalls::close`] returns only after each of them is committed (quiescence).
+//!
+//! Where the coordinator runs ([`Drive`]): a code runtime that executes on a thread of its own
+//! may claim it ([`SubCalls::host`]'s bindings hand out a [`LocalDriver`]) and poll it on that
+//! thread right where the program calls a tool, so a sub-call whose policy and body complete at
+//! once settles with no hand-off between threads. Otherwise it runs as a task of its own,
+//! spawned at the first call. A body that does not complete on its first poll continues as a
+//! task either way, so a slow prepare or commit never starves it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll};
 
 use dsh_core::codes::messages;
 use dsh_core::{
@@ -27,7 +36,9 @@ use dsh_session::{Event, Session};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
+use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 
 use crate::bindings::Host;
 use crate::dispatch_log::{DispatchLog, DispatchRecord};
@@ -39,6 +50,28 @@ pub const CODE_MODE_PLUGIN: &str = "tools-code-mode";
 /// The rejection of a call still queued when the run ended.
 pub fn abandoned_message(name: &str) -> String {
     format!("run_code run is over (run_code settled); {name} tool call abandoned")
+}
+
+/// `<parent>:code:<n>`.
+fn sub_call_id(parent: &str, n: u64) -> String {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let mut id = String::with_capacity(parent.len() + 6 + digits.len() - at);
+    id.push_str(parent);
+    id.push_str(":code:");
+    for &d in &digits[at..] {
+        id.push(char::from(d));
+    }
+    id
 }
 
 /// What one run's sub-calls leave for the outer result.
@@ -65,20 +98,244 @@ enum Msg {
     Submit {
         name: String,
         args: Json,
-        reply: oneshot::Sender<Result<Json, ToolCallError>>,
+        reply: Reply,
     },
     Close,
+}
+
+/// An answer of one sub-call, as the claiming thread reads it: `(id, answer)`.
+pub(crate) type Answer = (u32, Result<Json, ToolCallError>);
+
+/// Where a sub-call's answer goes: the channel behind the bindings' future, or the queue of
+/// the thread that claimed the coordinator (read there without polling a future).
+pub(crate) enum Reply {
+    Channel(oneshot::Sender<Result<Json, ToolCallError>>),
+    Local(LocalReply),
+}
+
+impl Reply {
+    fn send(self, answer: Result<Json, ToolCallError>) {
+        match self {
+            Reply::Channel(tx) => {
+                let _ = tx.send(answer);
+            }
+            Reply::Local(mut local) => local.send(answer),
+        }
+    }
+}
+
+/// A queued sub-call's place in its claiming thread's answers. Dropped unanswered (the
+/// coordinator gave the call up), it answers that the call was abandoned, as a dropped
+/// channel does.
+pub(crate) struct LocalReply {
+    id: u32,
+    name: Arc<str>,
+    answers: Arc<parking_lot::Mutex<VecDeque<Answer>>>,
+    sent: bool,
+}
+
+impl LocalReply {
+    fn send(&mut self, answer: Result<Json, ToolCallError>) {
+        self.sent = true;
+        self.answers.lock().push_back((self.id, answer));
+    }
+}
+
+impl Drop for LocalReply {
+    fn drop(&mut self) {
+        if !self.sent {
+            let e = ToolCallError::new(&*self.name, abandoned_message(&self.name));
+            self.send(Err(e));
+        }
+    }
 }
 
 /// The host side of one run's bindings, and the handle that ends the run.
 pub(crate) struct SubCalls {
     tx: mpsc::UnboundedSender<Msg>,
     run_end: AbortController,
-    task: tokio::task::JoinHandle<RunEffects>,
+    drive: Arc<Drive>,
+}
+
+/// The coordinator has not been claimed nor spawned yet.
+const IDLE: u8 = 0;
+/// The coordinator runs as a task of its own.
+const TASK: u8 = 1;
+/// The coordinator is polled by the thread that claimed it.
+const LOCAL: u8 = 2;
+/// The run is ending: only [`SubCalls::close`] (or the drop of [`SubCalls`]) runs it now.
+const CLOSING: u8 = 3;
+
+/// The coordinator future of one run.
+type CoordinatorFuture = BoxFuture<'static, RunEffects>;
+
+/// The coordinator while no task owns it, or what it left once it finished in a local poll.
+enum Slot {
+    Running(CoordinatorFuture),
+    Finished(RunEffects),
+}
+
+/// Where one run's coordinator is driven: exactly one of a task of its own, the thread that
+/// claimed it, or the run's end, chosen by `mode` and changed only under `task`'s lock.
+pub(crate) struct Drive {
+    mode: AtomicU8,
+    /// The coordinator unless it was spawned. Locked only for a poll, never across an await
+    /// of anything else.
+    slot: tokio::sync::Mutex<Option<Slot>>,
+    /// The coordinator's task, once spawned.
+    task: parking_lot::Mutex<Option<JoinHandle<RunEffects>>>,
+    runtime: Handle,
+    /// The submission side handed to the claiming thread (taken by the claim, or dropped at
+    /// the run's end so the coordinator can see its last sender go).
+    local_tx: parking_lot::Mutex<Option<mpsc::UnboundedSender<Msg>>>,
+}
+
+impl Drive {
+    /// Spawns the coordinator as a task if nobody claimed it yet.
+    fn spawn_if_idle(&self) {
+        if self.mode.load(Ordering::Acquire) != IDLE {
+            return;
+        }
+        let mut task = self.task.lock();
+        if self.mode.load(Ordering::Acquire) != IDLE {
+            return;
+        }
+        // Nobody polls an idle coordinator, so its slot is free.
+        let Ok(mut slot) = self.slot.try_lock() else {
+            return;
+        };
+        if let Some(Slot::Running(fut)) = slot.take() {
+            *task = Some(self.runtime.spawn(fut));
+            self.mode.store(TASK, Ordering::Release);
+        }
+    }
+
+    /// Hands the coordinator to the calling thread, if nobody claimed or spawned it yet.
+    pub fn claim(self: &Arc<Self>) -> Option<LocalDriver> {
+        let _task = self.task.lock();
+        if self.mode.load(Ordering::Acquire) != IDLE {
+            return None;
+        }
+        let tx = self.local_tx.lock().take()?;
+        self.mode.store(LOCAL, Ordering::Release);
+        Some(LocalDriver {
+            drive: self.clone(),
+            tx,
+            answers: Arc::new(parking_lot::Mutex::new(VecDeque::new())),
+        })
+    }
+
+    /// Takes the coordinator over for the run's end: its task if it has one, else the future
+    /// itself (once no local poll holds it). The claiming thread polls it no more.
+    fn take_over(&self) -> Owned {
+        drop(self.local_tx.lock().take());
+        let mut task = self.task.lock();
+        let previous = self.mode.swap(CLOSING, Ordering::AcqRel);
+        match (previous, task.take()) {
+            (TASK, Some(handle)) => Owned::Task(handle),
+            _ => Owned::Slot,
+        }
+    }
+
+    /// Runs the coordinator to its end from wherever it is.
+    async fn finish(&self, owned: Owned) -> RunEffects {
+        match owned {
+            Owned::Task(handle) => match handle.await {
+                Ok(effects) => effects,
+                Err(e) => {
+                    tracing::error!("the run_code sub-call coordinator failed: {e}");
+                    RunEffects::default()
+                }
+            },
+            Owned::Slot => {
+                let taken = self.slot.lock().await.take();
+                match taken {
+                    Some(Slot::Running(fut)) => {
+                        match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+                            Ok(effects) => effects,
+                            Err(p) => {
+                                let f =
+                                    Failure::from_panic("the run_code sub-call coordinator", &*p);
+                                tracing::error!("{}", f.message());
+                                RunEffects::default()
+                            }
+                        }
+                    }
+                    Some(Slot::Finished(effects)) => effects,
+                    None => RunEffects::default(),
+                }
+            }
+        }
+    }
+}
+
+/// What [`Drive::take_over`] found.
+enum Owned {
+    Task(JoinHandle<RunEffects>),
+    Slot,
+}
+
+/// The coordinator of one run, claimed by the thread that polls it (the interpreter's). Each
+/// [`LocalDriver::poll`] advances it as far as it goes without waiting; whatever it waits on
+/// wakes the given context.
+pub(crate) struct LocalDriver {
+    drive: Arc<Drive>,
+    tx: mpsc::UnboundedSender<Msg>,
+    answers: Arc<parking_lot::Mutex<VecDeque<Answer>>>,
+}
+
+impl LocalDriver {
+    /// Submits call `id` of `name` (already checked by the bindings); its answer comes out of
+    /// [`LocalDriver::next_answer`].
+    pub fn submit(&self, id: u32, name: &str, args: Json) {
+        let name: Arc<str> = Arc::from(name);
+        let reply = Reply::Local(LocalReply {
+            id,
+            name: name.clone(),
+            answers: self.answers.clone(),
+            sent: false,
+        });
+        // A coordinator already gone drops the message, which answers "abandoned".
+        let _ = self.tx.send(Msg::Submit {
+            name: name.to_string(),
+            args,
+            reply,
+        });
+    }
+
+    /// The next answer the coordinator gave, in the order it gave them.
+    pub fn next_answer(&self) -> Option<Answer> {
+        self.answers.lock().pop_front()
+    }
+
+    /// Advances the coordinator once. Does nothing once the run is ending or while another
+    /// poll holds it.
+    pub fn poll(&self, cx: &mut Context<'_>) {
+        if self.drive.mode.load(Ordering::Acquire) != LOCAL {
+            return;
+        }
+        let Ok(mut slot) = self.drive.slot.try_lock() else {
+            return;
+        };
+        let Some(Slot::Running(fut)) = slot.as_mut() else {
+            return;
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => {}
+            Ok(Poll::Ready(effects)) => *slot = Some(Slot::Finished(effects)),
+            Err(p) => {
+                let f = Failure::from_panic("the run_code sub-call coordinator", &*p);
+                tracing::error!("{}", f.message());
+                // Dropping it settles every waiting binding as abandoned.
+                *slot = Some(Slot::Finished(RunEffects::default()));
+            }
+        }
+    }
 }
 
 struct SubHost {
     tx: mpsc::UnboundedSender<Msg>,
+    drive: Arc<Drive>,
 }
 
 impl Host for SubHost {
@@ -88,8 +345,9 @@ impl Host for SubHost {
         let _ = self.tx.send(Msg::Submit {
             name: owned.clone(),
             args,
-            reply,
+            reply: Reply::Channel(reply),
         });
+        self.drive.spawn_if_idle();
         async move {
             rx.await
                 .unwrap_or_else(|_| Err(ToolCallError::new(&owned, abandoned_message(&owned))))
@@ -99,20 +357,33 @@ impl Host for SubHost {
 }
 
 impl SubCalls {
-    /// Starts the coordinator of one run.
+    /// Starts the coordinator of one run (from within a tokio runtime). It first runs when a
+    /// thread claims it or at the first call.
     pub fn start(cx: RunContext) -> SubCalls {
         let (tx, rx) = mpsc::unbounded_channel();
         let run_end = AbortController::new();
         let coordinator = Coordinator::new(Arc::new(cx), run_end.signal());
-        let task = tokio::spawn(coordinator.run(rx));
-        SubCalls { tx, run_end, task }
+        let drive = Arc::new(Drive {
+            mode: AtomicU8::new(IDLE),
+            slot: tokio::sync::Mutex::new(Some(Slot::Running(coordinator.run(rx).boxed()))),
+            task: parking_lot::Mutex::new(None),
+            runtime: Handle::current(),
+            local_tx: parking_lot::Mutex::new(Some(tx.clone())),
+        });
+        SubCalls { tx, run_end, drive }
     }
 
     /// The host the run's bindings call.
     pub fn host(&self) -> Arc<dyn Host> {
         Arc::new(SubHost {
             tx: self.tx.clone(),
+            drive: self.drive.clone(),
         })
+    }
+
+    /// Where the coordinator runs; the bindings carry it so a runtime can claim it.
+    pub fn drive(&self) -> Arc<Drive> {
+        self.drive.clone()
     }
 
     /// Ends the run: queued calls are abandoned, started ones see their signal fire and are
@@ -123,13 +394,24 @@ impl SubCalls {
                 "run_code settled",
             ))));
         let _ = self.tx.send(Msg::Close);
-        match self.task.await {
-            Ok(effects) => effects,
-            Err(e) => {
-                tracing::error!("the run_code sub-call coordinator failed: {e}");
-                RunEffects::default()
-            }
+        let owned = self.drive.take_over();
+        self.drive.finish(owned).await
+    }
+}
+
+impl Drop for SubCalls {
+    /// A run dropped without [`SubCalls::close`] (its body was abandoned) still has its started
+    /// calls run to their commit, on a task of their own, as if the coordinator had always had
+    /// one.
+    fn drop(&mut self) {
+        if self.drive.mode.load(Ordering::Acquire) == CLOSING {
+            return;
         }
+        let owned = self.drive.take_over();
+        let drive = self.drive.clone();
+        drop(self.drive.runtime.spawn(async move {
+            drive.finish(owned).await;
+        }));
     }
 }
 
@@ -137,21 +419,27 @@ struct Pending {
     n: u64,
     name: String,
     args: Json,
-    reply: oneshot::Sender<Result<Json, ToolCallError>>,
+    reply: Reply,
 }
 
 struct Live {
-    name: String,
+    name: Arc<str>,
     args: Json,
     exclusive: bool,
     call: Arc<Call>,
-    reply: oneshot::Sender<Result<Json, ToolCallError>>,
+    reply: Reply,
     decided: Option<Result<Candidate, Failure>>,
 }
 
 struct Coordinator {
     cx: Arc<RunContext>,
     run_end: Signal,
+    /// What every sub-call's signal is: the outer body's fused with the run's end (one
+    /// signal for the whole run, since it is the same for each call).
+    sub_signal: Signal,
+    /// The root and parent call ids every record of the run carries.
+    root_id: Arc<str>,
+    parent_id: Arc<str>,
     queue: VecDeque<Pending>,
     live: BTreeMap<u64, Live>,
     submitted: u64,
@@ -166,6 +454,9 @@ type Dispatched = BoxFuture<'static, (u64, Result<Candidate, Failure>)>;
 impl Coordinator {
     fn new(cx: Arc<RunContext>, run_end: Signal) -> Coordinator {
         Coordinator {
+            sub_signal: Signal::any(&cx.outer_signal, &run_end),
+            root_id: Arc::from(cx.outer.root_call_id()),
+            parent_id: cx.outer.call_id_arc().clone(),
             cx,
             run_end,
             queue: VecDeque::new(),
@@ -257,8 +548,7 @@ impl Coordinator {
             return;
         };
         for p in self.queue.drain(..) {
-            let _ = p
-                .reply
+            p.reply
                 .send(Err(ToolCallError::new(&p.name, message(&p.name))));
         }
     }
@@ -266,17 +556,18 @@ impl Coordinator {
     /// Starts one call: its start record, then prepare; returns its dispatch when allowed.
     async fn start(&mut self, p: Pending, exclusive: bool) -> Option<Dispatched> {
         let outer = &self.cx.outer;
-        let sub_id = format!("{}:code:{}", outer.call_id(), p.n);
+        let sub_id: Arc<str> = Arc::from(sub_call_id(outer.call_id(), p.n));
+        let name: Arc<str> = Arc::from(p.name.as_str());
         if let Some(session) = &self.cx.session {
-            let event = Event::code_dispatch_start(
-                outer.root_call_id(),
-                outer.call_id(),
-                &sub_id,
-                &p.name,
-                &p.args,
+            let event = Event::code_dispatch_start_shared(
+                self.root_id.clone(),
+                self.parent_id.clone(),
+                sub_id.clone(),
+                name.clone(),
+                p.args.clone(),
             );
             if let Err(e) = session.append(event).await {
-                let _ = p.reply.send(Err(ToolCallError::new(
+                p.reply.send(Err(ToolCallError::new(
                     &p.name,
                     format!("the call could not be recorded: {e}"),
                 )));
@@ -284,13 +575,13 @@ impl Coordinator {
             }
         }
         let input = ToolExecutionInput {
-            call_id: Arc::from(sub_id.as_str()),
-            root_call_id: Some(Arc::from(outer.root_call_id())),
-            name: Arc::from(p.name.as_str()),
+            call_id: sub_id,
+            root_call_id: Some(self.root_id.clone()),
+            name: name.clone(),
             arguments: Arguments::Json(p.args.clone()),
             agent: outer.agent().cloned(),
             parent: Some(outer.token()),
-            signal: Signal::any(&self.cx.outer_signal, &self.run_end),
+            signal: self.sub_signal.clone(),
         };
         let call = Arc::new(self.cx.runtime.call(input));
         if exclusive {
@@ -309,7 +600,7 @@ impl Coordinator {
                 p.n,
                 Live {
                     decided: Some(Err(Failure::unknown_tool(&p.name))),
-                    name: p.name,
+                    name,
                     args: p.args,
                     exclusive,
                     call,
@@ -322,25 +613,41 @@ impl Coordinator {
         let (decided, dispatch) = match prepared {
             Prepared::Decided(c) => (Some(Ok(c)), None),
             Prepared::Ready => {
-                self.running += 1;
                 let runtime = self.cx.runtime.clone();
                 let running = call.clone();
-                let n = p.n;
-                let task = tokio::spawn(async move { runtime.dispatch(&running).await });
-                let d: Dispatched = async move {
-                    let outcome = task
-                        .await
-                        .map_err(|e| Failure::new(format!("dispatch failed: {e}")));
-                    (n, outcome)
+                let mut body: BoxFuture<'static, Candidate> =
+                    async move { runtime.dispatch(&running).await }.boxed();
+                // A body that completes at once needs no task; one that waits continues as a
+                // task, so a slow prepare or commit never starves it.
+                let first = std::future::poll_fn(|cx| {
+                    Poll::Ready(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+                        || body.as_mut().poll(cx),
+                    )))
+                })
+                .await;
+                match first {
+                    Ok(Poll::Ready(candidate)) => (Some(Ok(candidate)), None),
+                    Ok(Poll::Pending) => {
+                        self.running += 1;
+                        let n = p.n;
+                        let task = tokio::spawn(body);
+                        let d: Dispatched = async move {
+                            let outcome = task
+                                .await
+                                .map_err(|e| Failure::new(format!("dispatch failed: {e}")));
+                            (n, outcome)
+                        }
+                        .boxed();
+                        (None, Some(d))
+                    }
+                    Err(panic) => (Some(Err(Failure::from_panic("dispatch", &*panic))), None),
                 }
-                .boxed();
-                (None, Some(d))
             }
         };
         self.live.insert(
             p.n,
             Live {
-                name: p.name,
+                name,
                 args: p.args,
                 exclusive,
                 call,
@@ -381,15 +688,14 @@ impl Coordinator {
                 .cx
                 .log
                 .decide(&record, &|r: &DispatchRecord| r.result.content().clone());
-            let outer = &self.cx.outer;
-            let event = Event::code_dispatch(
-                outer.root_call_id(),
-                outer.call_id(),
-                exec.call_id(),
-                &name,
-                &args,
+            let event = Event::code_dispatch_shared(
+                self.root_id.clone(),
+                self.parent_id.clone(),
+                exec.call_id_arc().clone(),
+                name.clone(),
+                args,
                 result.is_error(),
-                &content,
+                content,
             );
             if let Err(e) = session.append(event).await {
                 tracing::error!(
@@ -414,8 +720,51 @@ impl Coordinator {
         self.effects.concludes_turn |= result.concludes_turn();
         let answer = match result.error() {
             None => Ok(result.value().cloned().unwrap_or_else(Json::null)),
-            Some(f) => Err(ToolCallError::new(&name, f.message())),
+            Some(f) => Err(ToolCallError::new(&*name, f.message())),
         };
-        let _ = reply.send(answer);
+        reply.send(answer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Arc;
+
+    use dsh_core::Json;
+    use proptest::prelude::*;
+
+    use super::{LocalReply, Reply};
+
+    /// A queued answer given up without a word reads as abandoned, like a dropped channel; one
+    /// answered is queued once, in order.
+    #[test]
+    fn an_unanswered_local_reply_answers_abandoned() {
+        let answers = Arc::new(parking_lot::Mutex::new(VecDeque::new()));
+        let reply = |id| {
+            Reply::Local(LocalReply {
+                id,
+                name: Arc::from("probe"),
+                answers: answers.clone(),
+                sent: false,
+            })
+        };
+        reply(1).send(Ok(Json::string("ok")));
+        drop(reply(2));
+        let got: Vec<_> = answers.lock().drain(..).collect();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].0, 1);
+        assert_eq!(got[0].1.as_ref().ok(), Some(&Json::string("ok")));
+        assert_eq!(got[1].0, 2);
+        let e = got[1].1.as_ref().err().map(|e| e.message.clone());
+        assert_eq!(e, Some(super::abandoned_message("probe")));
+    }
+
+    proptest! {
+        /// The id built by hand reads exactly as `format!` would write it.
+        #[test]
+        fn sub_call_ids_read_as_formatted(parent in "\\PC{0,12}", n in any::<u64>()) {
+            prop_assert_eq!(super::sub_call_id(&parent, n), format!("{parent}:code:{n}"));
+        }
     }
 }

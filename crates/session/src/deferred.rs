@@ -1,7 +1,7 @@
-//! The data of `tool/call` and `tool/result` events kept as the typed fields they are written
-//! from: the arguments, ids and content are shared with the caller (no copy), and the compact
-//! JSON text is written whenever someone needs it (a durable store's line, a reader of the tree)
-//! and not kept, so a log does not hold its data twice.
+//! The data of `tool/call`, `tool/result` and `tool/code-dispatch*` events kept as the typed
+//! fields they are written from: the arguments, ids and content are shared with the caller (no
+//! copy), and the compact JSON text is written whenever someone needs it (a durable store's line,
+//! a reader of the tree) and not kept, so a log does not hold its data twice.
 //!
 //! Guarantees: the text is a pure function of the fields, which are immutable, so it is the same
 //! whenever it is written, byte for byte the text the eager writer would have produced (one
@@ -37,12 +37,26 @@ pub(crate) struct ResultFields {
     pub id: u64,
 }
 
+/// The fields of a `tool/code-dispatch-start` (`{rootCallId, parentCallId, subCallId, name,
+/// arguments}`) or, with `settled`, of a `tool/code-dispatch` (`..., isError, content}`).
+pub(crate) struct DispatchFields {
+    pub root_call_id: Arc<str>,
+    pub parent_call_id: Arc<str>,
+    pub sub_call_id: Arc<str>,
+    pub name: Arc<str>,
+    pub arguments: Json,
+    /// `isError` and `content` of a settled sub-call.
+    pub settled: Option<(bool, Content)>,
+}
+
 /// Typed fields whose text is written on demand.
 pub(crate) enum Deferred {
     /// A `tool/call`.
     Call(CallFields),
     /// A `tool/result`.
     Result(ResultFields),
+    /// A `tool/code-dispatch-start` or `tool/code-dispatch`.
+    Dispatch(DispatchFields),
 }
 
 impl Deferred {
@@ -74,6 +88,18 @@ impl Deferred {
                 );
                 (w.finish_string(), message)
             }
+            Deferred::Dispatch(d) => (
+                dispatch_writer(
+                    &d.root_call_id,
+                    &d.parent_call_id,
+                    &d.sub_call_id,
+                    &d.name,
+                    &d.arguments,
+                    d.settled.as_ref().map(|(e, c)| (*e, &c[..])),
+                )
+                .finish_string(),
+                None,
+            ),
         }
     }
 
@@ -85,6 +111,8 @@ impl Deferred {
             (Deferred::Call(c), "name") => Some(Some(&c.name)),
             (Deferred::Call(c), "arguments") => Some(Some(&c.arguments)),
             (Deferred::Result(_), "callId" | "name" | "arguments") => Some(None),
+            // As for their text-backed form, the tree answers.
+            (Deferred::Dispatch(_), _) => None,
             _ => None,
         }
     }
@@ -182,4 +210,34 @@ fn blocks_depth(content: &[ContentBlock]) -> usize {
 /// > content > block, and data > meta.
 pub(crate) fn result_depth(content: &[ContentBlock], meta: Option<&Json>) -> usize {
     (5 + blocks_depth(content)).max(1 + meta.map_or(0, Json::depth))
+}
+
+/// The writer of a `tool/code-dispatch-start` (`settled: None`) or `tool/code-dispatch` data,
+/// shared by the eager and the deferred constructors so both write the same bytes.
+pub(crate) fn dispatch_writer(
+    root_call_id: &str,
+    parent_call_id: &str,
+    sub_call_id: &str,
+    name: &str,
+    arguments: &Json,
+    settled: Option<(bool, &[ContentBlock])>,
+) -> TextWriter {
+    let mut w = TextWriter::with_capacity(128);
+    w.str("rootCallId", root_call_id);
+    w.str("parentCallId", parent_call_id);
+    w.str("subCallId", sub_call_id);
+    w.str("name", name);
+    w.value("arguments", arguments);
+    if let Some((is_error, content)) = settled {
+        w.bool("isError", is_error);
+        w.value("content", content);
+    }
+    w
+}
+
+/// The nesting depth of a `tool/code-dispatch*` data, from its shape: data > arguments, and
+/// data > content > block.
+pub(crate) fn dispatch_depth(arguments: &Json, content: Option<&[ContentBlock]>) -> usize {
+    let content = content.map_or(0, |blocks| 1 + blocks_depth(blocks));
+    1 + arguments.depth().max(content)
 }

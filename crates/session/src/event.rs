@@ -18,7 +18,8 @@ use dsh_core::{Content, ContentBlock, ContextMessage, ErrorInfo, Json};
 
 use crate::deep;
 use crate::deferred::{
-    CallFields, Deferred, ResultFields, content_len, result_depth, write_call, write_result_rest,
+    CallFields, Deferred, DispatchFields, ResultFields, content_len, dispatch_depth,
+    dispatch_writer, result_depth, write_call, write_result_rest,
 };
 use crate::payload::{Facts, Payload, StrFact, SubText, TextWriter};
 use crate::scan::{Scanned, Scratch, scan_line};
@@ -464,22 +465,6 @@ impl Event {
         Event::typed(types::ASSISTANT_MESSAGE, w, facts, Some(SurfaceOp::Append))
     }
 
-    fn dispatch_fields(
-        root_call_id: &str,
-        parent_call_id: &str,
-        sub_call_id: &str,
-        name: &str,
-        arguments: &Json,
-    ) -> TextWriter {
-        let mut w = TextWriter::with_capacity(128);
-        w.str("rootCallId", root_call_id);
-        w.str("parentCallId", parent_call_id);
-        w.str("subCallId", sub_call_id);
-        w.str("name", name);
-        w.value("arguments", arguments);
-        w
-    }
-
     /// `tool/code-dispatch-start {rootCallId, parentCallId, subCallId, name, arguments}` (log-only).
     pub fn code_dispatch_start(
         root_call_id: &str,
@@ -488,7 +473,14 @@ impl Event {
         name: &str,
         arguments: &Json,
     ) -> Event {
-        let w = Event::dispatch_fields(root_call_id, parent_call_id, sub_call_id, name, arguments);
+        let w = dispatch_writer(
+            root_call_id,
+            parent_call_id,
+            sub_call_id,
+            name,
+            arguments,
+            None,
+        );
         Event::typed(types::CODE_DISPATCH_START, w, Facts::unknown(), None)
     }
 
@@ -503,11 +495,80 @@ impl Event {
         is_error: bool,
         content: &[ContentBlock],
     ) -> Event {
-        let mut w =
-            Event::dispatch_fields(root_call_id, parent_call_id, sub_call_id, name, arguments);
-        w.bool("isError", is_error);
-        w.value("content", content);
+        let w = dispatch_writer(
+            root_call_id,
+            parent_call_id,
+            sub_call_id,
+            name,
+            arguments,
+            Some((is_error, content)),
+        );
         Event::typed(types::CODE_DISPATCH, w, Facts::unknown(), None)
+    }
+
+    /// [`Event::code_dispatch_start`] over ids, name and arguments the caller already shares:
+    /// the event keeps them (no copy) and writes its text the first time it is needed.
+    pub fn code_dispatch_start_shared(
+        root_call_id: Arc<str>,
+        parent_call_id: Arc<str>,
+        sub_call_id: Arc<str>,
+        name: Arc<str>,
+        arguments: Json,
+    ) -> Event {
+        Event::dispatch_event(
+            types::CODE_DISPATCH_START,
+            DispatchFields {
+                root_call_id,
+                parent_call_id,
+                sub_call_id,
+                name,
+                arguments,
+                settled: None,
+            },
+        )
+    }
+
+    /// [`Event::code_dispatch`] over ids, name, arguments and content the caller already
+    /// shares: the event keeps them (no copy) and writes its text the first time it is needed.
+    pub fn code_dispatch_shared(
+        root_call_id: Arc<str>,
+        parent_call_id: Arc<str>,
+        sub_call_id: Arc<str>,
+        name: Arc<str>,
+        arguments: Json,
+        is_error: bool,
+        content: Content,
+    ) -> Event {
+        Event::dispatch_event(
+            types::CODE_DISPATCH,
+            DispatchFields {
+                root_call_id,
+                parent_call_id,
+                sub_call_id,
+                name,
+                arguments,
+                settled: Some((is_error, content)),
+            },
+        )
+    }
+
+    fn dispatch_event(event_type: &str, fields: DispatchFields) -> Event {
+        let depth = dispatch_depth(
+            &fields.arguments,
+            fields.settled.as_ref().map(|(_, c)| &c[..]),
+        );
+        Event {
+            event_type: type_arc(event_type),
+            data: Arc::new(Payload::deferred(
+                Deferred::Dispatch(fields),
+                depth,
+                Facts::unknown(),
+            )),
+            surface_op: None,
+            source_event_seqs: None,
+            span: 1,
+            verbatim: None,
+        }
     }
 
     /// The event's type.

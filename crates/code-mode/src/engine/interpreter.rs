@@ -1,49 +1,49 @@
 //! The interpreter side of a run, on its own thread: one QuickJS runtime and context, the
-//! prelude, and the loop that runs jobs, answers host replies and enforces the limits.
+//! prelude, and the loop that runs jobs, drives the tool calls and enforces the limits.
+//!
+//! The tool calls are polled right here ([`Calls`]): a call is handed to the bindings the
+//! moment the program makes it, the sub-call coordinator (when this thread claimed it) is
+//! advanced at once, and the thread parks only when nothing is ready, woken by whatever it
+//! waits on. A call whose policy and body complete at once thus settles without leaving
+//! this thread.
 //!
 //! Guarantees: every exit path returns a [`CodeOutcome`] (a failure is a field); no JavaScript
 //! value outlives the context; the interrupt handler stops CPU-bound code once the deadline
-//! passes, the run is aborted or a fatal limit was hit.
+//! passes, the run is aborted or a fatal limit was hit; results settle one at a time, each
+//! followed by the jobs it queued.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::task::{Context as TaskContext, Poll, Wake, Waker};
+use std::thread::Thread;
 use std::time::Instant;
 
-use dsh_core::Json;
+use dsh_core::{Json, Signal};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use rquickjs::context::intrinsic;
-use rquickjs::{Context, Ctx, Exception, Function, Object, Runtime};
-use tokio::sync::mpsc::UnboundedSender;
+use rquickjs::{Context, Ctx, Exception, Function, Object, Promise, Runtime, Value};
 
-use crate::bindings::{ARGS_NOT_LOSSLESS, MISSING_ARGS};
+use crate::bindings::{ARGS_NOT_LOSSLESS, Bindings, MISSING_ARGS};
 use crate::limits::Limits;
 use crate::outcome::{CodeErrorKind, CodeOutcome, ToolCallError};
+use crate::subcall::LocalDriver;
 
 const PRELUDE: &str = include_str!("prelude.js");
-
-/// A tool call the program made: `(id, name, JSON text of the arguments)`.
-pub(crate) struct HostRequest {
-    pub id: u32,
-    pub name: String,
-    pub args: String,
-}
-
-/// What the host side sends the interpreter.
-pub(crate) enum HostMessage {
-    /// A call settled.
-    Reply {
-        id: u32,
-        outcome: Result<Json, ToolCallError>,
-    },
-    /// Something changed (abort); re-check the stop conditions.
-    Wake,
-}
 
 /// Why the interpreter must stop, shared with the interrupt handler.
 pub(crate) struct Stop {
     pub abort: AtomicBool,
+    /// The run's own signal, read directly: an answer this thread polls may follow from the
+    /// abort (a refused call) before the async side has forwarded it.
+    signal: Signal,
+    /// The async side of the run is gone: nobody will read the outcome.
+    pub host_gone: AtomicBool,
     fatal: AtomicU8,
     deadline: Instant,
 }
@@ -53,17 +53,23 @@ const FATAL_OUTPUT: u8 = 1;
 const FATAL_SUB_CALLS: u8 = 2;
 
 impl Stop {
-    pub(crate) fn new(deadline: Instant) -> Stop {
+    pub(crate) fn new(deadline: Instant, signal: Signal) -> Stop {
         Stop {
             abort: AtomicBool::new(false),
+            signal,
+            host_gone: AtomicBool::new(false),
             fatal: AtomicU8::new(FATAL_NONE),
             deadline,
         }
     }
 
+    fn aborted(&self) -> bool {
+        self.abort.load(Ordering::Relaxed) || self.signal.is_aborted()
+    }
+
     fn should_stop(&self) -> bool {
         self.fatal.load(Ordering::Relaxed) != FATAL_NONE
-            || self.abort.load(Ordering::Relaxed)
+            || self.aborted()
             || Instant::now() >= self.deadline
     }
 }
@@ -97,7 +103,7 @@ fn stopped(stop: &Stop, limits: &Limits, logs: &RefCell<Logs>) -> Option<CodeOut
         }
         _ => {}
     }
-    if stop.abort.load(Ordering::Relaxed) {
+    if stop.aborted() {
         return Some(CodeOutcome::failure(
             CodeErrorKind::Abort,
             "the run was aborted",
@@ -135,6 +141,162 @@ fn memory_message(limits: &Limits) -> String {
     )
 }
 
+/// Wakes the interpreter thread when something it waits on can make progress, and remembers
+/// that it did: `any` for the thread's wait, `own` for whoever polls the future behind it.
+struct ThreadWaker {
+    thread: Thread,
+    any: Arc<AtomicBool>,
+    own: AtomicBool,
+}
+
+impl ThreadWaker {
+    fn new(thread: Thread, any: Arc<AtomicBool>) -> Arc<ThreadWaker> {
+        Arc::new(ThreadWaker {
+            thread,
+            any,
+            own: AtomicBool::new(true),
+        })
+    }
+}
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.own.store(true, Ordering::Release);
+        self.any.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+/// One call's answer, tagged with the id the program knows it by.
+struct Reply {
+    id: u32,
+    answer: BoxFuture<'static, Result<Json, ToolCallError>>,
+}
+
+impl Future for Reply {
+    type Output = (u32, Result<Json, ToolCallError>);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let id = self.id;
+        self.answer.as_mut().poll(cx).map(|answer| (id, answer))
+    }
+}
+
+/// The tool calls of one run, polled on the interpreter thread.
+struct Calls {
+    bindings: Bindings,
+    /// The sub-call coordinator, when this thread claimed it.
+    local: Option<LocalDriver>,
+    /// Set by any of the wakers below.
+    woken: Arc<AtomicBool>,
+    /// The coordinator's waker: it is polled only once woken.
+    coordinator: Arc<ThreadWaker>,
+    coordinator_waker: Waker,
+    /// The answers' waker.
+    waker: Waker,
+    waiting: RefCell<FuturesUnordered<Reply>>,
+    /// Answers polled but not yet handed to the program, in the order they came.
+    ready: RefCell<VecDeque<(u32, Result<Json, ToolCallError>)>>,
+    /// Calls made and not yet handed back to the program.
+    in_flight: Cell<usize>,
+}
+
+impl Calls {
+    fn new(bindings: Bindings, local: Option<LocalDriver>) -> Calls {
+        let woken = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::current();
+        let coordinator = ThreadWaker::new(thread.clone(), woken.clone());
+        Calls {
+            bindings,
+            local,
+            waker: Waker::from(ThreadWaker::new(thread, woken.clone())),
+            coordinator_waker: Waker::from(coordinator.clone()),
+            coordinator,
+            woken,
+            waiting: RefCell::new(FuturesUnordered::new()),
+            ready: RefCell::new(VecDeque::new()),
+            in_flight: Cell::new(0),
+        }
+    }
+
+    /// Hands one call of the program to the bindings and lets the coordinator start it.
+    fn submit(&self, id: u32, name: &str, args: &str) {
+        match &self.local {
+            // The claimed coordinator answers into a queue read right here.
+            Some(local) => match self.bindings.check(name, Some(args)) {
+                Ok(json) => local.submit(id, name, json),
+                Err(e) => self.ready.borrow_mut().push_back((id, Err(e))),
+            },
+            None => {
+                let answer = self.bindings.call(name, Some(args));
+                self.waiting.borrow_mut().push(Reply { id, answer });
+            }
+        }
+        self.in_flight.set(self.in_flight.get() + 1);
+        self.advance();
+    }
+
+    /// Advances the coordinator as far as it goes without waiting, if something woke it since
+    /// its last poll (a call submitted, a body done, a signal fired).
+    fn advance(&self) {
+        if let Some(local) = &self.local
+            && self.coordinator.own.swap(false, Ordering::AcqRel)
+        {
+            local.poll(&mut TaskContext::from_waker(&self.coordinator_waker));
+        }
+    }
+
+    /// The next answer to hand to the program, if one is ready.
+    fn next_ready(&self) -> Option<(u32, Result<Json, ToolCallError>)> {
+        if self.ready.borrow().is_empty() {
+            self.advance();
+            if let Some(local) = &self.local {
+                while let Some(answer) = local.next_answer() {
+                    self.ready.borrow_mut().push_back(answer);
+                }
+            }
+        }
+        if self.ready.borrow().is_empty() {
+            let mut cx = TaskContext::from_waker(&self.waker);
+            loop {
+                // The borrow ends before the answer is queued.
+                let polled = self.waiting.borrow_mut().poll_next_unpin(&mut cx);
+                match polled {
+                    Poll::Ready(Some(answer)) => self.ready.borrow_mut().push_back(answer),
+                    Poll::Ready(None) | Poll::Pending => break,
+                }
+            }
+        }
+        let next = self.ready.borrow_mut().pop_front();
+        if next.is_some() {
+            self.in_flight.set(self.in_flight.get().saturating_sub(1));
+        }
+        next
+    }
+
+    /// Parks the thread until something it polls was woken or a stop condition may hold.
+    fn wait(&self, stop: &Stop) {
+        loop {
+            if self.woken.swap(false, Ordering::AcqRel)
+                || stop.aborted()
+                || stop.host_gone.load(Ordering::Acquire)
+                || stop.fatal.load(Ordering::Acquire) != FATAL_NONE
+            {
+                return;
+            }
+            let now = Instant::now();
+            if now >= stop.deadline {
+                return;
+            }
+            std::thread::park_timeout(stop.deadline - now);
+        }
+    }
+}
+
 /// The parsed state the prelude's `poll` reports once the program settled.
 #[derive(serde::Deserialize)]
 struct Settled {
@@ -144,14 +306,14 @@ struct Settled {
     json: Option<String>,
 }
 
-/// Runs one program to completion on the current thread.
+/// Runs one program to completion on the current thread, polling its tool calls here (and the
+/// sub-call coordinator, if `local` holds it).
 pub(crate) fn execute(
     program: String,
-    names: Vec<String>,
+    bindings: Bindings,
+    local: Option<LocalDriver>,
     limits: Limits,
     stop: Arc<Stop>,
-    requests: UnboundedSender<HostRequest>,
-    replies: Receiver<HostMessage>,
 ) -> CodeOutcome {
     let runtime = match Runtime::new() {
         Ok(r) => r,
@@ -191,15 +353,22 @@ pub(crate) fn execute(
         lines: Vec::new(),
         bytes: 0,
     }));
+    let names: Vec<String> = bindings.names().iter().map(|n| n.to_string()).collect();
+    let calls = Rc::new(Calls::new(bindings, local));
     let outcome = context.with(|ctx| {
         let mut session = Session {
             ctx: ctx.clone(),
             limits: &limits,
             stop: &stop,
             logs: logs.clone(),
-            in_flight: Rc::new(RefCell::new(0)),
+            calls: calls.clone(),
+            pending: Rc::new(RefCell::new(Vec::new())),
+            done: Rc::new(RefCell::new(None)),
         };
-        session.run(program, names, requests, &replies)
+        let outcome = session.run(program, names);
+        // No JavaScript value may outlive the context: drop the unsettled calls' resolvers.
+        session.pending.borrow_mut().clear();
+        outcome
     });
     drop(context);
     drop(runtime);
@@ -211,8 +380,16 @@ struct Session<'a, 'js> {
     limits: &'a Limits,
     stop: &'a Arc<Stop>,
     logs: Rc<RefCell<Logs>>,
-    in_flight: Rc<RefCell<usize>>,
+    calls: Rc<Calls>,
+    /// The resolve and reject functions of each call's promise, until it settles.
+    pending: Rc<RefCell<Pending<'js>>>,
+    /// The settled program's state (JSON text), once the prelude reported it.
+    done: Rc<RefCell<Option<String>>>,
 }
+
+/// Resolvers of the calls in flight, at index `id - 1` (ids count up from 1, at most
+/// `maxSubCalls` of them).
+type Pending<'js> = Vec<Option<(Function<'js>, Function<'js>)>>;
 
 impl<'js> Session<'_, 'js> {
     fn take_logs(&self) -> Vec<String> {
@@ -244,34 +421,37 @@ impl<'js> Session<'_, 'js> {
         )
     }
 
-    fn run(
-        &mut self,
-        program: String,
-        names: Vec<String>,
-        requests: UnboundedSender<HostRequest>,
-        replies: &Receiver<HostMessage>,
-    ) -> CodeOutcome {
+    fn run(&mut self, program: String, names: Vec<String>) -> CodeOutcome {
         let ctx = self.ctx.clone();
         let prelude: Function = match ctx.eval(PRELUDE) {
             Ok(f) => f,
             Err(e) => return self.failed("the code runtime could not start", e),
         };
         let log_fn = self.log_function();
-        let call_fn = self.call_function(requests);
-        let (log_fn, call_fn) = match (log_fn, call_fn) {
-            (Ok(l), Ok(c)) => (l, c),
-            (Err(e), _) | (_, Err(e)) => return self.failed("the code runtime could not start", e),
+        let call_fn = self.call_function(Rc::from(names.clone()));
+        let done_fn = self.done_function();
+        let (log_fn, call_fn, done_fn) = match (log_fn, call_fn, done_fn) {
+            (Ok(l), Ok(c), Ok(d)) => (l, c, d),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                return self.failed("the code runtime could not start", e);
+            }
         };
         let names_json = serde_json::to_string(&names).unwrap_or_else(|_| "[]".to_owned());
-        let runner: Object =
-            match prelude.call((log_fn, call_fn, names_json, ARGS_NOT_LOSSLESS, MISSING_ARGS)) {
-                Ok(r) => r,
-                Err(e) => return self.failed("the code runtime could not start", e),
-            };
+        let runner: Object = match prelude.call((
+            log_fn,
+            call_fn,
+            done_fn,
+            names_json,
+            ARGS_NOT_LOSSLESS,
+            MISSING_ARGS,
+        )) {
+            Ok(r) => r,
+            Err(e) => return self.failed("the code runtime could not start", e),
+        };
         let entry = |name: &str| runner.get::<_, Function>(name);
-        let (start, settle, poll) = match (entry("start"), entry("settle"), entry("poll")) {
-            (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+        let (start, failure) = match (entry("start"), entry("failure")) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
                 return self.failed("the code runtime could not start", e);
             }
         };
@@ -287,52 +467,70 @@ impl<'js> Session<'_, 'js> {
             if let Some(o) = stopped(self.stop, self.limits, &self.logs) {
                 return o;
             }
-            match poll.call::<_, Option<String>>(()) {
-                Err(e) => return self.failed("the program failed", e),
-                Ok(Some(state)) => return self.settled(&state),
-                Ok(None) => {}
+            let state = self.done.borrow_mut().take();
+            if let Some(state) = state {
+                return self.settled(&state);
             }
-            if *self.in_flight.borrow() == 0 {
+            if let Some((id, outcome)) = self.calls.next_ready() {
+                if let Err(e) = self.settle(&failure, id, outcome) {
+                    return self.failed("a tool result could not be handed to the program", e);
+                }
+                continue;
+            }
+            if self.calls.in_flight.get() == 0 {
                 return CodeOutcome::failure(
                     CodeErrorKind::Exception,
                     "the program is waiting on a promise that can never settle (no tool call is in flight)",
                     self.take_logs(),
                 );
             }
-            let wait = self.stop.deadline.saturating_duration_since(Instant::now());
-            match replies.recv_timeout(wait) {
-                Ok(HostMessage::Wake) => {}
-                Ok(HostMessage::Reply { id, outcome }) => {
-                    *self.in_flight.borrow_mut() -= 1;
-                    let settled = match outcome {
-                        Ok(value) => settle.call::<_, ()>((id, true, value.to_json_string())),
-                        Err(e) => {
-                            let payload = serde_json::json!({
-                                "toolName": e.tool_name,
-                                "message": e.message,
-                            });
-                            settle.call::<_, ()>((id, false, payload.to_string()))
-                        }
-                    };
-                    if let Err(e) = settled {
-                        return self.failed("a tool result could not be handed to the program", e);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    return CodeOutcome::failure(
-                        CodeErrorKind::Timeout,
-                        timeout_message(self.limits),
-                        self.take_logs(),
-                    );
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return CodeOutcome::failure(
-                        CodeErrorKind::Abort,
-                        "the run was aborted: its host went away",
-                        self.take_logs(),
-                    );
-                }
+            if self.stop.host_gone.load(Ordering::Acquire) {
+                return CodeOutcome::failure(
+                    CodeErrorKind::Abort,
+                    "the run was aborted: its host went away",
+                    self.take_logs(),
+                );
             }
+            self.calls.wait(self.stop);
+        }
+    }
+
+    /// Settles the promise of call `id` with its answer: the value, or a `ToolCallError` made
+    /// by the prelude's `failure`.
+    fn settle(
+        &self,
+        failure: &Function<'js>,
+        id: u32,
+        outcome: Result<Json, ToolCallError>,
+    ) -> rquickjs::Result<()> {
+        let taken = (id as usize)
+            .checked_sub(1)
+            .and_then(|i| self.pending.borrow_mut().get_mut(i).and_then(Option::take));
+        let Some((resolve, reject)) = taken else {
+            return Ok(());
+        };
+        match outcome {
+            Ok(value) => {
+                let value = self.to_js(&value)?;
+                resolve.call::<_, ()>((value,))
+            }
+            Err(e) => {
+                let error: Value<'js> = failure.call((e.tool_name, e.message))?;
+                reject.call::<_, ()>((error,))
+            }
+        }
+    }
+
+    /// The program's copy of an answer: strings, booleans and null made directly (what
+    /// `JSON.parse` of their text gives), anything else parsed from its JSON text.
+    fn to_js(&self, value: &Json) -> rquickjs::Result<Value<'js>> {
+        match value.value() {
+            serde_json::Value::String(s) => {
+                rquickjs::String::from_str(self.ctx.clone(), s).map(|s| s.into_value())
+            }
+            serde_json::Value::Bool(b) => Ok(Value::new_bool(self.ctx.clone(), *b)),
+            serde_json::Value::Null => Ok(Value::new_null(self.ctx.clone())),
+            _ => self.ctx.json_parse(value.to_json_string()),
         }
     }
 
@@ -417,18 +615,29 @@ impl<'js> Session<'_, 'js> {
         )
     }
 
-    fn call_function(
-        &self,
-        requests: UnboundedSender<HostRequest>,
-    ) -> rquickjs::Result<Function<'js>> {
+    /// `hostDone(state)`: the prelude reports the settled program once.
+    fn done_function(&self) -> rquickjs::Result<Function<'js>> {
+        let done = self.done.clone();
+        Function::new(self.ctx.clone(), move |state: String| {
+            *done.borrow_mut() = Some(state);
+        })
+    }
+
+    /// `hostCall(index, argsJson)`: makes a call of the binding at `index` of the names and
+    /// returns its native promise.
+    fn call_function(&self, names: Rc<[String]>) -> rquickjs::Result<Function<'js>> {
         let stop = self.stop.clone();
         let max = self.limits.max_sub_calls;
-        let in_flight = self.in_flight.clone();
+        let calls = self.calls.clone();
+        let pending = self.pending.clone();
         let mut next_id: u32 = 0;
         Function::new(
             self.ctx.clone(),
             rquickjs::function::MutFn::new(
-                move |ctx: Ctx<'js>, name: String, args: String| -> rquickjs::Result<u32> {
+                move |ctx: Ctx<'js>, index: u32, args: String| -> rquickjs::Result<Promise<'js>> {
+                    let Some(name) = names.get(index as usize) else {
+                        return Err(Exception::throw_internal(&ctx, "no such binding"));
+                    };
                     if next_id as usize >= max {
                         stop.fatal.store(FATAL_SUB_CALLS, Ordering::Relaxed);
                         return Err(Exception::throw_range(
@@ -436,13 +645,12 @@ impl<'js> Session<'_, 'js> {
                             "run_code tool call limit exceeded",
                         ));
                     }
+                    let (promise, resolve, reject) = Promise::new(&ctx)?;
                     next_id += 1;
                     let id = next_id;
-                    if requests.send(HostRequest { id, name, args }).is_err() {
-                        return Err(Exception::throw_internal(&ctx, "the host went away"));
-                    }
-                    *in_flight.borrow_mut() += 1;
-                    Ok(id)
+                    pending.borrow_mut().push(Some((resolve, reject)));
+                    calls.submit(id, name, &args);
+                    Ok(promise)
                 },
             ),
         )

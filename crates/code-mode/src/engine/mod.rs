@@ -1,5 +1,7 @@
 //! The QuickJS backend of the code runtime seam ([`QuickJs`]): one interpreter per run on its
-//! own thread, bridged to the async host by two channels.
+//! own thread, which polls the run's tool calls itself (inside the caller's tokio runtime
+//! context, and claiming the sub-call coordinator when the bindings have one), while the async
+//! side only waits for the outcome, forwards an abort and keeps the backstop.
 //!
 //! Guarantees: the program has no ambient authority (no `require`, modules, filesystem,
 //! network, environment, process, timers or clock; only `tools`, `console` and
@@ -12,14 +14,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use std::thread::Thread;
+
 use async_trait::async_trait;
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 
 use crate::limits::{Limits, THREAD_STACK_MARGIN};
 use crate::outcome::{CodeErrorKind, CodeOutcome, CodeRun};
 use crate::runtime::CodeRuntime;
-use interpreter::{HostMessage, HostRequest, Stop};
+use interpreter::Stop;
 
 /// How long the host waits past the wall-time limit for an interpreter that does not stop
 /// (stuck in native code that never reaches the interrupt handler) before giving up on it.
@@ -76,19 +78,21 @@ pub async fn run_quickjs(run: CodeRun) -> CodeOutcome {
         );
     }
     let deadline = Instant::now() + limits.wall_time;
-    let stop = Arc::new(Stop::new(deadline));
-    let (req_tx, mut req_rx) = tokio::sync::mpsc::unbounded_channel::<HostRequest>();
-    let (rep_tx, rep_rx) = std::sync::mpsc::channel::<HostMessage>();
+    let stop = Arc::new(Stop::new(deadline, signal.clone()));
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<CodeOutcome>();
-    let names: Vec<String> = bindings.names().iter().map(|n| n.to_string()).collect();
+    // The interpreter thread polls the tool calls inside this runtime's context, so it can
+    // run the sub-call coordinator itself.
+    let tokio_runtime = tokio::runtime::Handle::try_current().ok();
+    let local = tokio_runtime.as_ref().and_then(|_| bindings.claim_local());
     let thread_stop = stop.clone();
     let thread_limits = limits.clone();
     let spawned = std::thread::Builder::new()
         .name("dsh-code-mode".into())
         .stack_size(limits.stack_bytes.saturating_add(THREAD_STACK_MARGIN))
         .spawn(move || {
+            let _entered = tokio_runtime.as_ref().map(|h| h.enter());
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                interpreter::execute(program, names, thread_limits, thread_stop, req_tx, rep_rx)
+                interpreter::execute(program, bindings, local, thread_limits, thread_stop)
             }))
             .unwrap_or_else(|p| {
                 let f = dsh_core::Failure::from_panic("the code runtime", &*p);
@@ -96,14 +100,20 @@ pub async fn run_quickjs(run: CodeRun) -> CodeOutcome {
             });
             let _ = done_tx.send(outcome);
         });
-    if let Err(e) = spawned {
-        return CodeOutcome::failure(
-            CodeErrorKind::Exception,
-            format!("the code runtime could not start a thread: {e}"),
-            Vec::new(),
-        );
-    }
-    let mut in_flight = FuturesUnordered::new();
+    let engine = match spawned {
+        Ok(handle) => handle.thread().clone(),
+        Err(e) => {
+            return CodeOutcome::failure(
+                CodeErrorKind::Exception,
+                format!("the code runtime could not start a thread: {e}"),
+                Vec::new(),
+            );
+        }
+    };
+    let _gone = HostGone {
+        stop: stop.clone(),
+        engine: engine.clone(),
+    };
     let mut abort_sent = false;
     let backstop = tokio::time::sleep_until((deadline + BACKSTOP_GRACE).into());
     tokio::pin!(backstop);
@@ -116,21 +126,14 @@ pub async fn run_quickjs(run: CodeRun) -> CodeOutcome {
                     Vec::new(),
                 ));
             }
-            Some(req) = req_rx.recv() => {
-                let HostRequest { id, name, args } = req;
-                let call = bindings.call(&name, Some(&args));
-                in_flight.push(async move { (id, call.await) });
-            }
-            Some((id, outcome)) = in_flight.next(), if !in_flight.is_empty() => {
-                let _ = rep_tx.send(HostMessage::Reply { id, outcome });
-            }
             _ = signal.aborted(), if !abort_sent => {
                 abort_sent = true;
-                stop.abort.store(true, Ordering::Relaxed);
-                let _ = rep_tx.send(HostMessage::Wake);
+                stop.abort.store(true, Ordering::Release);
+                engine.unpark();
             }
             _ = &mut backstop => {
-                stop.abort.store(true, Ordering::Relaxed);
+                stop.abort.store(true, Ordering::Release);
+                engine.unpark();
                 tracing::warn!("a code runtime thread did not stop at its deadline; it is abandoned");
                 return CodeOutcome::failure(
                     CodeErrorKind::Timeout,
@@ -139,5 +142,19 @@ pub async fn run_quickjs(run: CodeRun) -> CodeOutcome {
                 );
             }
         }
+    }
+}
+
+/// Tells the interpreter thread, when the async side of its run ends (returned or dropped),
+/// that nobody waits for it any more.
+struct HostGone {
+    stop: Arc<Stop>,
+    engine: Thread,
+}
+
+impl Drop for HostGone {
+    fn drop(&mut self) {
+        self.stop.host_gone.store(true, Ordering::Release);
+        self.engine.unpark();
     }
 }

@@ -1,8 +1,10 @@
 // The bridge between a program and the host, evaluated once per run before the program.
-// It receives two native functions and the binding names, installs `console`, `tools` and
-// `ToolCallError`, and returns the three entry points the host drives: start, settle, poll.
+// It receives three native functions (log a line; make a call of the binding at an index of
+// the names and get its native promise; report the settled program) and the binding names,
+// installs `console`, `tools` and `ToolCallError`, and returns the two entry points the host
+// drives: start, and failure (the rejection value of a failed call).
 // Every builtin it relies on is captured here, before the program can replace it.
-(function (hostLog, hostCall, namesJson, argsPrefix, missingArgs) {
+(function (hostLog, hostCall, hostDone, namesJson, argsPrefix, missingArgs) {
   "use strict";
   const ObjectProto = Object.prototype;
   const objectToString = ObjectProto.toString;
@@ -169,15 +171,15 @@
   delete globalThis.Atomics;
   delete globalThis.SharedArrayBuffer;
 
-  const pending = create(null);
   const names = parse(namesJson);
   const tools = create(null);
   for (let i = 0; i < names.length; i++) {
     const name = names[i];
-    // A plain function returning a native promise: `await` on it never looks up `then`, so a
-    // program that replaces `Promise.prototype.then` cannot intercept tool results.
+    const index = i;
+    // A plain function returning a native promise (made by the host): `await` on it never
+    // looks up `then`, so a program that replaces `Promise.prototype.then` cannot intercept
+    // tool results.
     const binding = function (args) {
-      let id;
       try {
         if (arguments.length === 0 || args === undefined) {
           return rejected(new ToolCallError(name, argsPrefix + ": " + missingArgs));
@@ -191,21 +193,16 @@
         if (text === undefined) {
           return rejected(new ToolCallError(name, argsPrefix + ": " + missingArgs));
         }
-        id = hostCall(name, text);
+        return hostCall(index, text);
       } catch (e) {
         return rejected(e);
       }
-      return new PromiseCtor(function (resolve, reject) {
-        pending[id] = [resolve, reject];
-      });
     };
     defineProperty(binding, "name", { value: name });
     defineProperty(tools, name, { value: binding, enumerable: true });
   }
   freeze(tools);
   defineProperty(globalThis, "tools", { value: tools });
-
-  let state;
 
   function outcome(ok, kind, message, json) {
     const o = create(null);
@@ -233,42 +230,32 @@
     return outcome(true, undefined, undefined, text);
   }
 
+  function report(state) {
+    hostDone(stringify(state));
+  }
+
   function start(src) {
     let main;
     try {
       main = new AsyncFunction(src);
     } catch (e) {
-      state = outcome(false, "exception", describe(e));
+      report(outcome(false, "exception", describe(e)));
       return;
     }
     callThen(
       main(),
       function (v) {
-        state = finish(v);
+        report(finish(v));
       },
       function (e) {
-        state = outcome(false, "exception", describe(e));
+        report(outcome(false, "exception", describe(e)));
       }
     );
   }
 
-  function settle(id, ok, payload) {
-    const p = pending[id];
-    if (p === undefined) {
-      return;
-    }
-    delete pending[id];
-    if (ok) {
-      p[0](parse(payload));
-    } else {
-      const e = parse(payload);
-      p[1](new ToolCallError(e.toolName, e.message));
-    }
+  function failure(toolName, message) {
+    return new ToolCallError(toolName, message);
   }
 
-  function poll() {
-    return state === undefined ? undefined : stringify(state);
-  }
-
-  return { start: start, settle: settle, poll: poll };
+  return { start: start, failure: failure };
 })

@@ -169,3 +169,70 @@ proptest! {
         }
     }
 }
+
+/// A parallel-safe tool whose body completes at once for `ms: 0` (it never awaits) and
+/// otherwise sleeps that long first; it answers with its sub-call number.
+fn at_once_or_later(rec: Recorder) -> dsh_core::ToolDefinition {
+    tool_fn("work", true, move |ctx| {
+        let rec = rec.clone();
+        let id = ctx
+            .exec()
+            .call_id()
+            .rsplit(':')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let ms = ctx
+            .arguments()
+            .json()
+            .and_then(|j| j.value().get("ms").and_then(Value::as_u64))
+            .unwrap_or(0);
+        async move {
+            if ms > 0 {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            rec.push(id.clone());
+            Ok(Json::string(id))
+        }
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Bodies that complete where the program calls them and bodies that wait and continue
+    /// as tasks, mixed in any order, awaited one by one or all at once: ids, start and settle
+    /// records keep submission order and pair up, and every answer reaches its own call.
+    #[test]
+    fn immediate_and_waiting_bodies_keep_order_and_pairing(
+        waits in prop::collection::vec(prop_oneof![Just(0u64), 1u64..4], 1..10),
+        all_at_once in any::<bool>(),
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("rt");
+        let rec = Recorder::new();
+        let (bodies, starts, settles, result) = rt.block_on(async {
+            let h = Harness::new(vec![at_once_or_later(rec.clone())], |_| {}).await;
+            let calls: Vec<String> = waits.iter().map(|ms| format!("tools.work({{ms: {ms}}})")).collect();
+            let program = if all_at_once {
+                format!("return (await Promise.all([{}])).join(',')", calls.join(", "))
+            } else {
+                let body: String = calls.iter().map(|c| format!("r.push(await {c}); ")).collect();
+                format!("const r = []; {body}return r.join(',')")
+            };
+            let r = h.run_code(&program).await;
+            assert_paired(&h.dispatch_records());
+            (rec.entries(), h.starts(), h.settles(), value_of(&r)["result"].clone())
+        });
+        let n = waits.len();
+        let ids: Vec<String> = (1..=n).map(|i| format!("call-1:code:{i}")).collect();
+        prop_assert_eq!(&starts, &ids);
+        prop_assert_eq!(&settles, &ids);
+        prop_assert_eq!(bodies.len(), n);
+        let expected: Vec<String> = (1..=n).map(|i| i.to_string()).collect();
+        prop_assert_eq!(result, json!(expected.join(",")));
+    }
+}

@@ -1159,3 +1159,53 @@ async fn code_68_dispatch_records_never_enter_the_model_history() {
     assert_eq!(messages.len(), 1, "{messages:?}");
     assert_eq!(messages[0].value()["role"], json!("user"));
 }
+
+#[tokio::test]
+async fn a_body_completing_at_once_runs_where_the_program_calls_it_and_a_waiting_one_as_a_task() {
+    let threads: Arc<Mutex<Vec<(String, String)>>> = Arc::new(Mutex::new(Vec::new()));
+    let here = || std::thread::current().name().unwrap_or_default().to_owned();
+    let t1 = threads.clone();
+    let now = tool_fn("now", true, move |_ctx| {
+        let t = t1.clone();
+        async move {
+            t.lock().push(("now".to_owned(), here()));
+            Ok(Json::string("now"))
+        }
+    });
+    let t2 = threads.clone();
+    let later = tool_fn("later", true, move |_ctx| {
+        let t = t2.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            t.lock().push(("later".to_owned(), here()));
+            Ok(Json::string("later"))
+        }
+    });
+    let h = Harness::new(vec![now, later], |_| {}).await;
+    let r = h
+        .run_code(
+            "return [await tools.now({}), await tools.later({}), await tools.now({})].join(',')",
+        )
+        .await;
+    assert_eq!(value_of(&r)["result"], json!("now,later,now"));
+    let threads = threads.lock().clone();
+    assert_eq!(threads.len(), 3);
+    for (tool, thread) in &threads {
+        match tool.as_str() {
+            "now" => assert_eq!(
+                thread, "dsh-code-mode",
+                "no hand-off for a body done at once"
+            ),
+            _ => assert_ne!(
+                thread, "dsh-code-mode",
+                "a waiting body continues as a task"
+            ),
+        }
+    }
+    assert_eq!(
+        h.starts(),
+        ["call-1:code:1", "call-1:code:2", "call-1:code:3"]
+    );
+    assert_eq!(h.settles(), h.starts());
+    assert_paired(&h.dispatch_records());
+}

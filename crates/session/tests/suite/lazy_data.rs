@@ -405,3 +405,63 @@ fn a_result_kept_as_fields_derives_the_message_its_line_holds() {
             .collect::<Vec<_>>()
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The shared `tool/code-dispatch*` constructors keep their fields and give exactly the
+    /// events of the copying ones: tree, key order, line, and the depth a session checks.
+    #[test]
+    fn shared_dispatch_records_match_the_copying_ones(
+        ids in (any::<String>(), any::<String>(), any::<String>(), any::<String>()),
+        args in json_value(), other in json_value(), text in any::<String>(),
+        is_error in any::<bool>(),
+    ) {
+        let (root, parent, sub, name) = ids;
+        let args = Json::new(args).expect("shallow");
+        let start = Event::code_dispatch_start(&root, &parent, &sub, &name, &args);
+        let shared = Event::code_dispatch_start_shared(
+            Arc::from(&*root), Arc::from(&*parent), Arc::from(&*sub), Arc::from(&*name), args.clone(),
+        );
+        assert_same(&shared, start.data().value());
+        prop_assert_eq!(shared.data().depth(), start.data().depth());
+        let content = [ContentBlock::text(text), ContentBlock::Other(Json::new(other).expect("shallow"))];
+        for blocks in [&content[..], &content[..1], &[]] {
+            let settle = Event::code_dispatch(&root, &parent, &sub, &name, &args, is_error, blocks);
+            let shared = Event::code_dispatch_shared(
+                Arc::from(&*root), Arc::from(&*parent), Arc::from(&*sub), Arc::from(&*name),
+                args.clone(), is_error, Arc::from(blocks),
+            );
+            assert_same(&shared, settle.data().value());
+            prop_assert_eq!(shared.event_type(), settle.event_type());
+        }
+    }
+}
+
+/// A shared `tool/code-dispatch-start` nested past the limit is refused on append like the
+/// copying one: its depth is known from its shape, without writing its text.
+#[tokio::test]
+async fn a_shared_dispatch_record_past_the_limit_is_refused() {
+    let deep = Json::parse(&format!(
+        "{}{}",
+        "[".repeat(MAX_DEPTH),
+        "]".repeat(MAX_DEPTH)
+    ))
+    .expect("at the limit");
+    let ids = || {
+        (
+            Arc::from("r"),
+            Arc::from("p"),
+            Arc::from("p:code:1"),
+            Arc::from("t"),
+        )
+    };
+    let (r, p, sub, t) = ids();
+    let e = Event::code_dispatch_start_shared(r, p, sub, t, deep.clone());
+    let session = Session::in_memory("s");
+    let err = session.append(e.clone()).await.expect_err("too deep");
+    assert!(matches!(err, SessionError::InvalidEvent(m) if m.contains("deeper")));
+    let copying = Event::code_dispatch_start("r", "p", "p:code:1", "t", &deep);
+    assert!(session.append(copying).await.is_err());
+    assert_eq!(e.data().depth(), MAX_DEPTH + 1);
+}
