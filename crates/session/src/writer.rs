@@ -6,27 +6,22 @@
 //! last durable length, every member of the group gets the error, and every later append is
 //! refused, so the file holds exactly the acknowledged events. After a group of n appends is
 //! acknowledged, the next group waits until n appends are queued (concurrent appenders just
-//! woken by that acknowledgement), for at most [`GATHER_WAIT`]; a lone appender never waits, and
-//! neither does the first append after the queue stayed empty for that long. A group's answers
+//! woken by that acknowledgement), at most 200 µs after its first append arrived; a lone appender
+//! never waits, and neither does an append arriving after the appenders went idle
+//! ([`crate::queue::Rules`]). A group's answers
 //! cost the writer one cross-thread wake-up: it wakes one member, which wakes the others from
 //! the runtime's thread ([`crate::ack`]).
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::ack::{self, AckTx, Leader};
 use crate::error::SessionError;
 use crate::event::Event;
 use crate::queue::{Next, WriteQueue};
 use crate::session::Shared;
-
-/// How long after acknowledging a group of n appends the writer waits for n appends to be
-/// queued again: with concurrent appenders, they are usually the callers just woken by that
-/// acknowledgement, and syncing without them halves the appends per sync. A lone appender
-/// (previous group of one) never waits.
-const GATHER_WAIT: Duration = Duration::from_micros(200);
 
 /// Where a durable session writes its lines.
 ///
@@ -114,12 +109,12 @@ struct Writer {
 impl Writer {
     fn run(mut self, queue: &WriteQueue) {
         let mut target = 1;
-        let mut until = Instant::now();
+        let mut acked = Instant::now();
         // The appender the last acknowledgement woke; dropping it wakes any of that group it has
         // not woken yet, so it is dropped before the writer sleeps or answers the next group.
         let mut leader: Option<Leader> = None;
         loop {
-            let Some(next) = queue.next(target, until) else {
+            let Some(next) = queue.next(target, acked) else {
                 drop(leader.take());
                 queue.wait();
                 target = 1;
@@ -130,7 +125,7 @@ impl Writer {
                 Next::Group(group, bytes) => {
                     target = group.len();
                     leader = self.write_group(group, bytes);
-                    until = Instant::now() + GATHER_WAIT;
+                    acked = Instant::now();
                 }
                 Next::Close(ack) => {
                     drop(self.sink);
