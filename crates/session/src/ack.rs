@@ -6,8 +6,9 @@
 //! thread (the leader), and the leader, when polled, wakes the others from where it runs: waking
 //! a task from outside its runtime costs a thread wake-up, often a context switch, for each task,
 //! while waking it from a thread of the runtime only queues it. The others are never left
-//! waiting on the leader: if the leader's future is dropped unpolled, its drop wakes them, and
-//! the writer wakes any still waiting itself ([`Leader`]'s drop) before it next sleeps.
+//! waiting on the leader for long: if the leader's future is dropped unpolled, its drop wakes
+//! them, and the writer wakes any still waiting itself ([`Leader`]'s drop) once it takes the next
+//! group or finds none (within about a millisecond, [`crate::queue::Rules`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -116,8 +117,8 @@ impl Drop for Leader {
 }
 
 /// Answers every member of a group, then wakes the first one still waiting and leaves it the
-/// others to wake. Keep the returned [`Leader`] until the writer is about to sleep or answer the
-/// next group, and drop it then.
+/// others to wake. Keep the returned [`Leader`] while the next group gathers (its members are the
+/// ones being woken) and drop it once that group is taken or none came.
 pub(crate) fn acknowledge(
     answers: impl IntoIterator<Item = (AckTx, Result<u64, SessionError>)>,
 ) -> Option<Leader> {

@@ -111,7 +111,7 @@ impl Writer {
         let mut target = 1;
         let mut acked = Instant::now();
         // The appender the last acknowledgement woke; dropping it wakes any of that group it has
-        // not woken yet, so it is dropped before the writer sleeps or answers the next group.
+        // not woken yet, so it is dropped once the next group is taken or none came.
         let mut leader: Option<Leader> = None;
         loop {
             let Some(next) = queue.next(target, acked) else {

@@ -483,6 +483,29 @@ async fn appends_still_queued_when_the_last_handle_is_dropped_are_written() {
     assert_eq!(read_log(text.as_bytes()).expect("log").events.len(), 3);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_appender_that_stops_polling_does_not_hold_back_the_rest_of_its_group() {
+    let sink = TestSink {
+        hold_first: true,
+        ..TestSink::default()
+    };
+    let session = Session::with_sink(Header::new("l", "/"), sink.clone()).expect("session");
+    // Both appends queue behind the held header write and form one group; the first, polled
+    // once and then never again, is the one the acknowledgement wakes.
+    let mut stuck = Box::pin(session.append(note(0, 0)));
+    assert!(futures::poll!(&mut stuck).is_pending());
+    let other = tokio::spawn(session.append(note(1, 0)));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    sink.release();
+    let seq = tokio::time::timeout(Duration::from_secs(10), other)
+        .await
+        .expect("not held back by the appender that stopped polling")
+        .expect("join")
+        .expect("append");
+    assert_eq!(seq, 1);
+    assert_eq!(stuck.await.expect("append"), 0);
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..proptest::prelude::ProptestConfig::default() })]
 
