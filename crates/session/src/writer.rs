@@ -6,11 +6,10 @@
 //! last durable length, every member of the group gets the error, and every later append is
 //! refused, so the file holds exactly the acknowledged events. After a group of n appends is
 //! acknowledged, the next group waits until n appends are queued (concurrent appenders just
-//! woken by that acknowledgement), at most 200 µs after its first append arrived; a lone appender
-//! never waits, and neither does an append arriving after the appenders went idle
-//! ([`crate::queue::Rules`]). A group's answers
-//! cost the writer one cross-thread wake-up: it wakes one member, which wakes the others from
-//! the runtime's thread ([`crate::ack`]).
+//! woken by that acknowledgement), at most 200 µs after its first append arrived; a lone
+//! appender never waits, and neither does an append arriving after the appenders went idle
+//! ([`crate::queue::Rules`]). A group's answers cost the writer one cross-thread wake-up: it
+//! wakes one member, which wakes the others from the runtime's thread ([`crate::ack`]).
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::PathBuf;
