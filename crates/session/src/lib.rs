@@ -42,6 +42,7 @@
 //! the file to continue. Dropping the last handle of a file session lets its writer finish queued
 //! appends and release the lock; [`Session::close`] waits for that.
 
+mod ack;
 mod check;
 mod deep;
 mod deferred;
@@ -54,6 +55,7 @@ mod header;
 mod invariant;
 mod jsonl;
 mod payload;
+mod queue;
 mod read;
 mod repair;
 mod scan;

@@ -10,19 +10,20 @@ use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 
+use crate::ack::{self, AckRx};
 use crate::error::SessionError;
 use crate::event::{Event, MAX_DATA_DEPTH};
 use crate::framing::Framing;
 use crate::header::Header;
 use crate::invariant::InvariantChecker;
+use crate::queue::WriteQueue;
 use crate::snapshot::{Entry, EventList, Events};
-use crate::writer::{self, LogSink, Msg, WriteReq};
+use crate::writer::{self, LogSink, WriteReq};
 
 type Subscriber = Arc<dyn Fn(u64, &Event) + Send + Sync>;
 
@@ -104,7 +105,16 @@ impl Shared {
 
 struct Inner {
     shared: Arc<Shared>,
-    writer: Option<Sender<Msg>>,
+    writer: Option<Arc<WriteQueue>>,
+}
+
+impl Drop for Inner {
+    /// The last handle is gone: the writer thread writes what is queued, then releases the sink.
+    fn drop(&mut self) {
+        if let Some(queue) = &self.writer {
+            queue.hang_up();
+        }
+    }
 }
 
 /// One session's append-only event log. Cheap to clone; clones share the log.
@@ -146,7 +156,7 @@ impl Drop for Subscription {
 
 enum Submitted {
     Ready(Result<u64, SessionError>),
-    Waiting(oneshot::Receiver<Result<u64, SessionError>>),
+    Waiting(AckRx),
 }
 
 /// The parts a session is resumed from.
@@ -284,7 +294,7 @@ impl Session {
         async move {
             match submitted {
                 Submitted::Ready(result) => result,
-                Submitted::Waiting(rx) => rx.await.unwrap_or(Err(SessionError::Closed)),
+                Submitted::Waiting(rx) => rx.await,
             }
         }
     }
@@ -326,15 +336,15 @@ impl Session {
             checker.commit(&event);
         }
         match (&self.inner.writer, line) {
-            (Some(tx), Some(line)) => {
-                let (ack, rx) = oneshot::channel();
+            (Some(queue), Some(line)) => {
+                let (ack, rx) = ack::channel();
                 let req = WriteReq {
                     seq,
                     event,
                     line,
                     ack,
                 };
-                if tx.send(Msg::Write(req)).is_err() {
+                if queue.push(req).is_err() {
                     st.failed = Some("the session's writer thread stopped".to_owned());
                     return Submitted::Ready(Err(SessionError::Closed));
                 }
@@ -419,9 +429,9 @@ impl Session {
             } else {
                 st.closed = true;
                 match &self.inner.writer {
-                    Some(tx) => {
+                    Some(queue) => {
                         let (ack, rx) = oneshot::channel();
-                        let _ = tx.send(Msg::Close(ack));
+                        queue.close(ack);
                         Some(rx)
                     }
                     None => None,

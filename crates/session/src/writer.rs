@@ -1,34 +1,26 @@
 //! The durable store's writer thread: group commit (spec L3).
 //!
 //! Guarantees: appends are written in seq order; every append waiting when a group starts is
-//! written with it and made durable by ONE sync; no member of a group is acknowledged before
-//! that sync succeeds; if a write or sync fails, the file is cut back to its last durable
-//! length, every member of the group gets the error, and every later append is refused, so
-//! the file holds exactly the acknowledged events. When fewer appends are queued than the
-//! previous group held, a group waits up to [`GATHER_WAIT`] for the others (concurrent appenders
-//! just woken by the previous acknowledgement); a lone appender never waits.
+//! written with it (up to the group limits) and made durable by ONE sync; no member of a group is
+//! acknowledged before that sync succeeds; if a write or sync fails, the file is cut back to its
+//! last durable length, every member of the group gets the error, and every later append is
+//! refused, so the file holds exactly the acknowledged events. After a group of n appends is
+//! acknowledged, the next group waits until n appends are queued (concurrent appenders just
+//! woken by that acknowledgement), at most 200 µs after its first append arrived; a lone
+//! appender never waits, and neither does an append arriving after the appenders went idle
+//! ([`crate::queue::Rules`]). A group's answers cost the writer one cross-thread wake-up: it
+//! wakes one member, which wakes the others from the runtime's thread ([`crate::ack`]).
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use tokio::sync::oneshot;
-
+use crate::ack::{self, AckTx, Leader};
 use crate::error::SessionError;
 use crate::event::Event;
+use crate::queue::{Next, WriteQueue};
 use crate::session::Shared;
-
-/// Most appends in one group.
-const MAX_GROUP: usize = 4096;
-/// Most bytes in one group (a single larger line still forms its own group).
-const MAX_GROUP_BYTES: usize = 8 << 20;
-/// How long a group may wait for more appends when fewer are queued than the previous group
-/// held: with concurrent appenders, the rest are usually callers just woken by the previous
-/// group's acknowledgement, and syncing without them halves the appends per sync. A lone
-/// appender (previous group of one) never waits.
-const GATHER_WAIT: Duration = Duration::from_micros(200);
 
 /// Where a durable session writes its lines.
 ///
@@ -64,15 +56,7 @@ pub(crate) struct WriteReq {
     pub seq: u64,
     pub event: Arc<Event>,
     pub line: Vec<u8>,
-    pub ack: oneshot::Sender<Result<u64, SessionError>>,
-}
-
-/// A message to the writer thread.
-pub(crate) enum Msg {
-    /// Write one append.
-    Write(WriteReq),
-    /// Write everything before this message, then release the sink and answer.
-    Close(oneshot::Sender<()>),
+    pub ack: AckTx,
 }
 
 /// Starts the writer thread for `sink`, whose durable length is `len` bytes. `first` is written
@@ -83,8 +67,9 @@ pub(crate) fn spawn(
     first: Option<Vec<u8>>,
     path: Option<PathBuf>,
     shared: Arc<Shared>,
-) -> std::io::Result<Sender<Msg>> {
-    let (tx, rx) = channel();
+) -> std::io::Result<Arc<WriteQueue>> {
+    let queue = Arc::new(WriteQueue::default());
+    let stop = Stop(queue.clone());
     std::thread::Builder::new()
         .name("dsh-session-writer".to_owned())
         .spawn(move || {
@@ -98,9 +83,18 @@ pub(crate) fn spawn(
             if let Some(bytes) = first {
                 writer.write_raw(&bytes);
             }
-            writer.run(rx);
+            writer.run(&stop.0);
         })?;
-    Ok(tx)
+    Ok(queue)
+}
+
+/// Marks the queue stopped when the writer thread ends, however it ends.
+struct Stop(Arc<WriteQueue>);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 struct Writer {
@@ -112,44 +106,32 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(mut self, rx: Receiver<Msg>) {
-        let mut last_group = 0usize;
-        while let Ok(first) = rx.recv() {
-            let mut group = Vec::new();
-            let mut bytes = 0usize;
-            let mut close = None;
-            let mut next = Some(first);
-            let mut deadline: Option<Instant> = None;
-            while let Some(msg) = next {
-                match msg {
-                    Msg::Write(req) => {
-                        bytes += req.line.len();
-                        group.push(req);
-                    }
-                    Msg::Close(ack) => {
-                        close = Some(ack);
-                        break;
-                    }
+    fn run(mut self, queue: &WriteQueue) {
+        let mut target = 1;
+        let mut acked = Instant::now();
+        // The appender the last acknowledgement woke; dropping it wakes any of that group it has
+        // not woken yet, so it is dropped once the next group is taken or none came.
+        let mut leader: Option<Leader> = None;
+        loop {
+            let Some(next) = queue.next(target, acked) else {
+                drop(leader.take());
+                queue.wait();
+                target = 1;
+                continue;
+            };
+            drop(leader.take());
+            match next {
+                Next::Group(group, bytes) => {
+                    target = group.len();
+                    leader = self.write_group(group, bytes);
+                    acked = Instant::now();
                 }
-                if group.len() >= MAX_GROUP || bytes >= MAX_GROUP_BYTES {
-                    break;
+                Next::Close(ack) => {
+                    drop(self.sink);
+                    let _ = ack.send(());
+                    return;
                 }
-                next = rx.try_recv().ok();
-                if next.is_none() && group.len() < last_group {
-                    let until = *deadline.get_or_insert_with(|| Instant::now() + GATHER_WAIT);
-                    let left = until.saturating_duration_since(Instant::now());
-                    // A timeout or a closed channel ends the group with what it has.
-                    next = rx.recv_timeout(left).ok();
-                }
-            }
-            last_group = group.len();
-            if !group.is_empty() {
-                self.write_group(group, bytes);
-            }
-            if let Some(ack) = close {
-                drop(self.sink);
-                let _ = ack.send(());
-                return;
+                Next::HungUp => return,
             }
         }
     }
@@ -176,12 +158,11 @@ impl Writer {
         self.poisoned = Some(reason);
     }
 
-    fn write_group(&mut self, group: Vec<WriteReq>, bytes: usize) {
+    /// Writes and syncs one group, then answers its members; returns the member woken.
+    fn write_group(&mut self, group: Vec<WriteReq>, bytes: usize) -> Option<Leader> {
         if let Some(reason) = &self.poisoned {
-            for req in group {
-                let _ = req.ack.send(Err(SessionError::Poisoned(reason.clone())));
-            }
-            return;
+            let error = SessionError::Poisoned(reason.clone());
+            return ack::acknowledge(group.into_iter().map(|r| (r.ack, Err(error.clone()))));
         }
         let mut buf = Vec::with_capacity(bytes);
         for req in &group {
@@ -192,16 +173,16 @@ impl Writer {
                 self.len += buf.len() as u64;
                 self.shared
                     .commit(group.iter().map(|r| (r.seq, r.event.clone())));
-                for req in group {
-                    let _ = req.ack.send(Ok(req.seq));
-                }
+                ack::acknowledge(group.into_iter().map(|r| (r.ack, Ok(r.seq))))
             }
             Err(e) => {
                 let error = Arc::new(e);
                 self.fail(&error);
-                for req in group {
-                    let _ = req.ack.send(Err(SessionError::Write(error.clone())));
-                }
+                ack::acknowledge(
+                    group
+                        .into_iter()
+                        .map(|r| (r.ack, Err(SessionError::Write(error.clone())))),
+                )
             }
         }
     }

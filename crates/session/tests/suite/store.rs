@@ -464,3 +464,123 @@ fn a_blocking_open_works_outside_a_runtime_and_create_false_refuses_a_missing_fi
         2
     );
 }
+
+#[tokio::test]
+async fn appends_still_queued_when_the_last_handle_is_dropped_are_written() {
+    let sink = TestSink {
+        hold_first: true,
+        ..TestSink::default()
+    };
+    let session = Session::with_sink(Header::new("h", "/"), sink.clone()).expect("session");
+    // Queued behind the held header write, then every handle is dropped.
+    let pending: Vec<_> = (0..3).map(|i| session.append(note(0, i))).collect();
+    drop(session);
+    sink.release();
+    for (i, f) in pending.into_iter().enumerate() {
+        assert_eq!(f.await.expect("written after the hang-up"), i as u64);
+    }
+    let text = sink.text();
+    assert_eq!(read_log(text.as_bytes()).expect("log").events.len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_appender_that_stops_polling_does_not_hold_back_the_rest_of_its_group() {
+    let sink = TestSink {
+        hold_first: true,
+        ..TestSink::default()
+    };
+    let session = Session::with_sink(Header::new("l", "/"), sink.clone()).expect("session");
+    // Both appends queue behind the held header write and form one group; the first, polled
+    // once and then never again, is the one the acknowledgement wakes.
+    let mut stuck = Box::pin(session.append(note(0, 0)));
+    assert!(futures::poll!(&mut stuck).is_pending());
+    let other = tokio::spawn(session.append(note(1, 0)));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    sink.release();
+    let seq = tokio::time::timeout(Duration::from_secs(10), other)
+        .await
+        .expect("not held back by the appender that stopped polling")
+        .expect("join")
+        .expect("append");
+    assert_eq!(seq, 1);
+    assert_eq!(stuck.await.expect("append"), 0);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..proptest::prelude::ProptestConfig::default() })]
+
+    /// Any number of concurrent appenders, and a medium that may fail from any write on: every
+    /// acknowledged event is on the medium and nothing else is, in seq order; each appender's
+    /// seqs rise; after the first failure every append fails; subscribers and `events()` see
+    /// exactly the acknowledged events, in seq order.
+    #[test]
+    fn concurrent_appends_over_a_failing_medium_keep_exactly_the_acknowledged_events(
+        appenders in 1usize..12,
+        per in 1usize..16,
+        fail_from in proptest::option::of(1usize..24),
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let sink = TestSink { fail_from, ..TestSink::default() };
+        let (results, seen, events) = rt.block_on(async {
+            let session = Session::with_sink(Header::new("p", "/"), sink.clone()).expect("session");
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let observer = seen.clone();
+            let _sub = session.subscribe(move |seq, _| observer.lock().expect("seen").push(seq));
+            let tasks: Vec<_> = (0..appenders)
+                .map(|w| {
+                    let session = session.clone();
+                    tokio::spawn(async move {
+                        let mut out = Vec::new();
+                        for i in 0..per {
+                            out.push((w, i, session.append(note(w, i)).await.ok()));
+                        }
+                        out
+                    })
+                })
+                .collect();
+            let mut results = Vec::new();
+            for t in tasks {
+                results.push(t.await.expect("appender"));
+            }
+            let _ = session.close().await;
+            let seen = seen.lock().expect("seen").clone();
+            (results, seen, session.events().to_vec())
+        });
+        let mut acked: Vec<(u64, usize, usize)> = Vec::new();
+        for lane in &results {
+            let mut failed = false;
+            let mut last = None;
+            for (w, i, seq) in lane {
+                match seq {
+                    Some(seq) => {
+                        proptest::prop_assert!(!failed, "an append succeeded after a failure");
+                        proptest::prop_assert!(last < Some(*seq));
+                        last = Some(*seq);
+                        acked.push((*seq, *w, *i));
+                    }
+                    None => failed = true,
+                }
+            }
+        }
+        acked.sort_unstable();
+        if fail_from.is_none() {
+            proptest::prop_assert_eq!(acked.len(), appenders * per);
+        }
+        let text = sink.text();
+        proptest::prop_assert!(text.ends_with('\n'));
+        let log = read_log(text.as_bytes()).expect("the medium holds a whole log");
+        proptest::prop_assert_eq!(log.events.len(), acked.len());
+        for ((seq, w, i), (on_disk, event)) in acked.iter().zip(&log.events) {
+            proptest::prop_assert_eq!(on_disk, seq, "lines are in seq order with no gap");
+            proptest::prop_assert_eq!(&event.data().value()["writer"], &json!(w));
+            proptest::prop_assert_eq!(&event.data().value()["i"], &json!(i));
+        }
+        let acked_seqs: Vec<u64> = acked.iter().map(|(s, _, _)| *s).collect();
+        proptest::prop_assert_eq!(&seen, &acked_seqs);
+        proptest::prop_assert_eq!(events.iter().map(|(s, _)| *s).collect::<Vec<_>>(), acked_seqs);
+    }
+}

@@ -1,0 +1,417 @@
+//! The queue between a durable session's appenders and its writer thread.
+//!
+//! Guarantees: appends leave the queue in the order they entered it (appenders push under the
+//! session's state lock, so that is seq order); a group is a prefix of the queue within the group
+//! limits; after a group of n appends is acknowledged, the next waits until n appends are queued,
+//! at most [`Rules::gather`] after its first one arrived, and not at all if that one arrived more
+//! than [`Rules::idle`] after the acknowledgement or n is 1; the writer sleeps meanwhile and is
+//! woken when the group is complete, so gathering a group of concurrent appends costs it one
+//! wake-up, not one per append; a close or a hang-up (every session handle dropped) is reported only once everything queued
+//! before it has been taken; once the writer has stopped, pushes are refused and the appends
+//! still queued are dropped (their callers see the session closed).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use tokio::sync::oneshot;
+
+use crate::writer::WriteReq;
+
+/// How groups are formed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rules {
+    /// Most appends in one group.
+    pub appends: usize,
+    /// Most bytes in one group (a single larger line still forms its own group).
+    pub bytes: usize,
+    /// How long a group smaller than the last one waits for the rest after its first append
+    /// arrived: with concurrent appenders, the rest are the callers just woken by the last
+    /// acknowledgement, and syncing without them halves the appends per sync.
+    pub gather: Duration,
+    /// A group whose first append arrived this long after the last acknowledgement does not
+    /// wait: the appenders were not coming straight back.
+    pub idle: Duration,
+}
+
+impl Default for Rules {
+    fn default() -> Rules {
+        Rules {
+            appends: 4096,
+            bytes: 8 << 20,
+            gather: Duration::from_micros(200),
+            idle: Duration::from_millis(1),
+        }
+    }
+}
+
+/// What the writer is given next.
+pub(crate) enum Next {
+    /// Appends to write as one group, in seq order, and their total bytes.
+    Group(Vec<WriteReq>, usize),
+    /// Nothing is queued and the session was closed: release the sink and answer.
+    Close(oneshot::Sender<()>),
+    /// Nothing is queued and no session handle is left.
+    HungUp,
+}
+
+/// Appends waiting for the writer thread.
+#[derive(Default)]
+pub(crate) struct WriteQueue {
+    rules: Rules,
+    pending: Mutex<Pending>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Pending {
+    reqs: VecDeque<WriteReq>,
+    bytes: usize,
+    close: Option<oneshot::Sender<()>>,
+    hung_up: bool,
+    stopped: bool,
+    /// When the first append now queued arrived.
+    first_at: Option<Instant>,
+    /// While the writer sleeps: how many queued appends wake it (0 while it is awake).
+    want: usize,
+}
+
+impl WriteQueue {
+    /// An empty queue forming groups by `rules`.
+    #[cfg(test)]
+    pub(crate) fn with_rules(rules: Rules) -> WriteQueue {
+        WriteQueue {
+            rules,
+            ..WriteQueue::default()
+        }
+    }
+
+    /// Whether `target` appends, or a full group, are queued.
+    fn ready(&self, p: &Pending, target: usize) -> bool {
+        let n = p.reqs.len();
+        n >= target.max(1) || n >= self.rules.appends || p.bytes >= self.rules.bytes
+    }
+
+    /// Queues one append. Refused (handed back) once the writer has stopped.
+    pub(crate) fn push(&self, req: WriteReq) -> Result<(), WriteReq> {
+        let mut p = self.pending.lock();
+        if p.stopped {
+            return Err(req);
+        }
+        if p.reqs.is_empty() {
+            p.first_at = Some(Instant::now());
+        }
+        p.bytes += req.line.len();
+        p.reqs.push_back(req);
+        if p.want > 0 && self.ready(&p, p.want) {
+            p.want = 0;
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Asks the writer to write what is queued, then release the sink and answer `ack`. Answers
+    /// at once if the writer has already stopped.
+    pub(crate) fn close(&self, ack: oneshot::Sender<()>) {
+        let mut p = self.pending.lock();
+        if p.stopped {
+            let _ = ack.send(());
+            return;
+        }
+        p.close = Some(ack);
+        self.wake.notify_one();
+    }
+
+    /// Tells the writer that no session handle is left: it stops once the queue is empty.
+    pub(crate) fn hang_up(&self) {
+        self.pending.lock().hung_up = true;
+        self.wake.notify_one();
+    }
+
+    /// Waits for the next group, the last one (of `target` appends) having been acknowledged at
+    /// `acked`. It goes once `target` appends are queued; or [`Rules::gather`] after its first
+    /// append arrived (or after `acked`, if that append was queued before); at once if `target` is 1, if that append arrived [`Rules::idle`] after
+    /// `acked`, or if a close or hang-up is pending. `None` once [`Rules::idle`] has passed with
+    /// nothing queued: then [`wait`] for the first append, which goes without waiting for others.
+    ///
+    /// [`wait`]: WriteQueue::wait
+    pub(crate) fn next(&self, target: usize, acked: Instant) -> Option<Next> {
+        let rules = self.rules;
+        let mut p = self.pending.lock();
+        loop {
+            let queued = !p.reqs.is_empty();
+            if queued && (self.ready(&p, target) || p.close.is_some() || p.hung_up) {
+                return Some(self.take(&mut p));
+            }
+            if !queued {
+                if let Some(ack) = p.close.take() {
+                    return Some(Next::Close(ack));
+                }
+                if p.hung_up {
+                    return Some(Next::HungUp);
+                }
+            }
+            if target <= 1 {
+                return queued.then(|| self.take(&mut p));
+            }
+            let now = Instant::now();
+            let wake_at = match p.first_at {
+                Some(first) => {
+                    let deadline = first.max(acked) + rules.gather;
+                    if first >= acked + rules.idle || now >= deadline {
+                        return Some(self.take(&mut p));
+                    }
+                    deadline
+                }
+                None => {
+                    let idle_at = acked + rules.idle;
+                    if now >= idle_at {
+                        return None;
+                    }
+                    // Not woken by the first arrival: look again for one every `gather`.
+                    idle_at.min(now + rules.gather)
+                }
+            };
+            p.want = target;
+            let _ = self.wake.wait_until(&mut p, wake_at);
+            p.want = 0;
+        }
+    }
+
+    /// Sleeps until an append is queued or a close or hang-up is pending.
+    pub(crate) fn wait(&self) {
+        let mut p = self.pending.lock();
+        while p.reqs.is_empty() && p.close.is_none() && !p.hung_up {
+            p.want = 1;
+            self.wake.wait(&mut p);
+        }
+        p.want = 0;
+    }
+
+    /// Marks the writer stopped and drops whatever is still queued (their callers see the
+    /// session closed); answers a pending close.
+    pub(crate) fn stop(&self) {
+        let (reqs, close) = {
+            let mut p = self.pending.lock();
+            p.stopped = true;
+            p.bytes = 0;
+            p.first_at = None;
+            (std::mem::take(&mut p.reqs), p.close.take())
+        };
+        drop(reqs);
+        if let Some(ack) = close {
+            let _ = ack.send(());
+        }
+    }
+
+    /// Takes the longest prefix within the group limits (at least one append).
+    fn take(&self, p: &mut Pending) -> Next {
+        let mut count = 0;
+        let mut bytes = 0;
+        for req in &p.reqs {
+            if count > 0 && (count >= self.rules.appends || bytes >= self.rules.bytes) {
+                break;
+            }
+            count += 1;
+            bytes += req.line.len();
+        }
+        p.bytes -= bytes;
+        let group = if count == p.reqs.len() {
+            p.first_at = None;
+            Vec::from(std::mem::take(&mut p.reqs))
+        } else {
+            // The rest were queued by now: they count as arrived now.
+            p.first_at = Some(Instant::now());
+            p.reqs.drain(..count).collect()
+        };
+        Next::Group(group, bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::ack::{self, AckRx};
+    use crate::event::Event;
+
+    fn req(seq: u64, len: usize) -> (WriteReq, AckRx) {
+        let (ack, rx) = ack::channel();
+        let req = WriteReq {
+            seq,
+            event: Arc::new(Event::turn_start(1)),
+            line: vec![b'x'; len],
+            ack,
+        };
+        (req, rx)
+    }
+
+    fn push(q: &WriteQueue, seq: u64, len: usize) -> AckRx {
+        let (r, rx) = req(seq, len);
+        assert!(q.push(r).is_ok());
+        rx
+    }
+
+    fn group(next: Option<Next>) -> Vec<u64> {
+        match next {
+            Some(Next::Group(g, bytes)) => {
+                assert_eq!(bytes, g.iter().map(|r| r.line.len()).sum::<usize>());
+                g.iter().map(|r| r.seq).collect()
+            }
+            _ => panic!("expected a group"),
+        }
+    }
+
+    const LATER: Duration = Duration::from_secs(30);
+
+    /// Waits long enough that a test would time out rather than pass by accident.
+    fn patient() -> WriteQueue {
+        WriteQueue::with_rules(Rules {
+            gather: LATER,
+            idle: LATER,
+            ..Rules::default()
+        })
+    }
+
+    #[test]
+    fn a_lone_append_goes_at_once() {
+        let q = patient();
+        let _rx = push(&q, 0, 10);
+        let start = Instant::now();
+        assert_eq!(group(q.next(1, Instant::now())), [0]);
+        assert!(start.elapsed() < LATER / 2);
+    }
+
+    #[test]
+    fn a_group_waits_for_as_many_appends_as_the_last_one_held() {
+        let q = Arc::new(patient());
+        let pusher = {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                (0..3)
+                    .map(|seq| {
+                        std::thread::sleep(Duration::from_millis(5));
+                        push(&q, seq, 10)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        let start = Instant::now();
+        assert_eq!(group(q.next(3, Instant::now())), [0, 1, 2]);
+        assert!(start.elapsed() < LATER / 2);
+        drop(pusher.join());
+    }
+
+    #[test]
+    fn a_partial_group_goes_once_the_gather_wait_after_its_first_append_has_passed() {
+        let q = WriteQueue::with_rules(Rules {
+            gather: Duration::from_millis(20),
+            idle: LATER,
+            ..Rules::default()
+        });
+        let acked = Instant::now();
+        let _rxs = [push(&q, 0, 1), push(&q, 1, 1)];
+        assert_eq!(group(q.next(10, acked)), [0, 1]);
+        let waited = acked.elapsed();
+        assert!(waited >= Duration::from_millis(20) && waited < LATER / 2);
+    }
+
+    #[test]
+    fn an_append_after_the_appenders_went_idle_goes_at_once() {
+        let q = WriteQueue::with_rules(Rules {
+            gather: LATER,
+            idle: Duration::from_millis(2),
+            ..Rules::default()
+        });
+        let acked = Instant::now();
+        std::thread::sleep(Duration::from_millis(5));
+        let _rx = push(&q, 0, 1);
+        let start = Instant::now();
+        assert_eq!(group(q.next(10, acked)), [0]);
+        assert!(start.elapsed() < LATER / 2);
+    }
+
+    #[test]
+    fn after_the_idle_time_with_nothing_queued_the_first_append_goes_alone_at_once() {
+        let q = Arc::new(WriteQueue::with_rules(Rules {
+            gather: LATER,
+            idle: Duration::from_millis(2),
+            ..Rules::default()
+        }));
+        assert!(q.next(10, Instant::now()).is_none());
+        let pusher = {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(5));
+                push(&q, 7, 10)
+            })
+        };
+        q.wait();
+        assert_eq!(group(q.next(1, Instant::now())), [7]);
+        drop(pusher.join());
+    }
+
+    #[test]
+    fn close_and_hang_up_come_after_everything_queued_before_them() {
+        let q = patient();
+        let _rxs = [push(&q, 0, 1), push(&q, 1, 1)];
+        let (ack, _closed) = oneshot::channel();
+        q.close(ack);
+        assert_eq!(group(q.next(10, Instant::now())), [0, 1]);
+        assert!(matches!(q.next(10, Instant::now()), Some(Next::Close(_))));
+
+        let q = patient();
+        let _rx = push(&q, 0, 1);
+        q.hang_up();
+        assert_eq!(group(q.next(10, Instant::now())), [0]);
+        assert!(matches!(q.next(10, Instant::now()), Some(Next::HungUp)));
+    }
+
+    #[test]
+    fn once_stopped_pushes_are_refused_and_queued_appends_resolve_as_closed() {
+        let q = WriteQueue::default();
+        let rx = push(&q, 0, 1);
+        q.stop();
+        assert!(q.push(req(1, 1).0).is_err());
+        let result = futures::executor::block_on(rx);
+        assert!(matches!(result, Err(crate::error::SessionError::Closed)));
+    }
+
+    proptest! {
+        /// However pushes and takes interleave, groups are prefixes of the queue in push order,
+        /// never empty, and within the limits (a group passes the byte limit only by its last
+        /// line).
+        #[test]
+        fn groups_are_ordered_prefixes_within_the_limits(
+            appends in 1usize..6,
+            bytes in 1usize..64,
+            rounds in prop::collection::vec(prop::collection::vec(1usize..24, 0..10), 1..12),
+        ) {
+            let q = WriteQueue::with_rules(Rules { appends, bytes, ..Rules::default() });
+            let mut pushed = 0u64;
+            let mut taken = Vec::new();
+            let mut rxs = Vec::new();
+            for round in &rounds {
+                for len in round {
+                    rxs.push(push(&q, pushed, *len));
+                    pushed += 1;
+                }
+                // Take one group, as the writer does after each sync.
+                if let Some(Next::Group(g, _)) = q.next(1, Instant::now()) {
+                    prop_assert!(!g.is_empty() && g.len() <= appends);
+                    let before_last: usize = g[..g.len() - 1].iter().map(|r| r.line.len()).sum();
+                    prop_assert!(before_last < bytes);
+                    taken.extend(g.iter().map(|r| r.seq));
+                }
+            }
+            while let Some(Next::Group(g, _)) = q.next(1, Instant::now()) {
+                taken.extend(g.iter().map(|r| r.seq));
+            }
+            prop_assert_eq!(taken, (0..pushed).collect::<Vec<u64>>());
+        }
+    }
+}
