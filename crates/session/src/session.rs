@@ -39,6 +39,8 @@ pub(crate) struct State {
     /// Durable events not yet shown to subscribers.
     notify: VecDeque<Entry>,
     notifying: bool,
+    /// Whether anyone ever subscribed: until then nothing is queued for subscribers.
+    watched: bool,
     failed: Option<String>,
     closed: bool,
 }
@@ -57,8 +59,15 @@ impl Shared {
     pub(crate) fn commit(&self, entries: impl IntoIterator<Item = Entry>) {
         let mut st = self.state.lock();
         for entry in entries {
-            st.log.push(entry.clone());
-            st.notify.push_back(entry);
+            if st.watched {
+                st.log.push(entry.clone());
+                st.notify.push_back(entry);
+            } else {
+                st.log.push(entry);
+            }
+        }
+        if !st.watched {
+            return;
         }
         let dispatch = !st.notifying;
         st.notifying = true;
@@ -177,6 +186,7 @@ fn fresh_state(next_seq: u64, framing: Framing, invariants: Option<InvariantChec
         invariants,
         notify: VecDeque::new(),
         notifying: false,
+        watched: false,
         failed: None,
         closed: false,
     }
@@ -350,6 +360,10 @@ impl Session {
                 }
                 Submitted::Waiting(rx)
             }
+            _ if !st.watched => {
+                st.log.push((seq, event));
+                Submitted::Ready(Ok(seq))
+            }
             _ => {
                 st.log.push((seq, event.clone()));
                 st.notify.push_back((seq, event));
@@ -397,10 +411,14 @@ impl Session {
     pub fn subscribe(&self, f: impl Fn(u64, &Event) + Send + Sync + 'static) -> Subscription {
         let shared = &self.inner.shared;
         let id = shared.next_subscriber.fetch_add(1, Ordering::Relaxed);
-        let mut subscribers = shared.subscribers.write();
-        let mut list: Vec<(u64, Subscriber)> = subscribers.iter().cloned().collect();
-        list.push((id, Arc::new(f)));
-        *subscribers = Arc::new(list);
+        {
+            let mut subscribers = shared.subscribers.write();
+            let mut list: Vec<(u64, Subscriber)> = subscribers.iter().cloned().collect();
+            list.push((id, Arc::new(f)));
+            *subscribers = Arc::new(list);
+        }
+        // From here on every event made durable is queued for the subscribers.
+        shared.state.lock().watched = true;
         Subscription {
             shared: Arc::downgrade(shared),
             id,

@@ -584,3 +584,26 @@ proptest::proptest! {
         proptest::prop_assert_eq!(events.iter().map(|(s, _)| *s).collect::<Vec<_>>(), acked_seqs);
     }
 }
+
+#[tokio::test]
+async fn a_late_subscriber_hears_exactly_the_events_made_durable_after_it_subscribed() {
+    let dir = tempdir();
+    let (file, _) = Session::open_jsonl(&dir.path().join("late.jsonl"), OpenOptions::new())
+        .await
+        .expect("opens");
+    for session in [Session::in_memory("m"), file] {
+        // Appends before anyone listens are not queued for anyone...
+        for i in 0..3 {
+            put(&session, note(0, i)).await;
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let _sub = session.subscribe(move |seq, _| sink.lock().expect("seen").push(seq));
+        // ...and every one after is heard once, in seq order.
+        for i in 3..6 {
+            put(&session, note(0, i)).await;
+        }
+        assert_eq!(*seen.lock().expect("seen"), vec![3, 4, 5]);
+        assert_eq!(session.events().len(), 6);
+    }
+}
