@@ -9,7 +9,9 @@
 //!   wait runs as a spawned task, so a slow prepare of a later call never delays it. Its first
 //!   poll happens in the driver, so a body that settles at once costs no task; a call that runs
 //!   alone (exclusive, or the last call with nothing else in flight) is dispatched inline
-//!   entirely: nothing else could run beside it;
+//!   entirely: nothing else could run beside it. A body that blocks its thread in that first
+//!   poll holds up the driver as it would hold up a worker; dropping the step's future drops
+//!   the bodies running inline, while those that became tasks run on;
 //! - results are committed in model order with `sourceEventSeqs: [call seq]`;
 //! - on abort, no new call starts; started calls finish and commit in order; every call that
 //!   never started gets a `tool/call` + `tool/result` (`ABORTED_BEFORE_DISPATCH`) pair;
