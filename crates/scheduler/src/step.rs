@@ -131,9 +131,9 @@ impl Runtime {
         let n = blocks.len();
         // Created with the first spawned body: a step whose calls all run inline needs none.
         let mut channel: Option<Channel> = None;
-        // Per call: what started it (for the commit) and where its outcome stands.
-        // The calls started and not yet committed, in model order (at most the pool plus one):
-        // entry k is call `next_commit + k`.
+        // The calls started and not yet committed, in model order (at most the pool plus one),
+        // each with what started it and where its outcome stands: entry k is call
+        // `next_commit + k`.
         let mut window: VecDeque<(Started, Slot)> = VecDeque::with_capacity(n.min(cap + 1));
         let mut next_start = 0usize;
         let mut next_commit = 0usize;
