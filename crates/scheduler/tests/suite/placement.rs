@@ -1,4 +1,4 @@
-//! Where bodies run (the step scheduler's placement guarantee): a call that runs alone is
+//! Where bodies run (spec S3, the step scheduler's placement guarantee): a call that runs alone is
 //! dispatched inline by the driver; in a parallel batch a body's first poll happens in the driver
 //! and only a body that has to wait becomes a task, so bodies that wait still overlap, and a
 //! panic in a first poll is that call's failure.
@@ -88,7 +88,7 @@ async fn run(registry: &ToolRegistry, cx: StepContext, blocks: Vec<ToolCallBlock
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_that_runs_alone_is_dispatched_by_the_driver_itself() {
+async fn s3_a_call_that_runs_alone_is_dispatched_by_the_driver_itself() {
     for parallel in [false, true] {
         let seen = Arc::new(Seen::default());
         let registry = ToolRegistry::new();
@@ -107,7 +107,7 @@ async fn a_call_that_runs_alone_is_dispatched_by_the_driver_itself() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bodies_that_wait_become_tasks_and_overlap() {
+async fn s3_bodies_that_wait_become_tasks_and_overlap() {
     let seen = Arc::new(Seen::default());
     let barrier = Arc::new(Barrier::new(3));
     let registry = ToolRegistry::new();
@@ -128,7 +128,7 @@ async fn bodies_that_wait_become_tasks_and_overlap() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn parallel_bodies_that_settle_at_once_need_no_task() {
+async fn s3_parallel_bodies_that_settle_at_once_need_no_task() {
     let seen = Arc::new(Seen::default());
     let registry = ToolRegistry::new();
     registry
@@ -140,7 +140,7 @@ async fn parallel_bodies_that_settle_at_once_need_no_task() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_panic_in_a_first_poll_is_that_calls_failure_and_the_batch_goes_on() {
+async fn s3_a_panic_in_a_first_poll_is_that_calls_failure_and_the_batch_goes_on() {
     let registry = ToolRegistry::new();
     let boom = ToolDefinition::builder("boom", "panics on its first poll")
         .output(ToolOutput::string())

@@ -341,7 +341,7 @@ proptest! {
 /// is the same whenever and through whichever clone it is first written, and the message id was
 /// drawn when the result was built (a result written late does not get a new id).
 #[test]
-fn results_written_late_keep_the_id_they_were_built_with() {
+fn l2_results_written_late_keep_the_id_they_were_built_with() {
     let content: dsh_core::Content = Arc::from([ContentBlock::text("done")]);
     let a = Event::tool_result_shared(1, 2, Arc::from("c1"), 7, content.clone(), false, None, None);
     let b = Event::tool_result_shared(1, 2, Arc::from("c1"), 7, content, false, None, None);
@@ -364,7 +364,7 @@ proptest! {
 
     /// The shared constructors give exactly the events of the copying ones.
     #[test]
-    fn shared_constructors_match_the_copying_ones(
+    fn l2_log_04_16_shared_constructors_match_the_copying_ones(
         id in any::<String>(), name in any::<String>(), args in any::<String>(),
         text in any::<String>(), is_error in any::<bool>(),
     ) {
@@ -383,7 +383,7 @@ proptest! {
 /// The history derived from a live result kept as fields is the one derived from its line read
 /// back from a log (spec I3).
 #[test]
-fn a_result_kept_as_fields_derives_the_message_its_line_holds() {
+fn i3_a_result_kept_as_fields_derives_the_message_its_line_holds() {
     let content: dsh_core::Content = Arc::from([
         ContentBlock::text("line \"one\"\nline two"),
         ContentBlock::Other(Json::from_shallow(json!({"type": "x", "deep": [[1]]}))),
