@@ -1,5 +1,8 @@
 //! Shared test fakes for the dsh crates: the conformance checklist's fixture tools (echo, content,
-//! gated), sync hook adapters, and a recorder of what ran in which order. Dev-dependency only.
+//! gated), sync hook adapters, a recorder of what ran in which order, and checks that an exported
+//! history would be accepted by the providers' APIs ([`api_history`]). Dev-dependency only.
+
+pub mod api_history;
 
 use std::collections::HashMap;
 use std::sync::Arc;
