@@ -3,8 +3,13 @@
 //!
 //! Guarantees: every tool call of an assistant message is exported with its id, and every
 //! tool-result block becomes the provider's result record for that id (`tool` message by
-//! `tool_call_id`; `tool_result` block by `tool_use_id`), in log order. Reasoning blocks are not
-//! exported (neither shape can replay them without provider signatures).
+//! `tool_call_id`; `tool_result` block by `tool_use_id`), in log order. An id the provider would
+//! refuse is mapped, the same way for the call and its result ([`crate::provider_ids`]).
+//! Reasoning blocks reach the Anthropic export as `thinking` (with their `signature`) or
+//! `redacted_thinking` (with their `data`), where they were logged with them, in their place
+//! in the message; reasoning without a signature (which the API would refuse) and all reasoning
+//! in the OpenAI export (Chat Completions has no field for it) are left out. Empty text blocks,
+//! which Anthropic refuses, are left out.
 
 use std::borrow::Cow;
 
@@ -13,6 +18,7 @@ use serde_json::{Map, Value};
 use dsh_core::Json;
 
 use crate::deep;
+use crate::provider_ids::{anthropic_id, openai_id};
 
 fn obj(entries: Vec<(&str, Value)>) -> Value {
     let mut m = Map::with_capacity(entries.len());
@@ -94,7 +100,7 @@ pub fn to_openai(messages: &[Json]) -> Json {
                     match block_type(b) {
                         "text" => text.push_str(str_field(b, "text")),
                         "tool-call" => calls.push(obj(vec![
-                            ("id", Value::from(str_field(b, "id"))),
+                            ("id", Value::from(openai_id(str_field(b, "id")))),
                             ("type", Value::from("function")),
                             (
                                 "function",
@@ -127,7 +133,10 @@ pub fn to_openai(messages: &[Json]) -> Json {
                     match block_type(b) {
                         "tool-result" => out.push(obj(vec![
                             ("role", Value::from("tool")),
-                            ("tool_call_id", Value::from(str_field(b, "toolCallId"))),
+                            (
+                                "tool_call_id",
+                                Value::from(openai_id(str_field(b, "toolCallId"))),
+                            ),
                             ("content", Value::from(text_of(b.get("content")))),
                         ])),
                         "text" => parts.push(obj(vec![
@@ -206,6 +215,25 @@ fn anthropic_media(b: &Value) -> Value {
     }
 }
 
+/// A reasoning block as Anthropic takes it back: `thinking` with its `signature`, or
+/// `redacted_thinking` with its `data` (both kept under `providerMetadata.anthropic`); `None`
+/// for reasoning the API cannot verify.
+fn anthropic_thinking(b: &Value) -> Option<Value> {
+    let meta = b.get("providerMetadata")?.get("anthropic")?;
+    if let Some(data) = meta.get("redactedData").and_then(Value::as_str) {
+        return Some(obj(vec![
+            ("type", Value::from("redacted_thinking")),
+            ("data", Value::from(data)),
+        ]));
+    }
+    let signature = meta.get("signature").and_then(Value::as_str)?;
+    Some(obj(vec![
+        ("type", Value::from("thinking")),
+        ("thinking", Value::from(str_field(b, "text"))),
+        ("signature", Value::from(signature)),
+    ]))
+}
+
 /// The history in the Anthropic Messages `messages` shape: tool calls are `tool_use` blocks,
 /// results `tool_result` blocks (`tool_use_id`, `content`, `is_error`); consecutive messages of
 /// the same role are merged, as the API requires alternating roles.
@@ -221,10 +249,12 @@ pub fn to_anthropic(messages: &[Json]) -> Json {
         let mut content = Vec::new();
         for b in blocks(m).iter().map(|b| &**b) {
             match (role, block_type(b)) {
+                (_, "text") if str_field(b, "text").is_empty() => {}
                 ("assistant", "text") => content.push(anthropic_media(b)),
+                ("assistant", "reasoning") => content.extend(anthropic_thinking(b)),
                 ("assistant", "tool-call") => content.push(obj(vec![
                     ("type", Value::from("tool_use")),
-                    ("id", Value::from(str_field(b, "id"))),
+                    ("id", Value::from(anthropic_id(str_field(b, "id")))),
                     ("name", Value::from(str_field(b, "name"))),
                     ("input", anthropic_input(b)),
                 ])),
@@ -240,7 +270,10 @@ pub fn to_anthropic(messages: &[Json]) -> Json {
                     };
                     content.push(obj(vec![
                         ("type", Value::from("tool_result")),
-                        ("tool_use_id", Value::from(str_field(b, "toolCallId"))),
+                        (
+                            "tool_use_id",
+                            Value::from(anthropic_id(str_field(b, "toolCallId"))),
+                        ),
                         ("content", Value::Array(inner)),
                         (
                             "is_error",
