@@ -8,16 +8,39 @@ use super::{Exit, Format};
 pub fn check(logs: &[PathBuf]) -> Result<i32, Exit> {
     let mut clean = true;
     for path in logs {
-        match dsh::session::check_file(path) {
-            Ok(problems) if problems.is_empty() => {
+        match dsh::session::check_file_status(path) {
+            Ok(status) if status.problems.is_empty() => {
                 super::out(&format!("{}: ok", path.display()));
             }
-            Ok(problems) => {
-                clean = false;
-                for p in problems {
+            Ok(status) => {
+                let in_flight = status.problems.iter().filter(|p| p.in_flight).count();
+                let settled = status.problems.len() - in_flight;
+                for p in &status.problems {
                     // Messages quote the log (call ids, types): never let it drive the terminal.
                     let message = super::render::sanitize(&p.message);
-                    super::out(&format!("{}:{}: {message}", path.display(), p.line));
+                    let note = if p.in_flight && status.live {
+                        " (in flight: the session is still being written)"
+                    } else {
+                        ""
+                    };
+                    super::out(&format!("{}:{}: {message}{note}", path.display(), p.line));
+                }
+                if in_flight > 0 && status.live {
+                    super::out(&format!(
+                        "{}: still being written (a running dsh holds its lock): {in_flight} call(s) not answered yet",
+                        path.display()
+                    ));
+                } else if in_flight > 0 {
+                    super::out(&format!(
+                        "{}: not being written (no process holds its lock): {in_flight} call(s) the model made will never be answered; `dsh repair {}` answers them",
+                        path.display(),
+                        path.display()
+                    ));
+                }
+                if settled > 0 || !status.live {
+                    clean = false;
+                } else {
+                    super::out(&format!("{}: ok so far", path.display()));
                 }
             }
             Err(e) => {
@@ -89,10 +112,17 @@ pub fn report_lines(report: &dsh::session::RepairReport) -> Vec<String> {
         lines.push("  ended the last line with a newline".to_owned());
     }
     for c in &report.interrupted_calls {
-        lines.push(format!(
-            "  closed call {} (seq {}) with an INTERRUPTED result",
-            c.call_id, c.seq
-        ));
+        lines.push(if c.may_have_started {
+            format!(
+                "  closed call {} (seq {}) with an INTERRUPTED result (it may have run)",
+                c.call_id, c.seq
+            )
+        } else {
+            format!(
+                "  answered call {} (seq {}) of the assistant message: it was never recorded, so it never ran; wrote its tool/call and an INTERRUPTED result",
+                c.call_id, c.seq
+            )
+        });
     }
     if let Some((turn, step)) = report.closed_step {
         lines.push(format!("  closed step {step} of turn {turn}"));

@@ -240,3 +240,157 @@ fn a_torn_last_line_is_reported_then_cut_by_repair() {
         lines
     );
 }
+
+/// A crash right after the assistant message: its calls were never recorded. `dsh check` tells a
+/// running session from a dead one, and `dsh repair` answers every call the model made.
+#[test]
+fn i4_check_tells_a_live_session_from_a_dead_one_and_repair_answers_unrecorded_calls() {
+    let t = tmp();
+    let log = t.path().join("log.jsonl");
+    crash_mid_call(t.path(), &log);
+    // While a writer holds the log, the unanswered call is in flight, not a failure.
+    let sc = script(
+        t.path(),
+        "again.jsonl",
+        &[anthropic(
+            "",
+            &[call("later", "sleep", json!({"ms": 20_000}))],
+        )],
+    );
+    let mut live = Live::spawn(dsh().args([
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--session",
+        s(&log),
+        "--demo-tools",
+        "--json",
+    ]));
+    live.until(|l| l.contains("\"tool/call\""));
+    let running = dsh_run(&["check", s(&log)]);
+    assert_eq!(running.code, 0, "{}", running.both());
+    assert!(
+        running.stdout.contains("still being written") && running.stdout.contains("in flight"),
+        "{}",
+        running.both()
+    );
+    live.child.kill().unwrap();
+    live.child.wait().unwrap();
+    let dead = dsh_run(&["check", s(&log)]);
+    assert_eq!(dead.code, 1, "{}", dead.both());
+    assert!(
+        dead.stdout.contains("not being written") && dead.stdout.contains("dsh repair"),
+        "{}",
+        dead.both()
+    );
+
+    // Cut the log right after the second turn's assistant message: `later` was never recorded.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let message = lines
+        .iter()
+        .rposition(|l| l.contains("\"assistant/message\""))
+        .unwrap();
+    let cut = lines[..=message].join("\n") + "\n";
+    std::fs::write(&log, cut).unwrap();
+    let before = dsh_run(&["check", s(&log)]);
+    assert_eq!(before.code, 1, "{}", before.both());
+    assert!(
+        before
+            .stdout
+            .contains("the model's call \"later\" (sleep) has no tool/call"),
+        "{}",
+        before.both()
+    );
+    let repair = dsh_run(&["repair", s(&log)]);
+    assert_eq!(repair.code, 0, "{}", repair.both());
+    assert!(
+        repair.stdout.contains("answered call later") && repair.stdout.contains("never ran"),
+        "{}",
+        repair.both()
+    );
+    assert_checks_clean(&log);
+    let ev = events(&log);
+    assert_paired(&ev);
+    assert_eq!(result_of(&ev, "later").code.as_deref(), Some("INTERRUPTED"));
+    // The history a model would be sent answers every call it made.
+    for format in ["openai", "anthropic"] {
+        let out = dsh_run(&["transcript", s(&log), "--format", format]);
+        assert_eq!(out.code, 0, "{}", out.both());
+        let history: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        let check = if format == "openai" {
+            dsh_test_support::api_history::openai_accepts(&history)
+        } else {
+            dsh_test_support::api_history::anthropic_accepts(&history)
+        };
+        check.unwrap_or_else(|e| panic!("{format} would refuse: {e}\n{}", out.stdout));
+    }
+}
+
+#[test]
+fn l5_a_script_reusing_a_call_id_is_refused_with_its_line_and_so_is_a_resume_reusing_one() {
+    let t = tmp();
+    let log = t.path().join("log.jsonl");
+    let sc = script(
+        t.path(),
+        "dup.jsonl",
+        &[
+            anthropic("", &[call("c1", "echo", json!({"text": "a"}))]),
+            anthropic("", &[call("c1", "echo", json!({"text": "b"}))]),
+            anthropic("done", &[]),
+        ],
+    );
+    let out = dsh_run(&[
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--session",
+        s(&log),
+        "--demo-tools",
+    ]);
+    assert_eq!(out.code, 2, "{}", out.both());
+    assert!(
+        out.stderr.contains("script line 2") && out.stderr.contains("already used on line 1"),
+        "{}",
+        out.both()
+    );
+    assert!(!log.exists(), "nothing ran");
+
+    let first = script(
+        t.path(),
+        "first.jsonl",
+        &[
+            anthropic("", &[call("c1", "echo", json!({}))]),
+            anthropic("ok", &[]),
+        ],
+    );
+    let ok = dsh_run(&[
+        "run",
+        s(&first),
+        "--workspace",
+        s(t.path()),
+        "--session",
+        s(&log),
+        "--demo-tools",
+    ]);
+    assert_eq!(ok.code, 0, "{}", ok.both());
+    let resumed = dsh_run(&[
+        "run",
+        s(&first),
+        "--workspace",
+        s(t.path()),
+        "--session",
+        s(&log),
+        "--demo-tools",
+    ]);
+    assert_eq!(resumed.code, 2, "{}", resumed.both());
+    assert!(
+        resumed.stderr.contains("script line 1")
+            && resumed.stderr.contains("already used in the session"),
+        "{}",
+        resumed.both()
+    );
+    assert_checks_clean(&log);
+}

@@ -14,6 +14,7 @@ use crate::error::{Problem, SessionError};
 use crate::event::{Event, types};
 use crate::framing::Framing;
 use crate::read::{lines, parse_event, parse_header};
+use crate::visible::{VisibleCall, calls_of};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum CallState {
@@ -62,6 +63,10 @@ pub(crate) struct Scan {
     step_ids: HashMap<StepCallKey, usize>,
     framing: Framing,
     seqs_reliable: bool,
+    /// Calls of assistant messages whose `tool/call` has not been seen yet.
+    visible: Vec<VisibleCall>,
+    /// Every call id of the session's assistant messages, with the line of its first message.
+    visible_ids: HashMap<Arc<str>, usize>,
 }
 
 fn turn_step(turn: Option<u64>, step: Option<u64>) -> String {
@@ -79,7 +84,11 @@ impl Scan {
     }
 
     fn problem(&mut self, line: usize, message: String) {
-        self.problems.push(Problem { line, message });
+        self.problems.push(Problem {
+            line,
+            message,
+            in_flight: false,
+        });
     }
 
     /// Records a line that did not read; later seq references can no longer be trusted.
@@ -104,6 +113,7 @@ impl Scan {
             }
         }
         match event.event_type() {
+            types::ASSISTANT_MESSAGE => self.assistant(line, event),
             types::TOOL_CALL => self.call(line, seq, event),
             types::TOOL_RESULT => self.result(line, seq, event),
             types::STEP_END => {
@@ -115,14 +125,57 @@ impl Scan {
                     },
                 };
                 self.close_calls(line, "step", |c| c.turn == turn && c.step == step);
+                self.close_visible(line, "step", |c| c.turn == turn && c.step == step);
             }
             types::TURN_END => {
                 let turn = event.data_u64("turn").or(self.framing.turn);
                 self.close_calls(line, "turn", |c| c.turn == turn);
+                self.close_visible(line, "turn", |c| c.turn == turn);
             }
             _ => {}
         }
         self.framing.apply(event);
+    }
+
+    /// Records the calls of an assistant message; a call id the session already used is a
+    /// problem (an exported history would hold two calls with one id).
+    fn assistant(&mut self, line: usize, event: &Event) {
+        for call in calls_of(line, event) {
+            if let Some(&first) = self.visible_ids.get(&call.call_id) {
+                let message = if first == line {
+                    format!(
+                        "call id \"{}\" appears twice in this assistant message",
+                        call.call_id
+                    )
+                } else {
+                    format!(
+                        "call id \"{}\" was already used by the assistant message on line {first}: an exported history would hold two calls with one id",
+                        call.call_id
+                    )
+                };
+                self.problem(line, message);
+            } else {
+                self.visible_ids.insert(call.call_id.clone(), line);
+            }
+            self.visible.push(call);
+        }
+    }
+
+    /// Reports the calls of assistant messages that never got a `tool/call` before a boundary.
+    fn close_visible(&mut self, line: usize, what: &str, matches: impl Fn(&VisibleCall) -> bool) {
+        let (closed, open): (Vec<_>, Vec<_>) = std::mem::take(&mut self.visible)
+            .into_iter()
+            .partition(|c| matches(c));
+        self.visible = open;
+        for c in closed {
+            self.problem(
+                c.line,
+                format!(
+                    "the model's call \"{}\" ({}) has no tool/call and no tool/result: its {what} ended on line {line}",
+                    c.call_id, c.name
+                ),
+            );
+        }
     }
 
     fn call(&mut self, line: usize, seq: u64, event: &Event) {
@@ -133,6 +186,13 @@ impl Scan {
             );
             return;
         };
+        if let Some(at) = self.visible.iter().position(|c| {
+            *c.call_id == *call.call_id
+                && (call.turn.is_none() || c.turn == call.turn)
+                && (call.step.is_none() || c.step == call.step)
+        }) {
+            self.visible.remove(at);
+        }
         let call_id: Arc<str> = Arc::from(call.call_id);
         let key = (call.turn, call.step, call_id.clone());
         if let Some(first) = self.step_ids.get(&key) {
@@ -304,12 +364,18 @@ impl Scan {
         pending
     }
 
+    /// Calls of assistant messages with neither `tool/call` nor result yet, in message order.
+    pub fn pending_visible(&self) -> &[VisibleCall] {
+        &self.visible
+    }
+
     /// The open turn and step so far.
     pub fn framing(&self) -> Framing {
         self.framing
     }
 
-    /// Ends the scan: calls still pending are unpaired.
+    /// Ends the scan: calls still pending are unpaired, and so are calls of assistant messages
+    /// that never got their `tool/call`.
     pub fn finish(mut self) -> ScanOutcome {
         let pending = self.pending_calls();
         for p in &pending {
@@ -319,6 +385,17 @@ impl Scan {
                     "tool/call \"{}\" (seq {}) has no tool/result",
                     p.call_id, p.seq
                 ),
+                in_flight: true,
+            });
+        }
+        for c in std::mem::take(&mut self.visible) {
+            self.problems.push(Problem {
+                line: c.line,
+                message: format!(
+                    "the model's call \"{}\" ({}) has no tool/call and no tool/result",
+                    c.call_id, c.name
+                ),
+                in_flight: true,
             });
         }
         self.problems.sort_by_key(|p| p.line);
@@ -378,6 +455,35 @@ pub fn check_log(text: &str) -> Vec<Problem> {
 pub fn check_file(path: &Path) -> Result<Vec<Problem>, SessionError> {
     let bytes = std::fs::read(path).map_err(|e| SessionError::io("read", path, e))?;
     Ok(check_bytes(&bytes))
+}
+
+/// A log file's problems, and whether a writer holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileCheck {
+    /// Every problem, sorted by line.
+    pub problems: Vec<Problem>,
+    /// Whether a writer held the file's lock when it was checked: the session is still being
+    /// written, so calls unanswered at its end ([`Problem::in_flight`]) may be running.
+    pub live: bool,
+}
+
+/// Checks a log file (see [`check_bytes`]) and tells whether a writer holds it: a session still
+/// being written is told apart from one left by a dead process, whose unanswered calls only
+/// repair will close.
+pub fn check_file_status(path: &Path) -> Result<FileCheck, SessionError> {
+    let file = std::fs::File::open(path).map_err(|e| SessionError::io("read", path, e))?;
+    let live = match file.try_lock_shared() {
+        Ok(()) => false,
+        Err(std::fs::TryLockError::WouldBlock) => true,
+        Err(std::fs::TryLockError::Error(e)) => return Err(SessionError::io("lock", path, e)),
+    };
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut &file, &mut bytes)
+        .map_err(|e| SessionError::io("read", path, e))?;
+    Ok(FileCheck {
+        problems: check_bytes(&bytes),
+        live,
+    })
 }
 
 /// Checks events already in memory, numbering them as file lines 2, 3, ... (as a log written

@@ -12,6 +12,10 @@ pub struct Problem {
     pub line: usize,
     /// What is wrong.
     pub message: String,
+    /// Whether the problem is a call left unanswered at the end of the log: what a crash leaves
+    /// (`dsh repair` closes it), and what a session still being written shows while its calls
+    /// run.
+    pub in_flight: bool,
 }
 
 impl fmt::Display for Problem {

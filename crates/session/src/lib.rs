@@ -55,15 +55,17 @@ mod header;
 mod invariant;
 mod jsonl;
 mod payload;
+pub mod provider_ids;
 mod queue;
 mod read;
 mod repair;
 mod scan;
 mod session;
 mod snapshot;
+mod visible;
 mod writer;
 
-pub use check::{check_bytes, check_events, check_file, check_log};
+pub use check::{FileCheck, check_bytes, check_events, check_file, check_file_status, check_log};
 pub use derive::{derive_messages, derive_messages_from};
 pub use error::{InvariantViolation, Problem, SessionError};
 pub use event::{Event, EventKind, MAX_DATA_DEPTH, SurfaceOp, ToolCallView, ToolResultView, types};
@@ -72,7 +74,10 @@ pub use header::{Header, HeaderError, LOG_VERSION};
 pub use invariant::{APPROVAL_OUTCOMES, APPROVAL_POLICIES, InvariantChecker};
 pub use jsonl::OpenOptions;
 pub use read::{Log, read_log};
-pub use repair::{INTERRUPTED_TEXT, InterruptedCall, RepairReport, TornTail, repair, repair_bytes};
+pub use repair::{
+    INTERRUPTED_TEXT, InterruptedCall, NOT_STARTED_TEXT, RepairReport, TornTail, repair,
+    repair_bytes,
+};
 pub use session::{Session, Subscription};
 pub use snapshot::{Entry, Events};
 pub use writer::LogSink;

@@ -2,7 +2,11 @@
 //!
 //! Guarantees: every complete line is kept byte for byte (repair only cuts a torn last line and
 //! appends); every `tool/call` still waiting for its result gets a synthetic `tool/result` with
-//! `error: {name: "InterruptedError", code: "INTERRUPTED"}`; the open step gets its `step/end`
+//! `error: {name: "InterruptedError", code: "INTERRUPTED"}` saying the call may have run; every
+//! call of a committed `assistant/message` whose `tool/call` was never written (or was torn) gets
+//! a `tool/call` copied from the message and the same result saying it never started (a call is
+//! durably recorded before anything of it runs), so every call the model made is answered in the
+//! history sent back to it; the open step gets its `step/end`
 //! and the open turn its `turn/end` with reason `{"kind":"interrupted"}`. A bad line anywhere
 //! but the torn tail is an error naming its line, and nothing is changed.
 
@@ -24,6 +28,12 @@ use crate::read::{header_error, lines, parse_event, parse_header};
 /// The text of a synthetic result for a call that was in flight when the process died.
 pub const INTERRUPTED_TEXT: &str = "Error: tool call interrupted: the session stopped while the call was in flight, so it may or may not have run";
 
+/// The text of a synthetic result for a call the model made whose `tool/call` was never
+/// recorded (or was torn): the pipeline records a call durably before anything of it runs, so
+/// such a call never started.
+pub const NOT_STARTED_TEXT: &str =
+    "Error: tool call interrupted: the session stopped before the call started, so it did not run";
+
 /// A torn last line that repair cut off.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TornTail {
@@ -40,6 +50,9 @@ pub struct InterruptedCall {
     pub call_id: String,
     /// The seq of its `tool/call`.
     pub seq: u64,
+    /// Whether the call may have started: `false` when its `tool/call` was never durably
+    /// written, so repair wrote it (from the assistant message) beside its result.
+    pub may_have_started: bool,
 }
 
 /// What crash repair did.
@@ -68,6 +81,11 @@ impl RepairReport {
     /// How many events repair appended.
     pub fn appended_events(&self) -> usize {
         self.interrupted_calls.len()
+            + self
+                .interrupted_calls
+                .iter()
+                .filter(|c| !c.may_have_started)
+                .count()
             + usize::from(self.closed_step.is_some())
             + usize::from(self.closed_turn.is_some())
     }
@@ -208,6 +226,40 @@ pub(crate) fn plan(bytes: &[u8]) -> Result<Plan, SessionError> {
         report.interrupted_calls.push(InterruptedCall {
             call_id: call.call_id.to_string(),
             seq: call.seq,
+            may_have_started: true,
+        });
+    }
+    // Calls the model made whose `tool/call` never reached the log: each gets the pair the
+    // scheduler would have written (spec C3), so the history sent back to a model answers it.
+    let mut next = seq + closing.len() as u64;
+    for call in scan.pending_visible() {
+        let call_seq = next;
+        closing.push(framing_event(
+            types::TOOL_CALL,
+            vec![
+                ("turn", as_value(call.turn)),
+                ("step", as_value(call.step)),
+                ("callId", Value::from(&*call.call_id)),
+                ("name", Value::from(&*call.name)),
+                ("arguments", Value::from(&*call.arguments)),
+            ],
+        ));
+        let content = [ContentBlock::text(NOT_STARTED_TEXT)];
+        closing.push(Event::tool_result_at(
+            as_value(call.turn),
+            as_value(call.step),
+            &call.call_id,
+            call_seq,
+            &content,
+            true,
+            Some(&interrupted_info()),
+            None,
+        ));
+        next += 2;
+        report.interrupted_calls.push(InterruptedCall {
+            call_id: call.call_id.to_string(),
+            seq: call_seq,
+            may_have_started: false,
         });
     }
     let framing = scan.framing();

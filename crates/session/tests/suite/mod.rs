@@ -8,6 +8,7 @@ mod events;
 mod fixtures;
 mod invariants;
 mod lazy_data;
+mod model_visible;
 mod props;
 mod repair;
 mod store;
