@@ -34,13 +34,39 @@ impl std::error::Error for ScriptError {}
 pub struct Script {
     /// The steps, in order.
     pub steps: Vec<Json>,
+    /// The script line of each step.
+    pub lines: Vec<usize>,
+}
+
+impl Script {
+    /// Refuses a script reusing a call id that `used` (a resumed session's ids) already holds,
+    /// naming the script line.
+    pub fn check_unused(
+        &self,
+        used: &std::collections::HashSet<String>,
+    ) -> Result<(), ScriptError> {
+        for (step, line) in self.steps.iter().zip(&self.lines) {
+            if let Some(id) = call_ids(step.value()).find(|id| used.contains(*id)) {
+                return Err(ScriptError {
+                    line: *line,
+                    message: format!(
+                        "call id \"{id}\" is already used in the session being resumed: call ids must be unique in a session"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Parses and validates a whole script. Blank lines are skipped.
 pub fn parse_script(text: &str) -> Result<Script, ScriptError> {
     let mut steps = Vec::new();
+    let mut lines = Vec::new();
     // A message without tool calls ends the turn: nothing may follow it.
     let mut ended_at: Option<usize> = None;
+    // Call ids are unique per session: the line that first used each.
+    let mut first_use: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {
         let line_no = i + 1;
         if line.trim().is_empty() {
@@ -60,12 +86,20 @@ pub fn parse_script(text: &str) -> Result<Script, ScriptError> {
         // A line may nest thousands of levels: drop it without recursion.
         dsh_core::json::dismantle(value);
         let message = parsed.map_err(err)?;
+        for id in call_ids(&message) {
+            if let Some(first) = first_use.insert(id.to_owned(), line_no) {
+                return Err(err(format!(
+                    "call id \"{id}\" was already used on line {first}: call ids must be unique in a session (the providers refuse a history with two calls of one id)"
+                )));
+            }
+        }
         let calls = message["content"]
             .as_array()
             .is_some_and(|b| b.iter().any(|b| b["type"] == "tool-call"));
         if !calls {
             ended_at = Some(line_no);
         }
+        lines.push(line_no);
         steps.push(Json::new(message).map_err(|e| ScriptError {
             line: line_no,
             message: e.to_string(),
@@ -77,7 +111,17 @@ pub fn parse_script(text: &str) -> Result<Script, ScriptError> {
             message: "the script holds no assistant message".into(),
         });
     }
-    Ok(Script { steps })
+    Ok(Script { steps, lines })
+}
+
+/// The call ids of a reference-shape assistant message, in block order.
+pub fn call_ids(message: &Value) -> impl Iterator<Item = &str> {
+    message["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "tool-call")
+        .filter_map(|b| b["id"].as_str())
 }
 
 fn non_empty_str<'a>(v: Option<&'a Value>, what: &str) -> Result<&'a str, String> {
@@ -142,6 +186,20 @@ pub fn parse_message(v: &Value) -> Result<Value, String> {
         blocks.push(json!({"type": "tool-call", "id": id, "name": name, "arguments": arguments}));
         Ok(())
     };
+    match obj.get("reasoning_content") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(t)) => {
+            if !t.is_empty() {
+                blocks.push(json!({"type": "reasoning", "text": t}));
+            }
+        }
+        Some(other) => {
+            return Err(format!(
+                "reasoning_content must be a string, got {}",
+                shown(other)
+            ));
+        }
+    }
     match obj.get("content") {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) => {
@@ -165,7 +223,28 @@ pub fn parse_message(v: &Value) -> Result<Value, String> {
                             .or_else(|| b.get("text"))
                             .and_then(Value::as_str)
                             .unwrap_or_default();
-                        blocks.push(json!({"type": "reasoning", "text": t}));
+                        // Anthropic needs the signature to continue a tool-use turn.
+                        match b.get("signature") {
+                            None | Some(Value::Null) => {
+                                blocks.push(json!({"type": "reasoning", "text": t}));
+                            }
+                            Some(Value::String(sig)) => blocks.push(json!({
+                                "type": "reasoning",
+                                "text": t,
+                                "providerMetadata": {"anthropic": {"signature": sig}},
+                            })),
+                            Some(_) => {
+                                return Err(format!("content[{k}].signature must be a string"));
+                            }
+                        }
+                    }
+                    "redacted_thinking" => {
+                        let data = non_empty_str(b.get("data"), &format!("content[{k}].data"))?;
+                        blocks.push(json!({
+                            "type": "reasoning",
+                            "text": "",
+                            "providerMetadata": {"anthropic": {"redactedData": data}},
+                        }));
                     }
                     "tool_use" => {
                         let id = non_empty_str(b.get("id"), &format!("content[{k}].id"))?;
@@ -183,7 +262,7 @@ pub fn parse_message(v: &Value) -> Result<Value, String> {
                     }
                     other => {
                         return Err(format!(
-                            "content[{k}]: unsupported block type \"{other}\" (text, thinking, tool_use)"
+                            "content[{k}]: unsupported block type \"{other}\" (text, thinking, redacted_thinking, tool_use)"
                         ));
                     }
                 }

@@ -137,6 +137,14 @@ pub async fn prepare(
             eprintln!("{}", render::sanitize(&line));
         }
     }
+    let used: std::collections::HashSet<String> = session
+        .events()
+        .iter()
+        .filter_map(|(_, e)| e.as_tool_call().map(|c| c.call_id.to_owned()))
+        .collect();
+    script
+        .check_unused(&used)
+        .map_err(|e| Exit::usage(e.to_string()))?;
     let renderer = Renderer::new(render::Mode::detect(json));
     let subscription = renderer.attach(&session);
     let mut builder = Harness::builder(session)

@@ -5,12 +5,19 @@
 //!
 //! Contexts of a batch are appended after all of its results, before `step/end` (spec F6); when
 //! the turn was cancelled they stay in the inbox and open the next turn's first step (CAN-20).
+//!
+//! Call ids are unique per session (an exported history with two calls of one id is refused by
+//! the providers): a message reusing an id the session already holds (or holding one twice) has
+//! that call renamed before it is logged, to `<id>-<n>` with the smallest `n >= 2` not yet used,
+//! and the block keeps the model's own id as `originalId`. The renaming is reversible from the
+//! log alone, and the model sees the unique id from then on.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use dsh_core::{AgentId, CancelCause, ContextMessage, Json, Signal};
 use dsh_session::{Event, Session};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::SchedulerError;
 use crate::batch::tool_calls_of;
@@ -60,6 +67,8 @@ pub struct TurnDriver {
     max_parallel: usize,
     inbox: Vec<ContextMessage>,
     last_turn: u32,
+    /// Every call id the session holds.
+    used_ids: HashSet<Arc<str>>,
 }
 
 impl TurnDriver {
@@ -72,6 +81,11 @@ impl TurnDriver {
             .filter_map(|(_, e)| e.data().value().get("turn").and_then(|t| t.as_u64()))
             .max()
             .unwrap_or(0) as u32;
+        let used_ids = session
+            .events()
+            .iter()
+            .filter_map(|(_, e)| e.as_tool_call().map(|c| Arc::from(c.call_id)))
+            .collect();
         TurnDriver {
             runtime,
             session,
@@ -79,7 +93,55 @@ impl TurnDriver {
             max_parallel: DEFAULT_MAX_PARALLEL,
             inbox: Vec::new(),
             last_turn,
+            used_ids,
         }
+    }
+
+    /// The message with every call id unique in the session (see the module docs); the ids are
+    /// recorded as used.
+    fn unique_ids(&mut self, message: Json) -> Json {
+        let clashes = message
+            .value()
+            .get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool-call"))
+            .filter_map(|b| b.get("id").and_then(Value::as_str))
+            .scan(HashSet::new(), |seen, id| {
+                Some(!seen.insert(id) || self.used_ids.contains(id))
+            })
+            .any(|clash| clash);
+        if !clashes {
+            for block in tool_calls_of(&message) {
+                self.used_ids.insert(block.call_id.clone());
+            }
+            return message;
+        }
+        let mut value = message.to_value();
+        if let Some(blocks) = value.get_mut("content").and_then(Value::as_array_mut) {
+            for block in blocks {
+                if block.get("type").and_then(Value::as_str) != Some("tool-call") {
+                    continue;
+                }
+                let Some(id) = block.get("id").and_then(Value::as_str).map(str::to_owned) else {
+                    continue;
+                };
+                if self.used_ids.insert(Arc::from(id.as_str())) {
+                    continue;
+                }
+                let fresh = (2u64..)
+                    .map(|n| format!("{id}-{n}"))
+                    .find(|c| !self.used_ids.contains(c.as_str()))
+                    .unwrap_or_else(|| format!("{id}-x"));
+                self.used_ids.insert(Arc::from(fresh.as_str()));
+                if let Some(obj) = block.as_object_mut() {
+                    obj.insert("id".into(), Value::from(fresh));
+                    obj.insert("originalId".into(), Value::from(id));
+                }
+            }
+        }
+        Json::from_shallow(value)
     }
 
     /// Sets the pool size (validate with [`crate::validate_max_parallel`]).
@@ -123,6 +185,7 @@ impl TurnDriver {
             for ctx in std::mem::take(&mut self.inbox) {
                 self.session.append(Event::user_message(&ctx)).await?;
             }
+            let message = self.unique_ids(message);
             self.session
                 .append(Event::assistant_message(turn, step, message.clone()))
                 .await?;
