@@ -102,3 +102,53 @@ fn adv_kill_trial_checks_catch_a_lost_or_altered_printed_event() {
         "{reasons:?}"
     );
 }
+
+#[test]
+fn adv_i4_kill_trial_checks_catch_an_unanswered_model_call_and_a_history_an_api_refuses() {
+    let t = tmp();
+    let (_session, _outcome) = unkilled(t.path());
+    let bytes = std::fs::read(t.path().join("log.jsonl")).unwrap();
+    let log = dsh::session::read_log(&bytes).unwrap();
+    let messages = dsh::session::derive_messages_from(log.events.iter().map(|(s, e)| (*s, &**e)));
+    assert_eq!(
+        kill_trials::model_visible_problems(&messages),
+        Vec::<String>::new()
+    );
+    // The wide step's message holds 30 calls.
+    let wide = messages
+        .iter()
+        .map(|m| {
+            m.value()["content"]
+                .as_array()
+                .map_or(0, |b| b.iter().filter(|b| b["type"] == "tool-call").count())
+        })
+        .max();
+    assert_eq!(wide, Some(kill_trials::WIDE_STEP));
+    // Drop one result from the history: the call is unanswered and both APIs would refuse.
+    let mut dropped = 0;
+    let cut: Vec<dsh::core::Json> = messages
+        .iter()
+        .filter(|m| {
+            let is_result = m.value()["content"][0]["type"] == "tool-result";
+            let drop = is_result && dropped == 0;
+            dropped += usize::from(drop);
+            !drop
+        })
+        .cloned()
+        .collect();
+    let reasons = kill_trials::model_visible_problems(&cut);
+    assert!(
+        reasons.iter().any(|r| r.contains("has 0 results")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.starts_with("OpenAI would refuse")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("Anthropic would refuse")),
+        "{reasons:?}"
+    );
+}

@@ -1,11 +1,13 @@
 //! Kill trials: `dsh run --json` on a long scripted session, killed with SIGKILL at a random
-//! instant, then checked: (a) `dsh repair` + `dsh check` leave a clean log, (b) every event that
+//! instant, then checked: (a) `dsh repair` + `dsh check` leave a clean log, in which every call
+//! of every assistant message has exactly one result, and whose exports (OpenAI and Anthropic)
+//! the providers' APIs would accept as request history, (b) every event that
 //! `--json` printed before the kill is in the log with the same seq and content, (c) every file
 //! the script writes holds one whole state the script could have produced (or its original), and
 //! that state agrees with the log.
 //!
 //! Shared by `cargo xtask kill-trials` and the root test suite (which includes this file by
-//! path), so it uses only std, `serde_json` and `dsh_session`.
+//! path), so it uses only std, `serde_json`, `dsh_session` and `dsh_test_support`.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -140,6 +142,9 @@ const ORIGINAL: (&str, &str) = (
     "the original text\nof a file the session rewrites\n",
 );
 
+/// How many calls the wide parallel steps make.
+pub const WIDE_STEP: usize = 30;
+
 /// Every state one file may be in: its original (`None` call: absent, or the pre-existing
 /// text), then each write or edit of the script, in order.
 #[derive(Clone, Debug)]
@@ -188,12 +193,18 @@ pub fn build_session(steps: usize) -> Session {
         let id = |j: usize| format!("s{k}_{j}");
         let line = match k % 5 {
             0 => {
-                let calls = vec![
+                // A wide parallel step: a crash may fall after its message and before most of
+                // its calls were recorded.
+                let mut calls = vec![
                     openai_call(&id(0), "echo", &json!({"text": format!("step {k}")})),
                     openai_call(&id(1), "sleep", &json!({"ms": 10 + (k % 3) * 5})),
                     openai_call(&id(2), "echo", &json!({"text": "\u{1b}[2Jcontrol\u{7}"})),
                     openai_call(&id(3), "sleep", &json!({"ms": 5})),
                 ];
+                calls.extend((4..WIDE_STEP).map(|j| match j % 2 {
+                    0 => openai_call(&id(j), "echo", &json!({"text": format!("wide {j}")})),
+                    _ => openai_call(&id(j), "sleep", &json!({"ms": 1 + j % 4})),
+                }));
                 json!({"role": "assistant", "content": format!("batch {k}"), "tool_calls": calls})
             }
             1 => {
@@ -440,6 +451,10 @@ pub fn check_run(
             return reasons;
         }
     };
+    // (a') what a model would be sent: every call it made answered once, in histories the
+    // providers' APIs accept.
+    let messages = dsh_session::derive_messages_from(parsed.events.iter().map(|(s, e)| (*s, &**e)));
+    reasons.extend(model_visible_problems(&messages));
     // (b) every printed event is in the log, at its seq, with the same content.
     let by_seq: HashMap<u64, &dsh_session::Event> =
         parsed.events.iter().map(|(s, e)| (*s, &**e)).collect();
@@ -550,6 +565,57 @@ pub fn check_run(
         }
     }
     stats.stray = count_stray(&ws);
+    reasons
+}
+
+/// What is wrong with a history a model would be sent: a call of an assistant message without
+/// exactly one result, or an export a provider's API would refuse.
+pub fn model_visible_problems(messages: &[dsh_core::Json]) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let mut answers: HashMap<String, usize> = HashMap::new();
+    for m in messages.iter().map(|m| m.value()) {
+        for b in m
+            .get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let id = |k: &str| {
+                b.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            match b.get("type").and_then(Value::as_str) {
+                Some("tool-call") => {
+                    answers.entry(id("id")).or_insert(0);
+                }
+                Some("tool-result") => match answers.get_mut(&id("toolCallId")) {
+                    Some(n) => *n += 1,
+                    None => reasons.push(format!(
+                        "the history answers call {} which no assistant message made",
+                        id("toolCallId")
+                    )),
+                },
+                _ => {}
+            }
+        }
+    }
+    let mut unanswered: Vec<_> = answers.iter().filter(|(_, n)| **n != 1).collect();
+    unanswered.sort();
+    for (id, n) in unanswered {
+        reasons.push(format!(
+            "the model's call {id} has {n} results in the history"
+        ));
+    }
+    let openai = dsh_session::to_openai(messages);
+    if let Err(e) = dsh_test_support::api_history::openai_accepts(openai.value()) {
+        reasons.push(format!("OpenAI would refuse the exported history: {e}"));
+    }
+    let anthropic = dsh_session::to_anthropic(messages);
+    if let Err(e) = dsh_test_support::api_history::anthropic_accepts(anthropic.value()) {
+        reasons.push(format!("Anthropic would refuse the exported history: {e}"));
+    }
     reasons
 }
 
