@@ -59,6 +59,8 @@ pub struct Report {
     pub repaired: usize,
     /// Calls closed by repair with an `INTERRUPTED` result, over all runs.
     pub interrupted_calls: usize,
+    /// Of those, calls the model made whose `tool/call` was never recorded (repair wrote it).
+    pub never_recorded_calls: usize,
     /// Events printed by `--json` and found in the log, over all runs.
     pub events_checked: usize,
     /// Files compared with the script's states, over all runs.
@@ -77,7 +79,7 @@ impl Report {
     /// One-paragraph summary.
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "{} runs, {} failures; {} killed mid-session ({} before the log had its header), {} finished first; {} logs repaired ({} calls closed as INTERRUPTED); {} printed events and {} files checked; {} stray temp files; session {:.0} ms unkilled; wall {:.1} s",
+            "{} runs, {} failures; {} killed mid-session ({} before the log had its header), {} finished first; {} logs repaired ({} calls closed as INTERRUPTED, {} of them never recorded before the kill); {} printed events and {} files checked; {} stray temp files; session {:.0} ms unkilled; wall {:.1} s",
             self.runs,
             self.failures.len(),
             self.killed,
@@ -85,6 +87,7 @@ impl Report {
             self.runs - self.killed,
             self.repaired,
             self.interrupted_calls,
+            self.never_recorded_calls,
             self.events_checked,
             self.files_checked,
             self.stray_temp_files,
@@ -376,6 +379,8 @@ pub struct RunStats {
     pub repaired: bool,
     /// Calls closed as INTERRUPTED.
     pub interrupted: usize,
+    /// Calls whose `tool/call` repair had to write.
+    pub never_recorded: usize,
     /// Printed events checked.
     pub events: usize,
     /// Files checked.
@@ -433,6 +438,7 @@ pub fn check_run(
                 if text.contains(": repaired") {
                     stats.repaired = true;
                 }
+                stats.never_recorded = text.matches("  answered call ").count();
             }
             Ok((code, text)) => reasons.push(format!("dsh repair exited {code}: {text}")),
             Err(e) => reasons.push(e),
@@ -683,6 +689,7 @@ pub fn run_trials(cfg: &Config, mut progress: impl FnMut(&Report)) -> Result<Rep
         report.before_log += usize::from(stats.before_log);
         report.repaired += usize::from(stats.repaired);
         report.interrupted_calls += stats.interrupted;
+        report.never_recorded_calls += stats.never_recorded;
         report.events_checked += stats.events;
         report.files_checked += stats.files;
         report.stray_temp_files += stats.stray;
