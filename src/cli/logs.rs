@@ -59,6 +59,22 @@ pub fn transcript(log: &Path, format: Format) -> Result<i32, Exit> {
         .map_err(|e| Exit::internal(format!("cannot read {}: {e}", log.display())))?;
     let parsed = dsh::session::read_log(&bytes)
         .map_err(|e| Exit::internal(format!("{}: {e}", log.display())))?;
+    // A history with an unanswered call is refused by the providers: say so, never silently.
+    let problems = dsh::session::check_bytes(&bytes);
+    if let Some(first) = problems.first() {
+        let hint = if problems.iter().any(|p| p.in_flight) {
+            "; `dsh repair` answers the calls left unanswered"
+        } else {
+            ""
+        };
+        eprintln!(
+            "dsh: warning: {} has {} problem(s), so a provider may refuse this history (`dsh check` lists them{hint}); first: line {}: {}",
+            log.display(),
+            problems.len(),
+            first.line,
+            super::render::sanitize(&first.message)
+        );
+    }
     let messages =
         dsh::session::derive_messages_from(parsed.events.iter().map(|(s, e)| (*s, &**e)));
     // Arguments may nest thousands of levels: the history is copied and printed on a stack

@@ -303,6 +303,16 @@ fn i4_check_tells_a_live_session_from_a_dead_one_and_repair_answers_unrecorded_c
         "{}",
         before.both()
     );
+    let unrepaired = dsh_run(&["transcript", s(&log), "--format", "openai"]);
+    assert_eq!(unrepaired.code, 0, "{}", unrepaired.both());
+    assert!(
+        unrepaired
+            .stderr
+            .contains("a provider may refuse this history")
+            && unrepaired.stderr.contains("dsh repair"),
+        "{}",
+        unrepaired.both()
+    );
     let repair = dsh_run(&["repair", s(&log)]);
     assert_eq!(repair.code, 0, "{}", repair.both());
     assert!(

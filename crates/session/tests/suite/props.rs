@@ -125,7 +125,8 @@ struct StepPlan {
 
 fn step_plan() -> impl Strategy<Value = StepPlan> {
     (
-        0usize..5,
+        // Narrow steps, and wide ones as a model makes them (30 parallel calls).
+        prop_oneof![3 => 0usize..5, 1 => 25usize..31],
         prop::collection::vec("[a-z ]{1,6}", 0..4),
         0usize..3,
         any::<bool>(),
@@ -360,6 +361,25 @@ proptest! {
         let complete = bytes[..k].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         prop_assert!(repaired.starts_with(&bytes[..complete]));
         prop_assert_eq!(check_bytes(&repaired), vec![]);
+        // Every call the model made is answered in the history, which both APIs would accept.
+        let log = read_log(&repaired).expect("reads");
+        let messages = derive_messages_from(log.events.iter().map(|(s, e)| (*s, &**e)));
+        let mut offered = HashSet::new();
+        let mut answered = HashSet::new();
+        for m in messages.iter().map(Json::value) {
+            for b in m["content"].as_array().into_iter().flatten() {
+                match b["type"].as_str() {
+                    Some("tool-call") => { offered.insert(b["id"].as_str().unwrap_or("").to_owned()); }
+                    Some("tool-result") => { prop_assert!(answered.insert(b["toolCallId"].as_str().unwrap_or("").to_owned())); }
+                    _ => {}
+                }
+            }
+        }
+        prop_assert_eq!(offered, answered);
+        let openai = dsh_test_support::api_history::openai_accepts(to_openai(&messages).value());
+        prop_assert!(openai.is_ok(), "{:?}", openai);
+        let anthropic = dsh_test_support::api_history::anthropic_accepts(to_anthropic(&messages).value());
+        prop_assert!(anthropic.is_ok(), "{:?}", anthropic);
     }
 }
 
