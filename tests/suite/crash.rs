@@ -404,3 +404,64 @@ fn l5_a_script_reusing_a_call_id_is_refused_with_its_line_and_so_is_a_resume_reu
     );
     assert_checks_clean(&log);
 }
+
+#[test]
+fn i4_resuming_a_log_cut_after_an_assistant_message_answers_its_calls_before_going_on() {
+    let t = tmp();
+    let log = t.path().join("log.jsonl");
+    let first = script(
+        t.path(),
+        "first.jsonl",
+        &[
+            anthropic(
+                "",
+                &[call("a1", "echo", json!({})), call("a2", "echo", json!({}))],
+            ),
+            anthropic("ok", &[]),
+        ],
+    );
+    let ok = dsh_run(&[
+        "run",
+        s(&first),
+        "--workspace",
+        s(t.path()),
+        "--session",
+        s(&log),
+        "--demo-tools",
+    ]);
+    assert_eq!(ok.code, 0, "{}", ok.both());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let message = lines
+        .iter()
+        .position(|l| l.contains("\"assistant/message\""))
+        .unwrap();
+    std::fs::write(&log, lines[..=message].join("\n") + "\n").unwrap();
+    let next = script(
+        t.path(),
+        "next.jsonl",
+        &[
+            anthropic("", &[call("b1", "echo", json!({}))]),
+            anthropic("ok", &[]),
+        ],
+    );
+    let resumed = dsh_run(&[
+        "run",
+        s(&next),
+        "--workspace",
+        s(t.path()),
+        "--session",
+        s(&log),
+        "--demo-tools",
+    ]);
+    assert_eq!(resumed.code, 0, "{}", resumed.both());
+    assert!(
+        resumed.stderr.contains("answered call a1") && resumed.stderr.contains("answered call a2"),
+        "{}",
+        resumed.both()
+    );
+    assert_checks_clean(&log);
+    let ev = events(&log);
+    assert_paired(&ev);
+    assert_eq!(call_ids(&ev), ["a1", "a2", "b1"]);
+}
