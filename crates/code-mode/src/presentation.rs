@@ -122,7 +122,7 @@ pub(crate) struct Inner {
     registry: ToolRegistry,
     config: CodeModeConfig,
     flavor: Flavor,
-    runtime: OnceLock<Runtime>,
+    runtime: OnceLock<Arc<Runtime>>,
     declared: RwLock<HashMap<AgentId, (u64, PresentationMode)>>,
     next_declaration: AtomicU64,
     live_runs: Mutex<HashSet<ExecutionToken>>,
@@ -147,7 +147,7 @@ impl Inner {
     pub(crate) fn code_runtime(&self) -> Option<Arc<dyn CodeRuntime>> {
         self.config.runtime.clone()
     }
-    pub(crate) fn runtime(&self) -> Option<Runtime> {
+    pub(crate) fn runtime(&self) -> Option<Arc<Runtime>> {
         self.runtime.get().cloned()
     }
     pub(crate) fn limits(&self) -> Limits {
@@ -308,7 +308,7 @@ impl CodeMode {
     pub fn bind(&self, runtime: &Runtime) -> Result<(), CodeModeError> {
         self.inner
             .runtime
-            .set(runtime.clone())
+            .set(Arc::new(runtime.clone()))
             .map_err(|_| CodeModeError::Config("Code Mode is already bound to a runtime".into()))
     }
 

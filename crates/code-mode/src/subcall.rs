@@ -2,7 +2,9 @@
 //! `<parent>:code:<n>` through the SAME staged runtime as a native call, scheduled by one
 //! coordinator per run.
 //!
-//! Guarantees, mirroring the step scheduler:
+//! The calls run in the step scheduler's admission pool (`dsh_scheduler::Pool`), so they follow
+//! the same rules as a native step, and every outcome (a panicking body, an unknown tool, an
+//! abort) goes through the same finalize as a native call. Guarantees:
 //! - ids are numbered in submission order; a call is classified right before it starts;
 //! - prepare and finalize run one call at a time, in submission order; only dispatch overlaps,
 //!   in a pool of `max_parallel_sub_calls`;
@@ -21,7 +23,7 @@
 //! spawned at the first call. A body that does not complete on its first poll continues as a
 //! task either way, so a slow prepare or commit never starves it.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::task::{Context, Poll};
@@ -29,13 +31,12 @@ use std::task::{Context, Poll};
 use dsh_core::codes::messages;
 use dsh_core::{
     AbortController, AbortReason, AgentId, Arguments, CancelCause, ContentBlock, ContextMessage,
-    ExecutionMode, Failure, Json, Signal, ToolExecution, ToolExecutionInput, ToolResult,
+    ExecutionMode, Failure, Json, Signal, ToolExecution, ToolExecutionInput,
 };
-use dsh_scheduler::{Call, Candidate, Prepared, Runtime};
+use dsh_scheduler::{Committed, Pool, Runtime, Start};
 use dsh_session::{Event, Session};
+use futures::FutureExt;
 use futures::future::BoxFuture;
-use futures::stream::FuturesUnordered;
-use futures::{FutureExt, StreamExt};
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -85,7 +86,7 @@ pub(crate) struct RunEffects {
 
 /// Everything a run's coordinator needs; immutable for the run.
 pub(crate) struct RunContext {
-    pub runtime: Runtime,
+    pub runtime: Arc<Runtime>,
     pub outer: Arc<ToolExecution>,
     /// The signal of the outer body (the caller's, fused with any wrapper's).
     pub outer_signal: Signal,
@@ -422,13 +423,11 @@ struct Pending {
     reply: Reply,
 }
 
-struct Live {
+/// What the pool keeps of a started sub-call until it is committed.
+struct Sub {
     name: Arc<str>,
     args: Json,
-    exclusive: bool,
-    call: Arc<Call>,
     reply: Reply,
-    decided: Option<Result<Candidate, Failure>>,
 }
 
 struct Coordinator {
@@ -441,15 +440,10 @@ struct Coordinator {
     root_id: Arc<str>,
     parent_id: Arc<str>,
     queue: VecDeque<Pending>,
-    live: BTreeMap<u64, Live>,
     submitted: u64,
-    running: usize,
-    exclusive_open: bool,
     closed: bool,
     effects: RunEffects,
 }
-
-type Dispatched = BoxFuture<'static, (u64, Result<Candidate, Failure>)>;
 
 impl Coordinator {
     fn new(cx: Arc<RunContext>, run_end: Signal) -> Coordinator {
@@ -460,10 +454,7 @@ impl Coordinator {
             cx,
             run_end,
             queue: VecDeque::new(),
-            live: BTreeMap::new(),
             submitted: 0,
-            running: 0,
-            exclusive_open: false,
             closed: false,
             effects: RunEffects::default(),
         }
@@ -474,44 +465,38 @@ impl Coordinator {
     }
 
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) -> RunEffects {
-        let mut dispatches: FuturesUnordered<Dispatched> = FuturesUnordered::new();
+        // The step scheduler's admission pool: the same start, overlap and commit rules.
+        let mut pool: Pool<Sub> = Pool::new(self.cx.runtime.clone(), self.cx.max_parallel);
         loop {
+            pool.settle_ready();
             // Commit the front call once it is decided (finalize runs in submission order).
-            if self
-                .live
-                .first_key_value()
-                .is_some_and(|(_, l)| l.decided.is_some())
-            {
-                if let Some((_, live)) = self.live.pop_first() {
-                    self.commit(live).await;
+            if pool.front_decided() {
+                if let Some(done) = pool.commit_front().await {
+                    self.commit(done).await;
                 }
                 continue;
             }
             self.refuse_unstartable();
-            if let Some(front) = self.queue.front() {
+            if pool.may_start()
+                && let Some(front) = self.queue.front()
+            {
                 let args = Arguments::Json(front.args.clone());
                 let mode =
                     self.cx
                         .runtime
                         .registry()
                         .execution_mode(&front.name, self.agent(), &args);
-                let exclusive = mode == ExecutionMode::Exclusive;
-                let can_start = !self.exclusive_open
-                    && if exclusive {
-                        self.live.is_empty()
-                    } else {
-                        self.running < self.cx.max_parallel
-                    };
-                if can_start && let Some(p) = self.queue.pop_front() {
-                    if let Some(d) = self.start(p, exclusive).await {
-                        dispatches.push(d);
-                    }
+                if pool.admits(mode)
+                    && let Some(p) = self.queue.pop_front()
+                {
+                    self.start(&mut pool, p, mode).await;
                     continue;
                 }
             }
-            if self.closed && self.queue.is_empty() && self.live.is_empty() {
+            if self.closed && self.queue.is_empty() && pool.in_progress() == 0 {
                 break;
             }
+            let running = pool.running() > 0;
             tokio::select! {
                 msg = rx.recv(), if !self.closed => match msg {
                     Some(Msg::Submit { name, args, reply }) => {
@@ -520,12 +505,7 @@ impl Coordinator {
                     }
                     Some(Msg::Close) | None => self.closed = true,
                 },
-                Some((n, decided)) = dispatches.next(), if !dispatches.is_empty() => {
-                    self.running = self.running.saturating_sub(1);
-                    if let Some(l) = self.live.get_mut(&n) {
-                        l.decided = Some(decided);
-                    }
-                }
+                _ = pool.settle_next(), if running => {}
                 _ = self.cx.outer_signal.aborted(), if !self.queue.is_empty() => {}
                 _ = self.run_end.aborted(), if !self.queue.is_empty() => {}
                 else => {
@@ -553,8 +533,8 @@ impl Coordinator {
         }
     }
 
-    /// Starts one call: its start record, then prepare; returns its dispatch when allowed.
-    async fn start(&mut self, p: Pending, exclusive: bool) -> Option<Dispatched> {
+    /// Starts one call: its start record, then the pool (prepare, and its body when allowed).
+    async fn start(&mut self, pool: &mut Pool<Sub>, p: Pending, mode: ExecutionMode) {
         let outer = &self.cx.outer;
         let sub_id: Arc<str> = Arc::from(sub_call_id(outer.call_id(), p.n));
         let name: Arc<str> = Arc::from(p.name.as_str());
@@ -571,7 +551,7 @@ impl Coordinator {
                     &p.name,
                     format!("the call could not be recorded: {e}"),
                 )));
-                return None;
+                return;
             }
         }
         let input = ToolExecutionInput {
@@ -583,102 +563,34 @@ impl Coordinator {
             parent: Some(outer.token()),
             signal: self.sub_signal.clone(),
         };
-        let call = Arc::new(self.cx.runtime.call(input));
-        if exclusive {
-            self.exclusive_open = true;
-        }
         // A tool unregistered since the bindings were built is a final result: no policy,
-        // no body, no post-execute (CODE-28).
-        if self
+        // no body, no post-execute (CODE-28); finalize and the observers still run.
+        let how = if self
             .cx
             .runtime
             .registry()
             .get(&p.name, outer.agent())
             .is_none()
         {
-            self.live.insert(
-                p.n,
-                Live {
-                    decided: Some(Err(Failure::unknown_tool(&p.name))),
-                    name,
-                    args: p.args,
-                    exclusive,
-                    call,
-                    reply: p.reply,
-                },
-            );
-            return None;
-        }
-        let prepared = self.cx.runtime.prepare(&call).await;
-        let (decided, dispatch) = match prepared {
-            Prepared::Decided(c) => (Some(Ok(c)), None),
-            Prepared::Ready => {
-                let runtime = self.cx.runtime.clone();
-                let running = call.clone();
-                let mut body: BoxFuture<'static, Candidate> =
-                    async move { runtime.dispatch(&running).await }.boxed();
-                // A body that completes at once needs no task; one that waits continues as a
-                // task, so a slow prepare or commit never starves it.
-                let first = std::future::poll_fn(|cx| {
-                    Poll::Ready(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
-                        || body.as_mut().poll(cx),
-                    )))
-                })
-                .await;
-                match first {
-                    Ok(Poll::Ready(candidate)) => (Some(Ok(candidate)), None),
-                    Ok(Poll::Pending) => {
-                        self.running += 1;
-                        let n = p.n;
-                        let task = tokio::spawn(body);
-                        let d: Dispatched = async move {
-                            let outcome = task
-                                .await
-                                .map_err(|e| Failure::new(format!("dispatch failed: {e}")));
-                            (n, outcome)
-                        }
-                        .boxed();
-                        (None, Some(d))
-                    }
-                    Err(panic) => (Some(Err(Failure::from_panic("dispatch", &*panic))), None),
-                }
-            }
+            Start::Refused(Failure::unknown_tool(&p.name))
+        } else {
+            Start::Run
         };
-        self.live.insert(
-            p.n,
-            Live {
-                name,
-                args: p.args,
-                exclusive,
-                call,
-                reply: p.reply,
-                decided,
-            },
-        );
-        dispatch
+        let sub = Sub {
+            name,
+            args: p.args,
+            reply: p.reply,
+        };
+        pool.start(input, mode, how, sub).await;
     }
 
-    /// Finalizes one call, records its settlement and settles its binding.
-    async fn commit(&mut self, live: Live) {
-        let Live {
-            name,
-            args,
-            exclusive,
-            call,
-            reply,
-            decided,
-        } = live;
-        let result = match decided {
-            Some(Ok(candidate)) => self.cx.runtime.finalize(&call, candidate).await,
-            Some(Err(f)) => Arc::new(ToolResult::failure(f)),
-            None => Arc::new(ToolResult::failure(Failure::new(
-                "the call was never decided",
-            ))),
-        };
-        if exclusive {
-            self.exclusive_open = false;
-        }
-        let exec = call.exec().clone();
+    /// Records a committed call's settlement and settles its binding.
+    async fn commit(&mut self, done: Committed<Sub>) {
+        let Committed {
+            payload: Sub { name, args, reply },
+            exec,
+            result,
+        } = done;
         if let Some(session) = &self.cx.session {
             let record = DispatchRecord {
                 exec: exec.clone(),

@@ -78,7 +78,7 @@ impl BodyTerminal<'_> {
 
 impl Runtime {
     /// Runs the around-chain and the body for an allowed call.
-    pub async fn dispatch(&self, call: &Call) -> Candidate {
+    pub(crate) async fn dispatch(&self, call: &Call) -> Candidate {
         crate::invariants::expect_ordered(
             call.stages
                 .enter(crate::invariants::Stage::Execute, &call.exec),

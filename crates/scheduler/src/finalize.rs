@@ -14,7 +14,7 @@ use crate::runtime::{Call, Candidate, Runtime};
 
 impl Runtime {
     /// Runs the finalize stage and returns the frozen, authoritative result.
-    pub async fn finalize(&self, call: &Call, candidate: Candidate) -> Arc<ToolResult> {
+    pub(crate) async fn finalize(&self, call: &Call, candidate: Candidate) -> Arc<ToolResult> {
         let exec = &call.exec;
         let mut result = candidate.result;
         if candidate.run_post {

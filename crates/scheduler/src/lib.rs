@@ -22,6 +22,7 @@ mod batch;
 mod dispatch;
 mod finalize;
 pub mod invariants;
+mod pool;
 mod prepare;
 mod runtime;
 mod step;
@@ -30,8 +31,8 @@ mod turn;
 pub use approval::Approver;
 pub use batch::{ToolCallBlock, tool_calls_of};
 pub use invariants::{InvariantViolation, PipelineChecker, Stage, StageLog};
-pub use prepare::Prepared;
-pub use runtime::{Admission, Call, Candidate, Runtime, RuntimeConfig};
+pub use pool::{Committed, Pool, Start};
+pub use runtime::{Admission, Runtime, RuntimeConfig};
 pub use step::{DEFAULT_MAX_PARALLEL, StepContext, StepOutcome, validate_max_parallel};
 pub use turn::{TurnDriver, TurnEnd, TurnReport};
 

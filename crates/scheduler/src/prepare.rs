@@ -8,7 +8,7 @@ use crate::invariants::Stage;
 use crate::runtime::{Call, Candidate, Runtime};
 
 /// What prepare decided.
-pub enum Prepared {
+pub(crate) enum Prepared {
     /// Allowed: go on to dispatch.
     Ready,
     /// Decided already (denied, aborted, or failed): go straight to finalize.
@@ -17,7 +17,7 @@ pub enum Prepared {
 
 impl Runtime {
     /// Runs the prepare stage for a call.
-    pub async fn prepare(&self, call: &Call) -> Prepared {
+    pub(crate) async fn prepare(&self, call: &Call) -> Prepared {
         let exec = &call.exec;
         // A call whose caller already gave up runs no policy at all (CAN-16).
         if exec.signal().is_aborted() {

@@ -41,7 +41,7 @@ pub struct Runtime {
 }
 
 /// A call that has been frozen and bound to its hooks, ready for the stages.
-pub struct Call {
+pub(crate) struct Call {
     pub(crate) exec: Arc<ToolExecution>,
     /// The definition resolved when the call was created (its `finalize_content` is used even if
     /// the tool is unregistered meanwhile, FIN-14).
@@ -80,7 +80,7 @@ impl Runtime {
 }
 
 /// A result on its way through the stages.
-pub struct Candidate {
+pub(crate) struct Candidate {
     pub(crate) result: ToolResult,
     /// Whether post-execute sees it (a prepare or wrapper failure skips it, spec P5/D5).
     pub(crate) run_post: bool,
@@ -140,7 +140,7 @@ impl Runtime {
 
     /// Freezes an input into a call: token, arguments snapshot, resolved definition and the
     /// hooks it will run with.
-    pub fn call(&self, input: ToolExecutionInput) -> Call {
+    pub(crate) fn call(&self, input: ToolExecutionInput) -> Call {
         let exec = ToolExecution::new(input);
         let chain = self.registry.scope_chain(exec.agent());
         let (def, generation) = self.registry.get_at(exec.name(), exec.agent());

@@ -5,20 +5,19 @@
 //! - prepare and finalize run one call at a time, in model order; only dispatch overlaps;
 //! - a call is classified right before it starts; an exclusive call waits for everything before
 //!   it to be committed, runs alone, and nothing after it starts until it is committed;
-//! - parallel calls run in a rolling pool of at most `max_parallel` bodies; a body that has to
-//!   wait runs as a spawned task, so a slow prepare of a later call never delays it. Its first
-//!   poll happens in the driver, so a body that settles at once costs no task; a call that runs
-//!   alone (exclusive, or the last call with nothing else in flight) is dispatched inline
-//!   entirely: nothing else could run beside it. A body that blocks its thread in that first
-//!   poll holds up the driver as it would hold up a worker; dropping the step's future drops
-//!   the bodies running inline, while those that became tasks run on;
+//! - parallel calls run in the admission pool (`pool.rs`) of at most `max_parallel` bodies; a
+//!   body that has to wait runs as a task the pool owns, so a slow prepare of a later call never
+//!   delays it. Its first poll happens in the driver, so a body that settles at once costs no
+//!   task; a call that runs alone (exclusive, or the last call with nothing else in flight) is
+//!   dispatched inline entirely: nothing else could run beside it. A body that blocks its thread
+//!   in that first poll holds up the driver as it would hold up a worker; dropping the step's
+//!   future drops every body still running;
 //! - results are committed in model order with `sourceEventSeqs: [call seq]`;
 //! - on abort, no new call starts; started calls finish and commit in order; every call that
 //!   never started gets a `tool/call` + `tool/result` (`ABORTED_BEFORE_DISPATCH`) pair;
 //! - if the scheduler itself fails, it stops starting calls, waits for every call in flight and
 //!   reports the error; it never fabricates results.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use dsh_core::codes::messages;
@@ -26,14 +25,11 @@ use dsh_core::{
     AgentId, Arguments, ContextMessage, ExecutionMode, Signal, ToolExecutionInput, ToolResult,
 };
 use dsh_session::{Event, Session};
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use tokio::sync::mpsc;
 
 use crate::SchedulerError;
 use crate::batch::ToolCallBlock;
-use crate::prepare::Prepared;
-use crate::runtime::{Call, Candidate, Runtime};
+use crate::pool::{Committed, Pool, Start};
+use crate::runtime::Runtime;
 
 /// The default pool size (spec S3).
 pub const DEFAULT_MAX_PARALLEL: usize = 10;
@@ -79,41 +75,6 @@ pub fn validate_max_parallel(n: f64) -> Result<usize, SchedulerError> {
     }
 }
 
-enum Slot {
-    Running {
-        exclusive: bool,
-    },
-    Done {
-        candidate: Candidate,
-        exclusive: bool,
-    },
-}
-
-/// Where spawned bodies report back: the call's index and its candidate.
-type Channel = (
-    mpsc::UnboundedSender<(usize, Candidate)>,
-    mpsc::UnboundedReceiver<(usize, Candidate)>,
-);
-
-/// Marks a running call as decided.
-/// Marks running call `i` as decided; `window` holds the calls from `first` on.
-fn settle(window: &mut VecDeque<(Started, Slot)>, first: usize, i: usize, candidate: Candidate) {
-    if let Some((_, slot)) = i.checked_sub(first).and_then(|k| window.get_mut(k))
-        && let Slot::Running { exclusive } = *slot
-    {
-        *slot = Slot::Done {
-            candidate,
-            exclusive,
-        };
-    }
-}
-
-struct Started {
-    call: Call,
-    call_seq: u64,
-    block: ToolCallBlock,
-}
-
 impl Runtime {
     /// Runs one assistant message's tool calls and commits their results.
     pub async fn run_step(
@@ -127,18 +88,11 @@ impl Runtime {
                 messages::MAX_PARALLEL_POSITIVE.into(),
             ));
         }
-        let cap = cx.max_parallel;
         let n = blocks.len();
-        // Created with the first spawned body: a step whose calls all run inline needs none.
-        let mut channel: Option<Channel> = None;
-        // The calls started and not yet committed, in model order (at most the pool plus one),
-        // each with what started it and where its outcome stands: entry k is call
-        // `next_commit + k`.
-        let mut window: VecDeque<(Started, Slot)> = VecDeque::with_capacity(n.min(cap + 1));
+        // Each call in progress keeps its block and the seq of its `tool/call`.
+        let mut pool: Pool<(ToolCallBlock, u64)> = Pool::new(self.clone(), cx.max_parallel);
         let mut next_start = 0usize;
-        let mut next_commit = 0usize;
-        let mut running = 0usize;
-        let mut exclusive_open = false;
+        let mut committed = 0usize;
         let mut out = StepOutcome {
             results: Vec::with_capacity(n),
             ..StepOutcome::default()
@@ -150,31 +104,14 @@ impl Runtime {
         let mut classified: Option<(usize, u64, ExecutionMode)> = None;
 
         loop {
-            if let Some((_, rx)) = &mut channel {
-                while let Ok((i, c)) = rx.try_recv() {
-                    running -= 1;
-                    settle(&mut window, next_commit, i, c);
-                }
-            }
+            pool.settle_ready();
             // Finalize and commit the front call once it is decided.
             if failure.is_none()
-                && next_commit < next_start
-                && matches!(window.front(), Some((_, Slot::Done { .. })))
-                && let Some((
-                    s,
-                    Slot::Done {
-                        candidate,
-                        exclusive,
-                    },
-                )) = window.pop_front()
+                && pool.front_decided()
+                && let Some(done) = pool.commit_front().await
             {
-                match self.commit(cx, s, candidate, &mut out).await {
-                    Ok(()) => {
-                        if exclusive {
-                            exclusive_open = false;
-                        }
-                        next_commit += 1;
-                    }
+                match self.record(cx, done, &mut out).await {
+                    Ok(()) => committed += 1,
                     Err(e) => failure = Some(e),
                 }
                 continue;
@@ -186,12 +123,11 @@ impl Runtime {
             // Start the next call when the rules allow it.
             if failure.is_none() && next_start < n {
                 let block = &blocks[next_start];
-                let in_progress = next_start - next_commit;
+                let in_progress = pool.in_progress();
                 let synthetic = aborted && in_progress == 0;
                 // Whether the call could start in either mode; only then is it classified, so a
                 // waiting call is not re-classified on every wake-up.
-                let could_start = synthetic
-                    || (!aborted && !exclusive_open && (in_progress == 0 || running < cap));
+                let could_start = synthetic || (!aborted && pool.may_start());
                 if could_start {
                     if pending.as_ref().is_none_or(|(i, _)| *i != next_start) {
                         pending = Some((next_start, Arguments::from_raw(&block.arguments)));
@@ -214,82 +150,33 @@ impl Runtime {
                             }
                         }
                     };
-                    let exclusive = mode == ExecutionMode::Exclusive;
-                    let can_start = synthetic
-                        || if exclusive {
-                            in_progress == 0
-                        } else {
-                            running < cap
-                        };
-                    if can_start {
-                        let i = next_start;
+                    if pool.admits(mode) {
                         next_start += 1;
                         // Nothing else can run beside this call: exclusive calls start with
                         // nothing in progress and block every later start; the last call with
                         // nothing in progress has nobody left to overlap with.
-                        let alone = in_progress == 0 && (exclusive || next_start == n);
+                        let alone = in_progress == 0
+                            && (mode == ExecutionMode::Exclusive || next_start == n);
                         let args = pending
                             .take()
                             .map_or_else(|| Arguments::from_raw(&block.arguments), |(_, a)| a);
-                        match self.start(cx, block, args).await {
-                            Err(e) => failure = Some(e),
-                            Ok((s, prepared)) => {
-                                if exclusive {
-                                    exclusive_open = true;
-                                }
-                                let done = |candidate| Slot::Done {
-                                    candidate,
-                                    exclusive,
-                                };
-                                let slot = match prepared {
-                                    Prepared::Decided(candidate) => done(candidate),
-                                    Prepared::Ready if alone => {
-                                        done(self.dispatch_contained(&s.call).await)
-                                    }
-                                    Prepared::Ready => {
-                                        // The body's first poll runs here; only a body that
-                                        // has to wait becomes a task (a no-op needs no task).
-                                        let mut body = self.owned_dispatch(&s.call);
-                                        match futures::poll!(body.as_mut()) {
-                                            std::task::Poll::Ready(candidate) => done(candidate),
-                                            std::task::Poll::Pending => {
-                                                running += 1;
-                                                let (tx, _) = channel
-                                                    .get_or_insert_with(mpsc::unbounded_channel);
-                                                let tx = tx.clone();
-                                                tokio::spawn(async move {
-                                                    let _ = tx.send((i, body.await));
-                                                });
-                                                Slot::Running { exclusive }
-                                            }
-                                        }
-                                    }
-                                };
-                                window.push_back((s, slot));
-                            }
+                        if let Err(e) = self.start(cx, &mut pool, block, args, mode, alone).await {
+                            failure = Some(e);
                         }
                         continue;
                     }
                 }
             }
-            if running == 0 && (failure.is_some() || next_commit == n) {
+            if pool.running() == 0 && (failure.is_some() || committed == n) {
                 break;
             }
-            if running == 0 && next_commit == next_start {
+            if pool.running() == 0 && pool.in_progress() == 0 {
                 // Nothing runs, nothing waits to commit, and nothing can start: only possible
                 // when every call is done.
                 break;
             }
-            let Some((_, rx)) = &mut channel else {
-                // Something runs, so a body was spawned and the channel exists.
+            if !pool.settle_next().await {
                 break;
-            };
-            match rx.recv().await {
-                Some((i, c)) => {
-                    running -= 1;
-                    settle(&mut window, next_commit, i, c);
-                }
-                None => break,
             }
         }
         match failure {
@@ -298,12 +185,16 @@ impl Runtime {
         }
     }
 
+    /// Records a call (`tool/call`, before any policy runs), then starts it in the pool.
     async fn start(
         &self,
         cx: &StepContext,
+        pool: &mut Pool<(ToolCallBlock, u64)>,
         block: &ToolCallBlock,
         arguments: Arguments,
-    ) -> Result<(Started, Prepared), SchedulerError> {
+        mode: ExecutionMode,
+        alone: bool,
+    ) -> Result<(), SchedulerError> {
         let call_seq = cx
             .session
             .append(Event::tool_call_shared(
@@ -321,58 +212,26 @@ impl Runtime {
             cx.signal.clone(),
         );
         input.agent = cx.agent.clone();
-        let call = self.call(input);
-        let prepared = self.prepare(&call).await;
-        Ok((
-            Started {
-                call,
-                call_seq,
-                block: block.clone(),
-            },
-            prepared,
-        ))
+        let how = if alone { Start::RunAlone } else { Start::Run };
+        pool.start(input, mode, how, (block.clone(), call_seq))
+            .await;
+        Ok(())
     }
 
-    /// The dispatch of a started call as an owned future, ready to move into a task.
-    fn owned_dispatch(self: &Arc<Self>, call: &Call) -> BoxFuture<'static, Candidate> {
-        let rt = self.clone();
-        let call = Call {
-            exec: call.exec.clone(),
-            def: call.def.clone(),
-            generation: call.generation,
-            hooks: call.hooks.clone(),
-            chain: call.chain.clone(),
-            stages: call.stages.clone(),
-        };
-        async move { rt.dispatch_contained(&call).await }.boxed()
-    }
-
-    /// Dispatch with a panic anywhere in the chain or the body turned into the call's failure.
-    async fn dispatch_contained(&self, call: &Call) -> Candidate {
-        std::panic::AssertUnwindSafe(self.dispatch(call))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|p| {
-                Candidate::final_failure(ToolResult::failure(dsh_core::Failure::from_panic(
-                    "dispatch", &*p,
-                )))
-            })
-    }
-
-    async fn commit(
+    /// Appends a committed call's `tool/result` and folds it into the outcome.
+    async fn record(
         &self,
         cx: &StepContext,
-        s: Started,
-        candidate: Candidate,
+        done: Committed<(ToolCallBlock, u64)>,
         out: &mut StepOutcome,
     ) -> Result<(), SchedulerError> {
-        let result = self.finalize(&s.call, candidate).await;
+        let ((block, call_seq), result) = (done.payload, done.result);
         cx.session
             .append(Event::tool_result_shared(
                 cx.turn,
                 cx.step,
-                s.block.call_id.clone(),
-                s.call_seq,
+                block.call_id.clone(),
+                call_seq,
                 result.content().clone(),
                 result.is_error(),
                 result.error().and_then(|e| e.info()),

@@ -1209,3 +1209,105 @@ async fn a_body_completing_at_once_runs_where_the_program_calls_it_and_a_waiting
     assert_eq!(h.settles(), h.starts());
     assert_paired(&h.dispatch_records());
 }
+
+/// A tool whose body panics: at its first poll (`now`), or after it had to wait (`later`, so it
+/// runs as a task of the pool); `finalize_content` counts the calls it sees.
+fn panicking_tool(name: &str, later: bool, finalized: Recorder) -> ToolDefinition {
+    ToolDefinition::builder(name, "A tool whose body panics")
+        .output(ToolOutput::string())
+        .concurrency_safe(true)
+        .execute(move |_ctx| async move {
+            if later {
+                tokio::task::yield_now().await;
+            }
+            panic!("body exploded");
+            #[allow(unreachable_code)]
+            Ok(Json::string("unreachable"))
+        })
+        .finalize_content(move |exec, _r| {
+            finalized.push(exec.call_id());
+            Ok(None)
+        })
+        .build()
+        .expect("panicking tool")
+}
+
+#[tokio::test]
+async fn s2_cm2_every_sub_call_outcome_goes_through_finalize_and_the_observers_exactly_once() {
+    let finalized = Recorder::new();
+    let ephemeral = tool_fn("ephemeral", true, |_| async { Ok(Json::string("ran")) });
+    let registration: Arc<Mutex<Option<dsh_core::Registration>>> = Arc::new(Mutex::new(None));
+    let reg = registration.clone();
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let got = answers.clone();
+    let h = Harness::new(
+        vec![
+            panicking_tool("boom_now", false, finalized.clone()),
+            panicking_tool("boom_later", true, finalized.clone()),
+            echo_tool(),
+        ],
+        move |c| {
+            c.runtime = Some(scripted(move |run| {
+                let reg = reg.clone();
+                let got = got.clone();
+                async move {
+                    if let Some(r) = reg.lock().take() {
+                        r.dispose();
+                    }
+                    let calls = [
+                        ("boom_now", Some("{}")),
+                        ("boom_later", Some("{}")),
+                        ("echo", Some(r#"{"text":"fine"}"#)),
+                        ("ephemeral", Some("{}")),
+                    ];
+                    for (name, args) in calls {
+                        let answer = run.bindings.call(name, args).await;
+                        got.lock().push((name, answer.map_err(|e| e.message)));
+                    }
+                    CodeOutcome::default()
+                }
+                .boxed()
+            }))
+        },
+    )
+    .await;
+    *registration.lock() = Some(h.registry.register(ephemeral).expect("register"));
+    let observed = Recorder::new();
+    let o2 = observed.clone();
+    let _observer = h.hooks.on_result(
+        Scope::Global,
+        move |exec: &ToolExecution, r: &ToolResult| {
+            o2.push(format!("{} {}", exec.call_id(), r.is_error()));
+        },
+    );
+    let r = h.run_code("x").await;
+    assert!(!r.is_error(), "{}", text(&r));
+    let answers = answers.lock().clone();
+    assert_eq!(answers.len(), 4);
+    for (name, answer) in &answers[..2] {
+        let message = answer.as_ref().err().cloned().unwrap_or_default();
+        assert!(
+            message.contains("panicked") && message.contains("body exploded"),
+            "{name}: {message}"
+        );
+    }
+    assert!(answers[2].1.is_ok());
+    assert_eq!(answers[3].1, Err("unknown tool \"ephemeral\"".to_owned()));
+    // One observer call per sub-call outcome, the run_code call itself last.
+    assert_eq!(
+        observed.entries(),
+        vec![
+            "call-1:code:1 true".to_owned(),
+            "call-1:code:2 true".to_owned(),
+            "call-1:code:3 false".to_owned(),
+            "call-1:code:4 true".to_owned(),
+            "call-1 false".to_owned(),
+        ]
+    );
+    // finalize_content ran once for each panicking call.
+    assert_eq!(
+        finalized.entries(),
+        vec!["call-1:code:1".to_owned(), "call-1:code:2".to_owned()]
+    );
+    assert_paired(&h.dispatch_records());
+}
