@@ -314,7 +314,7 @@ impl HarnessBuilder {
             _ => self.policy.approval,
         };
         let approval = ApprovalService::with_registry(ApprovalConfig { policy }, registry.clone());
-        let audit = AuditSession::new(Arc::new(self.session.clone()));
+        let audit = AuditSession::new(Arc::new(dsh_scheduler::SessionAudit(self.session.clone())));
         approval.attach_session(Scope::Global, audit.clone()).keep();
         #[cfg(feature = "bash")]
         let bash = match (&self.bash, &fs) {

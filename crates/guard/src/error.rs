@@ -12,8 +12,14 @@ pub enum GuardError {
     )]
     OutsideOpenTurn,
     /// The audit log could not be written; the event was not committed (APR-16).
-    #[error("{0}")]
-    Audit(String),
+    #[error("{message}")]
+    Audit {
+        /// What failed.
+        message: String,
+        /// The store's own error, when the sink gave one.
+        #[source]
+        cause: Option<AuditCause>,
+    },
     /// No session is attached for the agent that asked.
     #[error("no approval audit session is attached for agent \"{0}\"")]
     NoSession(AgentId),
@@ -51,11 +57,46 @@ pub enum GuardError {
     Deadline(#[from] DeadlineError),
 }
 
+/// The error an audit sink's store reported, kept as the source of [`GuardError::Audit`]
+/// (errors are compared by their text).
+#[derive(Debug, Clone)]
+pub struct AuditCause(pub std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl std::fmt::Display for AuditCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for AuditCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for AuditCause {
+    fn eq(&self, other: &AuditCause) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for AuditCause {}
+
 impl GuardError {
     /// An audit failure with a message (what an [`crate::AuditSink`] returns when it could not
     /// commit an event).
     pub fn audit(message: impl std::fmt::Display) -> GuardError {
-        GuardError::Audit(message.to_string())
+        GuardError::Audit {
+            message: message.to_string(),
+            cause: None,
+        }
+    }
+    /// An audit failure caused by the store's own error, kept as the source.
+    pub fn audit_caused(cause: impl std::error::Error + Send + Sync + 'static) -> GuardError {
+        GuardError::Audit {
+            message: cause.to_string(),
+            cause: Some(AuditCause(std::sync::Arc::new(cause))),
+        }
     }
     /// An answerer failure with a message.
     pub fn answerer(message: impl std::fmt::Display) -> GuardError {

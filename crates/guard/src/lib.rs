@@ -6,8 +6,8 @@
 //! the listeners, orders them, and implements the built-in policies.
 //!
 //! It deliberately does NOT: schedule calls, run tool bodies, write tool events, know about the
-//! session's internals (approval audit goes through [`AuditSink`], which `dsh_session::Session`
-//! implements), or know about the scheduler, the filesystem tools or Code Mode (those use its
+//! session (approval audit goes through [`AuditSink`], which `dsh-scheduler` implements over the
+//! session log; this crate depends on `dsh-core` only), or know about the scheduler, the filesystem tools or Code Mode (those use its
 //! generic [`Waterfall`]s and call [`resolve_ask`]).
 //!
 //! Spec rules owned here: P1 (pre-execute ordering and scoping), P2 (approval, fail closed),
@@ -69,7 +69,6 @@ pub mod metrics;
 pub mod permission;
 pub mod retry;
 pub mod scope;
-mod session_audit;
 pub mod timeout;
 pub mod waterfall;
 
@@ -81,7 +80,7 @@ pub use approval::{
 };
 pub use audit::{APPROVAL_ASKED, APPROVAL_DECIDED, APPROVAL_POLICY, AuditSink};
 pub use config::{GuardConfig, Installed};
-pub use error::GuardError;
+pub use error::{AuditCause, GuardError};
 pub use handle::ListenerHandle;
 pub use hookset::{CallHooks, HookHandle, Hooks};
 pub use metrics::{

@@ -18,6 +18,7 @@
 //! pipeline invariant checker of conformance LOG-18..20 (`invariants.rs`).
 
 mod approval;
+mod audit;
 mod batch;
 mod dispatch;
 mod finalize;
@@ -29,6 +30,7 @@ mod step;
 mod turn;
 
 pub use approval::Approver;
+pub use audit::{SessionAudit, audit_session};
 pub use batch::{ToolCallBlock, tool_calls_of};
 pub use invariants::{InvariantViolation, PipelineChecker, Stage, StageLog};
 pub use pool::{Committed, Pool, Start};

@@ -193,7 +193,9 @@ async fn apr_16b_a_decision_that_cannot_be_logged_is_not_returned() {
     s.add_answerer(Scope::Global, fixed(ApprovalOutcome::AllowedOnce))
         .keep();
     let err = s.request(req("a")).await.unwrap_err();
-    assert!(matches!(err, GuardError::Audit(m) if m.contains("approval/decided")));
+    assert!(
+        matches!(err, GuardError::Audit { message, .. } if message.contains("approval/decided"))
+    );
 }
 
 #[tokio::test]

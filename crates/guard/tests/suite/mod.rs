@@ -8,7 +8,6 @@ mod metrics;
 mod permission;
 mod properties;
 mod retry;
-mod session_audit;
 mod support;
 mod timeout;
 mod waterfall;

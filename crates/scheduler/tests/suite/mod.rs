@@ -14,4 +14,5 @@ mod placement;
 mod props;
 mod reg_prepare;
 mod sch;
+mod session_audit;
 mod tmo_runtime;

@@ -65,7 +65,7 @@ fn events(session: &Session) -> Vec<Value> {
 #[tokio::test]
 async fn announcing_a_preset_writes_the_reference_events_once() {
     let session = Session::in_memory("s1");
-    let audit = AuditSession::new(Arc::new(session.clone()));
+    let audit = AuditSession::new(Arc::new(dsh_scheduler::SessionAudit(session.clone())));
     let preset = Preset::ReadOnly;
     let n = announce(
         &audit,

@@ -2,13 +2,17 @@
 
 use dsh_core::Json;
 use dsh_guard::{
-    ApprovalConfig, ApprovalOutcome, ApprovalPolicy, ApprovalRequest, ApprovalService,
-    AuditSession, GuardError, Scope, answer_fn,
+    ApprovalConfig, ApprovalOutcome, ApprovalPolicy, ApprovalRequest, ApprovalService, GuardError,
+    Scope, answer_fn,
 };
 use dsh_session::{Event, Session};
 use serde_json::json;
 
-use super::support::agent;
+use dsh_core::AgentId;
+
+fn agent(name: &str) -> AgentId {
+    AgentId::new(name)
+}
 
 fn audit_events(session: &Session) -> Vec<(String, serde_json::Value)> {
     session
@@ -23,7 +27,7 @@ fn audit_events(session: &Session) -> Vec<(String, serde_json::Value)> {
 async fn the_audit_pair_lands_in_the_session_inside_its_turn() {
     let session = Session::in_memory("s1");
     let s = ApprovalService::new(ApprovalConfig::default());
-    s.attach_session(Scope::Global, AuditSession::from_session(session.clone()))
+    s.attach_session(Scope::Global, dsh_scheduler::audit_session(session.clone()))
         .keep();
     s.add_answerer(
         Scope::Global,
@@ -61,9 +65,9 @@ async fn a_resumed_session_keeps_its_policy_override() {
             .await
             .unwrap();
     }
-    let audit = AuditSession::from_session(session.clone());
+    let audit = dsh_scheduler::audit_session(session.clone());
     assert_eq!(audit.override_policy(), Some(ApprovalPolicy::Never));
-    let fresh = AuditSession::from_session(Session::in_memory("s3"));
+    let fresh = dsh_scheduler::audit_session(Session::in_memory("s3"));
     assert_eq!(fresh.override_policy(), None);
     // A switch through the service is written to the session log.
     let s = ApprovalService::new(ApprovalConfig::default());
@@ -74,4 +78,24 @@ async fn a_resumed_session_keeps_its_policy_override() {
     let last = session.events().last().cloned().unwrap();
     assert_eq!(last.1.event_type(), "approval/policy");
     assert_eq!(last.1.data().value(), &json!({"policy": "ask"}));
+}
+
+#[tokio::test]
+async fn a_refused_audit_append_keeps_the_session_error_as_its_source() {
+    use dsh_guard::AuditSink;
+    let sink = dsh_scheduler::SessionAudit(Session::in_memory("s4"));
+    // A chunk run with no entries is an event the session refuses.
+    let err = sink
+        .append(
+            "text-chunks",
+            Json::from_shallow(json!({"dt": [], "texts": []})),
+        )
+        .await
+        .expect_err("refused by the session");
+    let source = std::error::Error::source(&err).map(ToString::to_string);
+    assert!(
+        matches!(err, GuardError::Audit { cause: Some(_), .. }),
+        "{err:?}"
+    );
+    assert!(source.is_some_and(|s| s.contains("chunk")), "{err}");
 }
