@@ -184,11 +184,11 @@ impl Policy {
         };
         if let Some(v) = file.max_parallel_tool_calls {
             let n = match v.get_ref() {
-                toml::Value::Integer(i) => *i as f64,
-                toml::Value::Float(f) => *f,
-                _ => f64::NAN,
+                toml::Value::Integer(i) => serde_json::Value::from(*i),
+                toml::Value::Float(f) => serde_json::Value::from(*f),
+                _ => serde_json::Value::Null,
             };
-            policy.max_parallel_tool_calls = dsh_scheduler::validate_max_parallel(n)
+            policy.max_parallel_tool_calls = dsh_scheduler::max_parallel_from_config(&n)
                 .map_err(|e| invalid(v.span().start, format!("max_parallel_tool_calls: {e}")))?;
         }
         if let Some(m) = file.mode {

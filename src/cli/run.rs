@@ -250,7 +250,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Exit> {
         None => Policy::default(),
     };
     if let Some(n) = args.max_parallel {
-        policy.max_parallel_tool_calls = dsh::scheduler::validate_max_parallel(n as f64)
+        policy.max_parallel_tool_calls = dsh::scheduler::validate_max_parallel(n)
             .map_err(|e| Exit::usage(format!("--max-parallel: {e}")))?;
     }
     if let Some(m) = args.mode {

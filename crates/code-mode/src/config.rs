@@ -67,15 +67,15 @@ impl Default for CodeModeConfig {
 impl CodeModeConfig {
     /// Checks every setting (`maxParallelSubCalls must be a positive integer`, the limits).
     pub fn validate(&self) -> Result<(), CodeModeError> {
-        validate_max_parallel_sub_calls(self.max_parallel_sub_calls as f64)?;
+        validate_max_parallel_sub_calls(self.max_parallel_sub_calls)?;
         self.limits.validate()
     }
 }
 
-/// Validates a pool size as read from configuration (a positive integer).
-pub fn validate_max_parallel_sub_calls(n: f64) -> Result<usize, CodeModeError> {
-    if n.is_finite() && n >= 1.0 && n.fract() == 0.0 {
-        Ok(n as usize)
+/// Validates a pool size: zero is refused (`maxParallelSubCalls must be a positive integer`).
+pub fn validate_max_parallel_sub_calls(n: usize) -> Result<usize, CodeModeError> {
+    if n >= 1 {
+        Ok(n)
     } else {
         Err(CodeModeError::Config(MAX_SUB_CALLS_POSITIVE.to_owned()))
     }

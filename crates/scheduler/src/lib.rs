@@ -21,6 +21,7 @@ mod approval;
 mod audit;
 mod batch;
 mod dispatch;
+mod error;
 mod finalize;
 pub mod invariants;
 mod pool;
@@ -32,19 +33,11 @@ mod turn;
 pub use approval::Approver;
 pub use audit::{SessionAudit, audit_session};
 pub use batch::{ToolCallBlock, tool_calls_of};
+pub use error::SchedulerError;
 pub use invariants::{InvariantViolation, PipelineChecker, Stage, StageLog};
 pub use pool::{Committed, Pool, Start};
 pub use runtime::{Admission, Runtime, RuntimeConfig};
-pub use step::{DEFAULT_MAX_PARALLEL, StepContext, StepOutcome, validate_max_parallel};
+pub use step::{
+    DEFAULT_MAX_PARALLEL, StepContext, StepOutcome, max_parallel_from_config, validate_max_parallel,
+};
 pub use turn::{TurnDriver, TurnEnd, TurnReport};
-
-/// Failures of the scheduler itself (never a tool's failure, which is a result).
-#[derive(Debug, thiserror::Error)]
-pub enum SchedulerError {
-    /// The session log could not be written.
-    #[error("session log: {0}")]
-    Session(#[from] dsh_session::SessionError),
-    /// Bad configuration.
-    #[error("{0}")]
-    Config(String),
-}

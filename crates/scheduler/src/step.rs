@@ -26,8 +26,8 @@ use dsh_core::{
 };
 use dsh_session::{Event, Session};
 
-use crate::SchedulerError;
 use crate::batch::ToolCallBlock;
+use crate::error::SchedulerError;
 use crate::pool::{Committed, Pool, Start};
 use crate::runtime::Runtime;
 
@@ -64,15 +64,30 @@ pub struct StepOutcome {
     pub aborted: bool,
 }
 
-/// Validates a pool size (`maxParallelToolCalls must be a positive integer`).
-pub fn validate_max_parallel(n: f64) -> Result<usize, SchedulerError> {
-    if n.is_finite() && n >= 1.0 && n.fract() == 0.0 {
-        Ok(n as usize)
+/// Validates a pool size: zero is refused (`maxParallelToolCalls must be a positive integer`).
+pub fn validate_max_parallel(n: usize) -> Result<usize, SchedulerError> {
+    if n >= 1 {
+        Ok(n)
     } else {
-        Err(SchedulerError::Config(
-            messages::MAX_PARALLEL_POSITIVE.into(),
-        ))
+        Err(SchedulerError::MaxParallel(messages::MAX_PARALLEL_POSITIVE))
     }
+}
+
+/// A pool size given as a configuration number (JSON, TOML): a positive integer, written as an
+/// integer or as a float with no fraction; anything else is refused with the message above.
+pub fn max_parallel_from_config(n: &serde_json::Value) -> Result<usize, SchedulerError> {
+    let whole = match n {
+        serde_json::Value::Number(n) => n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.is_finite() && f.fract() == 0.0 && *f >= 0.0 && *f <= u32::MAX as f64)
+                .map(|f| f as u64)
+        }),
+        _ => None,
+    };
+    whole.and_then(|w| usize::try_from(w).ok()).map_or(
+        Err(SchedulerError::MaxParallel(messages::MAX_PARALLEL_POSITIVE)),
+        validate_max_parallel,
+    )
 }
 
 impl Runtime {
@@ -84,9 +99,7 @@ impl Runtime {
     ) -> Result<StepOutcome, SchedulerError> {
         // A pool size of 0 is refused, never silently raised (SCH-18).
         if cx.max_parallel == 0 {
-            return Err(SchedulerError::Config(
-                messages::MAX_PARALLEL_POSITIVE.into(),
-            ));
+            return Err(SchedulerError::MaxParallel(messages::MAX_PARALLEL_POSITIVE));
         }
         let n = blocks.len();
         // Each call in progress keeps its block and the seq of its `tool/call`.

@@ -19,8 +19,8 @@ use dsh_core::{AgentId, CancelCause, ContextMessage, Json, Signal};
 use dsh_session::{Event, Session};
 use serde_json::{Value, json};
 
-use crate::SchedulerError;
 use crate::batch::tool_calls_of;
+use crate::error::SchedulerError;
 use crate::runtime::Runtime;
 use crate::step::{DEFAULT_MAX_PARALLEL, StepContext, StepOutcome};
 

@@ -404,10 +404,8 @@ async fn code_69_70_71_configuration() {
         e.to_string(),
         "maxParallelSubCalls must be a positive integer"
     );
-    for bad in [0.0, -1.0, 1.5, f64::NAN, f64::INFINITY] {
-        assert!(validate_max_parallel_sub_calls(bad).is_err(), "{bad}");
-    }
-    assert_eq!(validate_max_parallel_sub_calls(3.0).ok(), Some(3));
+    assert!(validate_max_parallel_sub_calls(0).is_err());
+    assert_eq!(validate_max_parallel_sub_calls(3).ok(), Some(3));
     // CODE-70: code mode without a cap loads with the default pool; run_code is defined.
     let code = CodeMode::new(
         &registry,

@@ -18,7 +18,7 @@ use dsh_core::{
 use dsh_guard::{Hooks, Scope};
 use dsh_scheduler::{
     DEFAULT_MAX_PARALLEL, Runtime, SchedulerError, StepContext, ToolCallBlock, TurnDriver, TurnEnd,
-    TurnReport, validate_max_parallel,
+    TurnReport, max_parallel_from_config, validate_max_parallel,
 };
 use dsh_session::{Event, Session, SurfaceOp};
 use dsh_test_support::{Gate, PostFn, PreFn, Recorder};
@@ -617,16 +617,25 @@ async fn sch_16_history_pairs_results_in_model_order_whatever_the_completion_ord
 
 #[test]
 fn sch_17_configured_pool_size_must_be_a_positive_integer() {
-    for bad in [0.0, 1.5, -1.0, f64::NAN, f64::INFINITY] {
-        let err = validate_max_parallel(bad).expect_err("rejected");
+    for bad in [
+        json!(0),
+        json!(1.5),
+        json!(-1),
+        json!(0.0),
+        json!("3"),
+        json!(null),
+    ] {
+        let err = max_parallel_from_config(&bad).expect_err("rejected");
         assert_eq!(
             err.to_string(),
             messages::MAX_PARALLEL_POSITIVE,
             "for {bad}"
         );
     }
-    assert_eq!(validate_max_parallel(1.0).unwrap(), 1);
-    assert_eq!(validate_max_parallel(10.0).unwrap(), 10);
+    assert_eq!(max_parallel_from_config(&json!(1)).unwrap(), 1);
+    assert_eq!(max_parallel_from_config(&json!(10.0)).unwrap(), 10);
+    assert!(validate_max_parallel(0).is_err());
+    assert_eq!(validate_max_parallel(4).unwrap(), 4);
 }
 
 // SCH-18: a fractional cap cannot be expressed when constructing directly (the field is a
@@ -652,7 +661,7 @@ async fn sch_18_direct_construction_with_zero_cap_fails_before_logging() {
         .run_step(&cx, &[ToolCallBlock::new("c1", "echo", "{}")])
         .await
         .expect_err("a zero pool size is refused");
-    assert!(matches!(err, SchedulerError::Config(_)), "{err:?}");
+    assert!(matches!(err, SchedulerError::MaxParallel(_)), "{err:?}");
     assert_eq!(err.to_string(), messages::MAX_PARALLEL_POSITIVE);
     assert!(log(&session).is_empty(), "nothing was logged or run");
 }
