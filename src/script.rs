@@ -85,7 +85,7 @@ pub fn parse_script(text: &str) -> Result<Script, ScriptError> {
         let parsed = parse_message(&value);
         // A line may nest thousands of levels: drop it without recursion.
         dsh_core::json::dismantle(value);
-        let message = parsed.map_err(err)?;
+        let message = parsed.map_err(|e| err(e.0))?;
         for id in call_ids(&message) {
             if let Some(first) = first_use.insert(id.to_owned(), line_no) {
                 return Err(err(format!(
@@ -168,7 +168,16 @@ fn shown(v: &Value) -> String {
 }
 
 /// Converts one assistant message of either shape into the reference shape.
-pub fn parse_message(v: &Value) -> Result<Value, String> {
+pub fn parse_message(v: &Value) -> Result<Value, MessageError> {
+    parse_message_text(v).map_err(MessageError)
+}
+
+/// Why one line is not an assistant message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct MessageError(pub String);
+
+fn parse_message_text(v: &Value) -> Result<Value, String> {
     let obj = v
         .as_object()
         .ok_or_else(|| "an assistant message must be a JSON object".to_owned())?;

@@ -26,9 +26,14 @@ fn is_plain(s: &str) -> bool {
         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|')
 }
 
+/// A matcher that does not compile (an invalid regex), with the regex crate's message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct MatcherError(pub String);
+
 impl Matcher {
     /// Compiles a matcher; an invalid regex is refused with the regex crate's message.
-    pub fn new(source: &str) -> Result<Matcher, String> {
+    pub fn new(source: &str) -> Result<Matcher, MatcherError> {
         let trimmed = source.trim();
         let kind = if trimmed.is_empty() || trimmed == "*" {
             Kind::All
@@ -42,10 +47,9 @@ impl Matcher {
                     .collect(),
             )
         } else {
-            Kind::Regex(
-                Regex::new(trimmed)
-                    .map_err(|e| format!("matcher \"{source}\" is not a valid regex: {e}"))?,
-            )
+            Kind::Regex(Regex::new(trimmed).map_err(|e| {
+                MatcherError(format!("matcher \"{source}\" is not a valid regex: {e}"))
+            })?)
         };
         Ok(Matcher {
             source: source.to_owned(),

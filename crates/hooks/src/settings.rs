@@ -168,9 +168,9 @@ fn parse_groups(path: &Path, at: &str, value: &Value) -> Result<Vec<MatcherGroup
         let matcher = match map.get("matcher") {
             None | Some(Value::Null) => Matcher::new(""),
             Some(Value::String(m)) => Matcher::new(m),
-            Some(_) => Err("must be a string".to_owned()),
+            Some(_) => Err(crate::matcher::MatcherError("must be a string".to_owned())),
         }
-        .map_err(|e| field_err(path, &format!("{at}.matcher"), e))?;
+        .map_err(|e| field_err(path, &format!("{at}.matcher"), e.0))?;
         let Some(hooks) = map.get("hooks").and_then(Value::as_array) else {
             return Err(field_err(
                 path,

@@ -24,6 +24,12 @@ impl fmt::Display for Problem {
     }
 }
 
+/// A line that is not an event: not JSON, not an object with a string `type`, nested too
+/// deep; the message says which.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LineError(pub String);
+
 /// An append rejected by the append-time invariant checks (approval audit, code dispatch).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

@@ -790,8 +790,8 @@ impl Event {
     }
 
     /// Parses one event from its JSON line.
-    pub fn from_json_line(line: &str) -> Result<Event, String> {
-        Event::read_line(line, &mut Scratch::default())
+    pub fn from_json_line(line: &str) -> Result<Event, crate::error::LineError> {
+        Event::read_line(line, &mut Scratch::default()).map_err(crate::error::LineError)
     }
 
     /// [`Event::from_json_line`] with the scan's buffers reused across lines. A line in the

@@ -67,7 +67,7 @@ mod writer;
 
 pub use check::{FileCheck, check_bytes, check_events, check_file, check_file_status, check_log};
 pub use derive::{derive_messages, derive_messages_from};
-pub use error::{InvariantViolation, Problem, SessionError};
+pub use error::{InvariantViolation, LineError, Problem, SessionError};
 pub use event::{Event, EventKind, MAX_DATA_DEPTH, SurfaceOp, ToolCallView, ToolResultView, types};
 pub use export::{to_anthropic, to_openai};
 pub use header::{Header, HeaderError, LOG_VERSION};

@@ -31,6 +31,25 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+/// Why a provider would refuse a history: its 400 message, naming the message at fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+impl Refusal {
+    /// Whether the message contains `text`.
+    pub fn contains(&self, text: &str) -> bool {
+        self.0.contains(text)
+    }
+}
+
 fn at(i: usize, what: &str) -> String {
     format!("messages[{i}]: {what}")
 }
@@ -41,7 +60,11 @@ fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 
 /// Checks an OpenAI Chat Completions `messages` array; the error names the first message the
 /// API would refuse and why.
-pub fn openai_accepts(messages: &Value) -> Result<(), String> {
+pub fn openai_accepts(messages: &Value) -> Result<(), Refusal> {
+    openai_rules(messages).map_err(Refusal)
+}
+
+fn openai_rules(messages: &Value) -> Result<(), String> {
     let list = messages
         .as_array()
         .ok_or_else(|| "messages must be an array".to_owned())?;
@@ -158,7 +181,11 @@ fn anthropic_id_ok(id: &str) -> bool {
 
 /// Checks an Anthropic Messages `messages` array; the error names the first message the API
 /// would refuse and why.
-pub fn anthropic_accepts(messages: &Value) -> Result<(), String> {
+pub fn anthropic_accepts(messages: &Value) -> Result<(), Refusal> {
+    anthropic_rules(messages).map_err(Refusal)
+}
+
+fn anthropic_rules(messages: &Value) -> Result<(), String> {
     let list = messages
         .as_array()
         .ok_or_else(|| "messages must be an array".to_owned())?;

@@ -559,7 +559,7 @@ fn edit_now<T>(
     let before = text::decode(&old).map_err(|why| FsError::NotText {
         op: OP,
         path: Arc::from(shown_path.as_str()),
-        why: Arc::from(why),
+        why: Arc::from(why.0),
     })?;
     let (after, extra) = edit(before)?;
     let version = atomic::replace(&path, after.as_bytes(), Some(&Keep::of(&meta)), fault)

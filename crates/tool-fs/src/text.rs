@@ -9,12 +9,18 @@ pub const DEFAULT_READ_LINES: usize = 2000;
 /// The most bytes of line text one read shows; the rest is left for `offset`.
 pub const MAX_READ_BYTES: usize = 50 * 1024;
 
+/// Why bytes are not text: a NUL byte or invalid UTF-8, and where.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotText(pub String);
+
 /// The text of `bytes`, or why they are not text.
-pub fn decode(bytes: &[u8]) -> Result<&str, String> {
+pub fn decode(bytes: &[u8]) -> Result<&str, NotText> {
     if let Some(i) = memchr_nul(bytes) {
-        return Err(format!("it contains a NUL byte at offset {i}"));
+        return Err(NotText(format!("it contains a NUL byte at offset {i}")));
     }
-    std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8 at byte {}", e.valid_up_to()))
+    std::str::from_utf8(bytes)
+        .map_err(|e| NotText(format!("invalid UTF-8 at byte {}", e.valid_up_to())))
 }
 
 fn memchr_nul(bytes: &[u8]) -> Option<usize> {

@@ -49,9 +49,9 @@ impl Enforced {
 }
 
 /// Contains the calling thread as `args` asks (without running anything).
-pub fn apply(args: &SandboxArgs) -> Result<Enforced, String> {
+pub fn apply(args: &SandboxArgs) -> Result<Enforced, SetupError> {
     if let Some(n) = args.max_file_size {
-        privileges::limit_file_size(n).map_err(|e| e.to_string())?;
+        privileges::limit_file_size(n).map_err(|e| SetupError::new("limit the file size", e))?;
     }
     if !args.mode.is_contained() {
         return Ok(Enforced {
@@ -60,24 +60,47 @@ pub fn apply(args: &SandboxArgs) -> Result<Enforced, String> {
         });
     }
     if args.simulate_no_landlock {
-        return Err("Landlock is not supported by this kernel (simulated)".to_owned());
+        return Err(SetupError::new(
+            "restrict the filesystem",
+            "Landlock is not supported by this kernel (simulated)",
+        ));
     }
     let root = rustix::process::geteuid().is_root();
-    privileges::no_new_privs().map_err(|e| e.to_string())?;
-    privileges::drop_capabilities().map_err(|e| e.to_string())?;
+    privileges::no_new_privs().map_err(|e| SetupError::new("set no_new_privs", e))?;
+    privileges::drop_capabilities().map_err(|e| SetupError::new("drop capabilities", e))?;
     let mut writable: Vec<PathBuf> = Vec::new();
     if args.mode.writes_workspace() {
         writable.extend(args.roots.iter().cloned());
     }
     writable.extend(args.tmp.iter().cloned());
-    let filter =
-        net_filter::build(args.mode == SandboxMode::ReadOnly || root).map_err(|e| e.to_string())?;
-    let report = fs_rules::restrict(&writable).map_err(|e| e.to_string())?;
-    net_filter::install(&filter).map_err(|e| e.to_string())?;
+    let filter = net_filter::build(args.mode == SandboxMode::ReadOnly || root)
+        .map_err(|e| SetupError::new("build the network filter", e))?;
+    let report =
+        fs_rules::restrict(&writable).map_err(|e| SetupError::new("restrict the filesystem", e))?;
+    net_filter::install(&filter).map_err(|e| SetupError::new("install the network filter", e))?;
     Ok(Enforced {
         mode: args.mode,
         landlock: Some(report),
     })
+}
+
+/// A containment step that failed: which one, and why. The helper reports it and runs nothing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot {step}: {message}")]
+pub struct SetupError {
+    /// The step, e.g. `restrict the filesystem`.
+    pub step: &'static str,
+    /// Why it failed.
+    pub message: String,
+}
+
+impl SetupError {
+    fn new(step: &'static str, why: impl std::fmt::Display) -> SetupError {
+        SetupError {
+            step,
+            message: why.to_string(),
+        }
+    }
 }
 
 /// The helper's whole life: parse, contain, then `exec` the command (or, for `--probe`, print
@@ -93,7 +116,7 @@ where
     };
     let enforced = match apply(&args) {
         Ok(e) => e,
-        Err(e) => fail(&e),
+        Err(e) => fail(&e.message),
     };
     if args.probe {
         println!("{}", enforced.line());

@@ -161,7 +161,7 @@ fn page(
         FsError::NotText {
             op: "read",
             path: Arc::from(shown.as_str()),
-            why: Arc::from(why),
+            why: Arc::from(why.0),
         }
         .to_failure()
     })?;
