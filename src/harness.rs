@@ -295,10 +295,13 @@ impl HarnessBuilder {
             .map_err(|e| HarnessError::Unsupported(format!("loading hook settings: {e}")))??;
             claude.install(&hooks, self.session.clone()).keep();
         }
-        if self.policy.has_permissions() {
+        let rules = if self.policy.has_permissions() {
             let rules = self.policy.permissions(registry.clone())?;
-            hooks.on_pre_execute(Scope::Global, rules).keep();
-        }
+            hooks.on_pre_execute(Scope::Global, rules.clone()).keep();
+            Some(rules)
+        } else {
+            None
+        };
         TimeoutPolicy::new(registry.clone())
             .with_overrides(
                 self.policy
@@ -357,6 +360,25 @@ impl HarnessBuilder {
         #[cfg(feature = "code-mode")]
         if let Some(c) = &code {
             c.bind(&runtime)?;
+        }
+        // Every tool is registered now: a rule or a `[tools.<name>]` table naming none would
+        // silently never apply.
+        let known = registry.names(Some(&self.agent));
+        if let Some(rules) = &rules {
+            rules
+                .check_tools(&known)
+                .map_err(|source| crate::policy::PolicyError::Permissions { path: None, source })?;
+        }
+        for name in self.policy.tool_timeouts.keys() {
+            if !known.contains(name) {
+                let hint = dsh_core::names::closest(name, known.iter().map(String::as_str))
+                    .map(|c| format!("did you mean \"{c}\"? "))
+                    .unwrap_or_default();
+                return Err(HarnessError::Unsupported(format!(
+                    "policy: [tools.{name}] names no tool; {hint}known tools: {}",
+                    known.join(", ")
+                )));
+            }
         }
         Ok(Harness {
             registry,

@@ -5,6 +5,8 @@
 //! Guarantees: a definition is immutable once built; `timeout_ms` is positive; the body sees the
 //! execution, the fused signal and a sink for deferred contexts, never anything to mutate.
 
+use crate::AgentId;
+use crate::subject::PermissionSubject;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -110,8 +112,9 @@ pub type MetaFn = Arc<dyn Fn(&Json) -> Result<Option<Json>, Failure> + Send + Sy
 /// The last, pure, content-only step on every outcome; `None` keeps the content.
 pub type FinalizeFn =
     Arc<dyn Fn(&ToolExecution, &ToolResult) -> Result<Option<Content>, Failure> + Send + Sync>;
-/// Reads the permission subject (a command, a path) from arguments.
-pub type SubjectFn = Arc<dyn Fn(&Value) -> Option<String> + Send + Sync>;
+/// Reads the permission subject (a command, a path) from a call's arguments and agent.
+pub type SubjectFn =
+    Arc<dyn Fn(&Value, Option<&AgentId>) -> Option<PermissionSubject> + Send + Sync>;
 /// Per-call concurrency classifier.
 pub type ClassifyFn = Arc<dyn Fn(&Value) -> bool + Send + Sync>;
 
@@ -285,11 +288,22 @@ impl ToolDefinition {
         self.validate_arguments
     }
 
-    /// The permission subject of a call (the command of a shell tool, the path of a file tool).
+    /// The permission subject of a call as shown to a person (the command of a shell tool, the
+    /// path of a file tool); see [`ToolDefinition::permission_subjects`].
     pub fn permission_subject(&self, args: &Arguments) -> Option<String> {
+        self.permission_subjects(args, None).map(|s| s.shown())
+    }
+
+    /// The permission subject of a call by `agent`, with its parts and spellings; `None` when
+    /// the tool declares none or cannot read it from these arguments.
+    pub fn permission_subjects(
+        &self,
+        args: &Arguments,
+        agent: Option<&AgentId>,
+    ) -> Option<PermissionSubject> {
         let f = self.permission_subject.as_ref()?;
         let json = args.json()?;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(json.value())))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(json.value(), agent)))
             .ok()
             .flatten()
     }
@@ -513,10 +527,20 @@ impl ToolBuilder {
         self.concurrency = Concurrency::Classify(Arc::new(f));
         self
     }
-    /// Declares how to read the permission subject from arguments.
+    /// Declares how to read the permission subject from arguments (one part, one spelling).
     pub fn permission_subject(
         mut self,
         f: impl Fn(&Value) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.permission_subject = Some(Arc::new(move |v, _| f(v).map(PermissionSubject::single)));
+        self
+    }
+
+    /// Declares how to read a permission subject with parts and spellings from a call's
+    /// arguments and agent (a file tool resolves a path from the agent's working directory).
+    pub fn permission_subjects(
+        mut self,
+        f: impl Fn(&Value, Option<&AgentId>) -> Option<PermissionSubject> + Send + Sync + 'static,
     ) -> Self {
         self.permission_subject = Some(Arc::new(f));
         self

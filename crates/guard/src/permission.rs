@@ -64,6 +64,9 @@ impl fmt::Display for PermissionAction {
 #[derive(Clone)]
 pub struct PermissionRule {
     text: Arc<str>,
+    origin: Arc<str>,
+    /// The tool part as written (after a Claude Code name is read as ours).
+    tool_text: Arc<str>,
     tool: GlobMatcher,
     pattern: Option<GlobMatcher>,
 }
@@ -117,6 +120,9 @@ impl PermissionRule {
         if tool.chars().any(char::is_whitespace) {
             return Err(err("a tool name cannot contain whitespace"));
         }
+        // Claude Code's spelling of a tool (`Read(./.env)`) names ours.
+        let tool = dsh_core::names::from_claude(tool).unwrap_or(tool);
+        let tool_text: Arc<str> = Arc::from(tool);
         let tool = glob(tool).map_err(|e| err(&format!("bad tool glob: {e}")))?;
         let pattern = match pattern {
             None => None,
@@ -125,9 +131,23 @@ impl PermissionRule {
         };
         Ok(PermissionRule {
             text: Arc::from(trimmed),
+            origin: Arc::from(origin),
+            tool_text,
             tool,
             pattern,
         })
+    }
+
+    /// Where the rule came from (`permissions.deny (line 4)`).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// Whether the tool part is a pattern (`mcp__*`) rather than one tool's name.
+    pub fn names_a_pattern(&self) -> bool {
+        self.tool_text
+            .chars()
+            .any(|c| matches!(c, '*' | '?' | '[' | '{'))
     }
 
     /// The rule as written.
@@ -176,6 +196,15 @@ impl PermissionMatch {
             PermissionMatch::UncheckedPattern { .. } => PermissionAction::Ask,
             PermissionMatch::Default(a) => *a,
         }
+    }
+}
+
+/// How strict a match is: deny, then ask (an unchecked pattern asks), then allow.
+fn rank(m: &PermissionMatch) -> u8 {
+    match m.action() {
+        PermissionAction::Deny => 2,
+        PermissionAction::Ask => 1,
+        PermissionAction::Allow => 0,
     }
 }
 
@@ -301,6 +330,43 @@ impl PermissionRules {
         self.default
     }
 
+    /// Every rule, deny first, then ask, then allow.
+    pub fn rules(&self) -> impl Iterator<Item = (PermissionAction, &PermissionRule)> {
+        let tag = |a: PermissionAction| move |r| (a, r);
+        self.deny
+            .iter()
+            .map(tag(PermissionAction::Deny))
+            .chain(self.ask.iter().map(tag(PermissionAction::Ask)))
+            .chain(self.allow.iter().map(tag(PermissionAction::Allow)))
+    }
+
+    /// Refuses a rule naming a tool that is not in `known` (a misspelling would otherwise never
+    /// match, silently): the error names the rule, where it came from and the closest known
+    /// tool. A rule whose tool part is a pattern (`mcp__*`) names tools that may appear later
+    /// and is kept.
+    pub fn check_tools(&self, known: &[String]) -> Result<(), GuardError> {
+        for (_, rule) in self.rules() {
+            if rule.names_a_pattern() || known.iter().any(|k| **k == *rule.tool_text) {
+                continue;
+            }
+            let hint =
+                match dsh_core::names::closest(&rule.tool_text, known.iter().map(String::as_str)) {
+                    Some(c) => format!("did you mean \"{c}\"? "),
+                    None => String::new(),
+                };
+            return Err(GuardError::PermissionRule {
+                rule: rule.text.to_string(),
+                origin: rule.origin.to_string(),
+                reason: format!(
+                    "no tool is named \"{}\"; {hint}known tools: {}; a tool that appears later (an MCP server's) is named by a pattern such as mcp__*",
+                    rule.tool_text,
+                    known.join(", ")
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Loads `[permissions] allow=[..] ask=[..] deny=[..] default=".."` from TOML text. Other
     /// top-level tables are ignored (they belong to other sections of the file); no
     /// `[permissions]` table means no rules. Errors name the key or rule and its line.
@@ -352,16 +418,35 @@ impl PermissionRules {
 
     /// Decides one call. Precedence deny > ask > allow, then the default. A bare `tool` rule
     /// matches every call of the tool; a `tool(pattern)` rule matches when the tool's permission
-    /// subject for these arguments matches the pattern. When the subject cannot be read, pattern
-    /// rules of `allow` never match, and a pattern rule of `deny` or `ask` naming the tool makes
-    /// the call `ask` ([`PermissionMatch::UncheckedPattern`]), unless a bare rule decides more
-    /// strictly.
+    /// subject for these arguments matches the pattern in any of its spellings (a file's path
+    /// relative to the workspace or absolute). A subject of several parts (the simple commands
+    /// of a shell line) is decided part by part and the strictest answer wins, so an `allow`
+    /// pattern allows the call only if it (or another allow rule) covers every part. When the
+    /// subject cannot be read, pattern rules of `allow` never match, and a pattern rule of
+    /// `deny` or `ask` naming the tool makes the call `ask`
+    /// ([`PermissionMatch::UncheckedPattern`]), unless a bare rule decides more strictly.
     pub fn decide(&self, exec: &ToolExecution) -> PermissionMatch {
         let name = exec.name();
         let subject = self
             .registry
             .get(name, exec.agent())
-            .and_then(|def| def.permission_subject(exec.arguments()));
+            .and_then(|def| def.permission_subjects(exec.arguments(), exec.agent()));
+        let parts = subject.as_ref().map(|s| s.each()).filter(|p| !p.is_empty());
+        let Some(parts) = parts else {
+            return self.decide_part(name, None);
+        };
+        let mut strictest: Option<PermissionMatch> = None;
+        for part in parts {
+            let m = self.decide_part(name, Some(part));
+            if strictest.as_ref().is_none_or(|s| rank(&m) > rank(s)) {
+                strictest = Some(m);
+            }
+        }
+        strictest.unwrap_or(PermissionMatch::Default(self.default))
+    }
+
+    /// Decides one part of a subject (`None`: the subject could not be read).
+    fn decide_part(&self, name: &str, forms: Option<&[String]>) -> PermissionMatch {
         let mut unchecked: Option<(PermissionAction, Arc<str>)> = None;
         for (action, list) in [
             (PermissionAction::Deny, &self.deny),
@@ -369,15 +454,15 @@ impl PermissionRules {
             (PermissionAction::Allow, &self.allow),
         ] {
             for rule in list.iter().filter(|r| r.names(name)) {
-                match (&rule.pattern, &subject) {
+                match (&rule.pattern, forms) {
                     (None, _) => {
                         return PermissionMatch::Rule {
                             action,
                             rule: rule.text.clone(),
                         };
                     }
-                    (Some(p), Some(s)) => {
-                        if p.is_match(s) {
+                    (Some(p), Some(forms)) => {
+                        if forms.iter().any(|f| p.is_match(f)) {
                             return PermissionMatch::Rule {
                                 action,
                                 rule: rule.text.clone(),

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::write::mutation_meta;
-use super::{ToolEnv, check_abort, decode, display_path, field, freeze, subject};
+use super::{ToolEnv, check_abort, decode, display_path, field, freeze, path_subject};
 use crate::diff::{self, Diff, Span};
 use crate::error::FsError;
 use crate::intent::Observation;
@@ -166,7 +166,7 @@ pub(crate) fn definition(env: ToolEnv) -> Result<ToolDefinition, CoreError> {
         .validated_parameters(parameters())
         .output(ToolOutput::new(output_schema(), render).with_presentation_meta(mutation_meta))
         .concurrency_safe(false)
-        .permission_subject(subject("file_path"))
+        .permission_subjects(path_subject(&env, "file_path"))
         .execute(move |ctx| {
             let env = env.clone();
             async move { run(&env, ctx).await }

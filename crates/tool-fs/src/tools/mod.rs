@@ -11,7 +11,7 @@ pub(crate) mod write;
 
 use std::path::{Path, PathBuf};
 
-use dsh_core::{Failure, Json, ToolContext};
+use dsh_core::{AgentId, Failure, Json, PermissionSubject, ToolContext};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -100,6 +100,70 @@ pub(crate) fn freeze(v: Value) -> Result<Json, Failure> {
 /// The `permission_subject` reader for a string argument.
 pub(crate) fn subject(key: &'static str) -> impl Fn(&Value) -> Option<String> + Send + Sync {
     move |v| v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// The `permission_subject` reader for a path argument: the file the tool will open, resolved
+/// from the calling agent's working directory exactly as the tool resolves it (normalized,
+/// every symlink followed), spelled relative to its workspace root and absolute. A path outside
+/// the roots (which the tool then refuses) is spelled by its absolute canonical form only.
+pub(crate) fn path_subject(
+    env: &ToolEnv,
+    key: &'static str,
+) -> impl Fn(&Value, Option<&AgentId>) -> Option<PermissionSubject> + Send + Sync + 'static {
+    let workspace = env.workspace.clone();
+    let sessions = env.sessions.clone();
+    move |v, agent| {
+        let raw = v.get(key)?.as_str()?;
+        let cwd = sessions.context_for(agent).cwd;
+        Some(file_subject(&workspace, &cwd, Path::new(raw)))
+    }
+}
+
+/// A file's permission subject (see [`path_subject`]).
+pub(crate) fn file_subject(workspace: &Workspace, cwd: &Path, raw: &Path) -> PermissionSubject {
+    let absolute = match workspace.resolve_blocking(cwd, raw) {
+        Ok(p) => p,
+        Err(_) => {
+            let joined = if raw.is_absolute() {
+                raw.to_path_buf()
+            } else {
+                cwd.join(raw)
+            };
+            std::fs::canonicalize(&joined).unwrap_or_else(|_| lexical(&joined))
+        }
+    };
+    let mut forms = Vec::with_capacity(2);
+    if let Some(rel) = workspace
+        .roots()
+        .iter()
+        .find_map(|r| absolute.strip_prefix(r).ok())
+    {
+        forms.push(if rel.as_os_str().is_empty() {
+            ".".to_owned()
+        } else {
+            rel.to_string_lossy().into_owned()
+        });
+    }
+    forms.push(absolute.to_string_lossy().into_owned());
+    PermissionSubject::spelled(forms)
+}
+
+/// Lexical normalization (`.` dropped, `..` pops) of an absolute path.
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            std::path::Component::RootDir | std::path::Component::Prefix(_) => {
+                out = PathBuf::from("/")
+            }
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(n) => out.push(n),
+        }
+    }
+    out
 }
 
 /// Reads a field of a value in a render or projection (a missing field is an empty default).

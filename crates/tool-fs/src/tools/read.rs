@@ -8,7 +8,7 @@ use dsh_core::{ContentBlock, CoreError, Failure, Json, ToolContext, ToolDefiniti
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ToolEnv, check_abort, decode, field, freeze, subject};
+use super::{ToolEnv, check_abort, decode, field, freeze, path_subject};
 use crate::error::FsError;
 use crate::intent::Observation;
 use crate::replay::observed_meta;
@@ -202,7 +202,7 @@ pub(crate) fn definition(env: ToolEnv) -> Result<ToolDefinition, CoreError> {
         .validated_parameters(parameters())
         .output(ToolOutput::new(output_schema(), render).with_presentation_meta(meta))
         .concurrency_safe(true)
-        .permission_subject(subject("file_path"))
+        .permission_subjects(path_subject(&env, "file_path"))
         .execute(move |ctx| {
             let env = env.clone();
             async move { run(&env, ctx).await }

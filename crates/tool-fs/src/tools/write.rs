@@ -9,7 +9,7 @@ use dsh_core::{ContentBlock, CoreError, Failure, Json, ToolContext, ToolDefiniti
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{ToolEnv, check_abort, decode, display_path, field, freeze, subject};
+use super::{ToolEnv, check_abort, decode, display_path, field, freeze, path_subject};
 use crate::diff;
 use crate::intent::Observation;
 use crate::remedy::apply_remedy;
@@ -118,7 +118,7 @@ pub(crate) fn definition(env: ToolEnv) -> Result<ToolDefinition, CoreError> {
         .validated_parameters(parameters())
         .output(ToolOutput::new(output_schema(), render).with_presentation_meta(mutation_meta))
         .concurrency_safe(false)
-        .permission_subject(subject("file_path"))
+        .permission_subjects(path_subject(&env, "file_path"))
         .execute(move |ctx| {
             let env = env.clone();
             async move { run(&env, ctx).await }

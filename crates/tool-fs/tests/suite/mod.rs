@@ -13,6 +13,7 @@ mod common;
 mod concurrency;
 mod escape;
 mod local;
+mod permission_subjects;
 mod policy;
 mod props;
 mod read_format;
