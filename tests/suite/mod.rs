@@ -15,6 +15,7 @@ mod flags;
 mod help;
 mod logs;
 mod props;
+mod rules;
 mod script;
 mod support;
 mod terminal;

@@ -45,6 +45,7 @@ pub mod preset;
 pub mod render;
 pub mod runner;
 pub mod sandbox;
+pub mod subject;
 pub mod tool;
 
 pub use config::BashConfig;

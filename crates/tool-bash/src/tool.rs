@@ -175,10 +175,10 @@ impl BashTool {
                 }),
             )
             .concurrency_safe(false)
-            .permission_subject(|args| {
+            .permission_subjects(|args, _agent| {
                 args.get("command")
                     .and_then(|c| c.as_str())
-                    .map(str::to_owned)
+                    .and_then(crate::subject::command_subject)
             })
             .execute_typed(move |input: BashInput, ctx: ToolContext| {
                 let shared = shared.clone();
