@@ -81,7 +81,7 @@ fn pipeline(p: &Pipeline, out: &mut Vec<String>) -> Option<()> {
 fn simple(s: &SimpleCommand, out: &mut Vec<String>) -> Option<()> {
     let mut words: Vec<String> = Vec::new();
     let mut name_seen = false;
-    let mut push = |words: &mut Vec<String>, text: &str, is_name: bool| -> Option<()> {
+    let push = |words: &mut Vec<String>, text: &str, is_name: bool| -> Option<()> {
         no_substitution(text)?;
         if is_name && text.contains('$') {
             return None;
