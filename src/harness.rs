@@ -130,9 +130,16 @@ pub struct Harness {
     bash: Option<dsh_tool_bash::BashTool>,
     #[cfg(feature = "code-mode")]
     code: Option<dsh_code_mode::CodeMode>,
+    warnings: Vec<String>,
 }
 
 impl Harness {
+    /// What the configuration does not do that a user may think it does, one sentence each
+    /// (a program prints them; see the README's sandbox section).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
     /// Starts wiring a harness over `session`.
     pub fn builder(session: Session) -> HarnessBuilder {
         HarnessBuilder {
@@ -302,6 +309,11 @@ impl HarnessBuilder {
         } else {
             None
         };
+        // A rule refusing to `read` a file keeps it out of every search too.
+        #[cfg(feature = "fs")]
+        if let (Some(rules), Some(fs)) = (&rules, &fs) {
+            fs.hooks().set_read_gate(read_gate(rules.clone()));
+        }
         TimeoutPolicy::new(registry.clone())
             .with_overrides(
                 self.policy
@@ -361,6 +373,26 @@ impl HarnessBuilder {
         if let Some(c) = &code {
             c.bind(&runtime)?;
         }
+        let mut warnings = Vec::new();
+        #[cfg(feature = "bash")]
+        if let (Some(rules), Some(_)) = (&rules, &bash) {
+            // The kernel sandbox confines writes; it cannot hide single files from reads.
+            let read_rules: Vec<String> = rules
+                .rules()
+                .filter(|(a, r)| {
+                    *a != dsh_guard::PermissionAction::Allow
+                        && r.tool() == "read"
+                        && r.has_pattern()
+                })
+                .map(|(a, r)| format!("{a} \"{}\"", r.text()))
+                .collect();
+            if !read_rules.is_empty() {
+                warnings.push(format!(
+                    "bash commands can still read files that `read` may not ({}): the sandbox confines writes, not reads of single files; deny or ask `bash` to keep them out of reach",
+                    read_rules.join(", ")
+                ));
+            }
+        }
         // Every tool is registered now: a rule or a `[tools.<name>]` table naming none would
         // silently never apply.
         let known = registry.names(Some(&self.agent));
@@ -394,8 +426,24 @@ impl HarnessBuilder {
             bash,
             #[cfg(feature = "code-mode")]
             code,
+            warnings,
         })
     }
+}
+
+/// The file tools' read gate over the permission rules: a file a rule (not the default) denies
+/// or asks to `read` is one a search must not read either.
+#[cfg(feature = "fs")]
+fn read_gate(rules: dsh_guard::PermissionRules) -> dsh_tool_fs::ReadGate {
+    use dsh_guard::{PermissionAction, PermissionMatch};
+    Arc::new(
+        move |subject| match rules.decide_subject("read", Some(subject)) {
+            PermissionMatch::Rule { action, rule } if action != PermissionAction::Allow => {
+                Some(format!("{action} \"{rule}\""))
+            }
+            _ => None,
+        },
+    )
 }
 
 /// Mounts `run_code` on QuickJS for modes other than `native`, logging sub-calls to `session`.

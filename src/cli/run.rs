@@ -162,6 +162,9 @@ pub async fn prepare(
         | dsh::HarnessError::Hooks(_) => Exit::usage(e.to_string()),
         other => Exit::internal(other.to_string()),
     })?;
+    for w in harness.warnings() {
+        eprintln!("dsh: warning: {}", render::sanitize(w));
+    }
     let r = renderer.clone();
     let observer = harness.hooks().on_result(
         Scope::Global,

@@ -117,7 +117,9 @@ fn p1_a_bash_rule_holds_for_each_simple_command_and_an_unknowable_line_is_never_
         .map(|e| e["data"].to_string())
         .collect();
     assert!(
-        asked.iter().any(|a| a.contains("b3") && a.contains("could not be read")),
+        asked
+            .iter()
+            .any(|a| a.contains("b3") && a.contains("could not be read")),
         "{asked:?}"
     );
     // `wc -l` is covered by no allow rule: the default (ask) decides, and no one can answer.
@@ -166,4 +168,58 @@ fn p1_a_rule_or_tool_table_naming_no_tool_is_refused_with_its_line_and_the_close
         s(&policy),
     ]);
     assert_eq!(out.code, 0, "{}", out.both());
+}
+
+#[test]
+fn p1_grep_skips_a_file_read_may_not_see_and_says_so_and_bash_is_warned_about() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("secrets.env"), "API_KEY=hunter2\n").unwrap();
+    std::fs::write(ws.join("src/app.py"), "key = load('API_KEY')\n").unwrap();
+    let policy = t.path().join("policy.toml");
+    std::fs::write(&policy, "[permissions]\ndeny = [\"read(*secrets*)\"]\n").unwrap();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[
+            anthropic("", &[call("g1", "grep", json!({"pattern": "API_KEY"}))]),
+            anthropic("done", &[]),
+        ],
+    );
+    let log = t.path().join("log.jsonl");
+    let out = dsh_run(&[
+        "run",
+        s(&sc),
+        "--workspace",
+        s(&ws),
+        "--session",
+        s(&log),
+        "--policy",
+        s(&policy),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let r = result_of(&events(&log), "g1");
+    assert!(!r.is_error, "{r:?}");
+    assert!(r.text.contains("src/app.py"), "{}", r.text);
+    assert!(
+        !r.text.contains("hunter2"),
+        "the denied file's content leaked: {}",
+        r.text
+    );
+    assert!(
+        r.text.contains("1 file not searched")
+            && r.text.contains("secrets.env")
+            && r.text.contains("deny \"read(*secrets*)\""),
+        "{}",
+        r.text
+    );
+    // The kernel sandbox cannot hide one file from `cat`: said at load, on stderr.
+    assert!(
+        out.stderr
+            .contains("warning: bash commands can still read files")
+            && out.stderr.contains("read(*secrets*)"),
+        "{}",
+        out.both()
+    );
 }

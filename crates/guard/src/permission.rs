@@ -10,7 +10,10 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dsh_core::{Failure, PreExecuteHook, PreNext, PreToolDecision, ToolExecution, ToolRegistry};
+use dsh_core::{
+    Failure, PermissionSubject, PreExecuteHook, PreNext, PreToolDecision, ToolExecution,
+    ToolRegistry,
+};
 use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
 
@@ -136,6 +139,11 @@ impl PermissionRule {
             tool,
             pattern,
         })
+    }
+
+    /// The tool the rule names (a Claude Code name read as ours), or its pattern.
+    pub fn tool(&self) -> &str {
+        &self.tool_text
     }
 
     /// Where the rule came from (`permissions.deny (line 4)`).
@@ -431,7 +439,18 @@ impl PermissionRules {
             .registry
             .get(name, exec.agent())
             .and_then(|def| def.permission_subjects(exec.arguments(), exec.agent()));
-        let parts = subject.as_ref().map(|s| s.each()).filter(|p| !p.is_empty());
+        self.decide_subject(name, subject.as_ref())
+    }
+
+    /// Decides a call of tool `name` by its subject (`None`: it could not be read), as
+    /// [`PermissionRules::decide`] does for an execution. A host asks this for reads a tool
+    /// makes on its own initiative (the files `grep` searches).
+    pub fn decide_subject(
+        &self,
+        name: &str,
+        subject: Option<&PermissionSubject>,
+    ) -> PermissionMatch {
+        let parts = subject.map(|s| s.each()).filter(|p| !p.is_empty());
         let Some(parts) = parts else {
             return self.decide_part(name, None);
         };

@@ -155,7 +155,14 @@ pub struct FsHooks {
     write_intent: Waterfall<IntentQuery, WriteDecision>,
     edit_intent: Waterfall<IntentQuery, EditDecision>,
     observed: ObservedListeners,
+    read_gate: std::sync::Arc<parking_lot::RwLock<Option<ReadGate>>>,
 }
+
+/// Says whether a tool that reads many files (`grep`) may read this one: `Some(reason)` (the
+/// rule that refuses it) when reading the file by itself would be refused. The host installs it
+/// over its permission rules, so a deny on reading a file holds for every tool that reads files.
+pub type ReadGate =
+    std::sync::Arc<dyn Fn(&dsh_core::PermissionSubject) -> Option<String> + Send + Sync>;
 
 impl FsHooks {
     /// Empty hooks: every write unconditional, every edit unconditional, nothing recorded.
@@ -176,6 +183,24 @@ impl FsHooks {
     /// `fs/observed`.
     pub fn observed(&self) -> &ObservedListeners {
         &self.observed
+    }
+
+    /// Installs the gate of reads made on a tool's own initiative (see [`ReadGate`]); it
+    /// replaces any earlier one.
+    pub fn set_read_gate(&self, gate: ReadGate) {
+        *self.read_gate.write() = Some(gate);
+    }
+
+    /// Why reading this file is refused, if it is (a gate that panics refuses).
+    pub fn read_refused(&self, subject: &dsh_core::PermissionSubject) -> Option<String> {
+        let gate = self.read_gate.read().clone()?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate(subject)))
+            .unwrap_or_else(|_| Some("the read gate failed".to_owned()))
+    }
+
+    /// Whether a gate is installed.
+    pub fn has_read_gate(&self) -> bool {
+        self.read_gate.read().is_some()
     }
 
     /// Asks `fs/write-intent`; `Ok(Unconditional)` when no listener decides, a refusal when a

@@ -46,7 +46,7 @@ pub use atomic::{FaultHook, WriteStage};
 pub use error::FsError;
 pub use intent::{
     EditDecision, FsHooks, IntentQuery, Observation, ObservedEvent, ObservedHandle,
-    ObservedListeners, WriteDecision,
+    ObservedListeners, ReadGate, WriteDecision,
 };
 pub use mount::{FsTools, FsToolsHandle, PROMPT_SECTIONS, register_fs_tools};
 pub use policy::ObservationPolicy;

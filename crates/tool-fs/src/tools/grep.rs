@@ -57,7 +57,12 @@ fn output_schema() -> Json {
             }},
             "totalMatches": {"type": "integer"},
             "truncated": {"type": "boolean"},
-            "complete": {"type": "boolean"}
+            "complete": {"type": "boolean"},
+            "deniedFiles": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "rule": {"type": "string"}},
+                "required": ["path", "rule"]
+            }}
         },
         "required": ["pattern", "path", "matches", "totalMatches", "truncated", "complete"]
     }))
@@ -71,8 +76,11 @@ fn render(v: &Json) -> Result<dsh_core::Content, Failure> {
         .unwrap_or(&[]);
     let total = field(v, "totalMatches").as_u64().unwrap_or(0);
     let complete = field(v, "complete").as_bool() != Some(false);
+    let denied = denied_note(field(v, "deniedFiles"));
     if matches.is_empty() {
-        return Ok(Arc::from(vec![ContentBlock::text("No matches found")]));
+        return Ok(Arc::from(vec![ContentBlock::text(format!(
+            "No matches found{denied}"
+        ))]));
     }
     let at_least = if complete { "" } else { "at least " };
     let mut s = format!(
@@ -98,7 +106,38 @@ fn render(v: &Json) -> Result<dsh_core::Content, Failure> {
             matches.len()
         ));
     }
+    s.push_str(&denied);
     Ok(Arc::from(vec![ContentBlock::text(s)]))
+}
+
+/// What the model is told of the files a permission rule kept the search out of.
+fn denied_note(denied: &Value) -> String {
+    let Some(list) = denied.as_array().filter(|l| !l.is_empty()) else {
+        return String::new();
+    };
+    let shown: Vec<String> = list
+        .iter()
+        .take(5)
+        .map(|d| {
+            format!(
+                "{} ({})",
+                field(d, "path").as_str().unwrap_or_default(),
+                field(d, "rule").as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    let more = if list.len() > shown.len() {
+        format!(", and {} more", list.len() - shown.len())
+    } else {
+        String::new()
+    };
+    format!(
+        "\n\n({} file{} not searched: reading {} is denied by a permission rule: {}{more})",
+        list.len(),
+        if list.len() == 1 { "" } else { "s" },
+        if list.len() == 1 { "it" } else { "them" },
+        shown.join(", ")
+    )
 }
 
 struct FileMatches {
@@ -132,7 +171,11 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     let ws = env.workspace.clone();
     let signal = ctx.signal().clone();
     let dir = base.clone();
-    let (mut files, collected, end) = tokio::task::spawn_blocking(move || {
+    let hooks = env.hooks.clone();
+    let gated = hooks.has_read_gate();
+    let (mut files, collected, end, denied) = tokio::task::spawn_blocking(move || {
+        // Files a permission rule refuses to read: skipped, and said (path, rule).
+        let mut denied: Vec<(String, String)> = Vec::new();
         let mut searcher = SearcherBuilder::new()
             .line_number(true)
             .binary_detection(BinaryDetection::quit(b'\x00'))
@@ -140,6 +183,10 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
         let mut files: Vec<FileMatches> = Vec::new();
         let mut collected = 0usize;
         let end = walk::files(&ws, &dir, include.as_ref(), &signal, |f| {
+            if gated && let Some(rule) = hooks.read_refused(&real_subject(&ws, &f.real)) {
+                denied.push((f.path.to_string_lossy().into_owned(), rule));
+                return true;
+            }
             let mut lines = Vec::new();
             let _ = searcher.search_path(
                 &matcher,
@@ -161,7 +208,7 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
             collected < MAX_COLLECTED
         })?;
         let complete = matches!(end, WalkEnd::Complete) && collected < MAX_COLLECTED;
-        Ok::<_, FsError>((files, collected, complete))
+        Ok::<_, FsError>((files, collected, complete, denied))
     })
     .await
     .map_err(|e| Failure::new(format!("grep failed: {e}")))?
@@ -183,7 +230,16 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
         "matches": Value::Array(shown),
         "totalMatches": collected,
         "complete": end,
+        "deniedFiles": denied.iter().map(|(p, r)| json!({"path": p, "rule": r})).collect::<Vec<_>>(),
     }))
+}
+
+/// The permission subject of a file the walk found (its real path, inside a root).
+fn real_subject(
+    ws: &crate::seam::Workspace,
+    real: &std::path::Path,
+) -> dsh_core::PermissionSubject {
+    super::file_subject(ws, ws.default_cwd(), real)
 }
 
 pub(crate) fn definition(env: ToolEnv) -> Result<ToolDefinition, CoreError> {
