@@ -207,6 +207,10 @@ pub async fn drive(
                 "dsh: interrupted; finishing started calls (press Ctrl-C again to exit at once)"
             );
             if tokio::signal::ctrl_c().await.is_ok() {
+                // Exiting at once: nothing this process started may outlive it, even a command
+                // that ignores SIGTERM and SIGINT.
+                #[cfg(feature = "bash")]
+                dsh::bash::group::kill_all_live_groups();
                 std::process::exit(130);
             }
         }

@@ -13,6 +13,7 @@ mod demo;
 mod exit_codes;
 mod flags;
 mod help;
+mod lifetime;
 mod logs;
 mod props;
 mod rules;

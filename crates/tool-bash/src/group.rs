@@ -115,7 +115,23 @@ pub fn parse_stat(stat: &str) -> Option<(char, i32)> {
     Some((state, pgrp))
 }
 
-/// Sends `SIGKILL` to the group when dropped, unless disarmed (the group already ended).
+/// Every process group a command of this process leads and that has not ended, so that a
+/// process about to exit at once (a second Ctrl-C) can end them all first.
+static LIVE: parking_lot::Mutex<Vec<i32>> = parking_lot::Mutex::new(Vec::new());
+
+/// Sends `SIGKILL` to every process group a `bash` call of this process started and that has
+/// not ended yet; returns how many. For a process about to exit without unwinding (a second
+/// Ctrl-C): nothing it started may outlive it.
+pub fn kill_all_live_groups() -> usize {
+    let groups: Vec<i32> = LIVE.lock().clone();
+    for pgid in &groups {
+        ProcessGroup { pgid: *pgid }.signal(Signal::KILL);
+    }
+    groups.len()
+}
+
+/// Sends `SIGKILL` to the group when dropped, unless disarmed (the group already ended). While
+/// armed, the group is one of [`kill_all_live_groups`]'s.
 pub struct KillOnDrop {
     group: Option<ProcessGroup>,
 }
@@ -123,11 +139,21 @@ pub struct KillOnDrop {
 impl KillOnDrop {
     /// Arms the guard for `group`.
     pub fn new(group: ProcessGroup) -> KillOnDrop {
+        LIVE.lock().push(group.pgid);
         KillOnDrop { group: Some(group) }
     }
     /// The group ended on its own terms: nothing to do on drop.
     pub fn disarm(&mut self) {
-        self.group = None;
+        if let Some(g) = self.group.take() {
+            forget(g);
+        }
+    }
+}
+
+fn forget(g: ProcessGroup) {
+    let mut live = LIVE.lock();
+    if let Some(at) = live.iter().position(|p| *p == g.pgid) {
+        live.swap_remove(at);
     }
 }
 
@@ -135,6 +161,7 @@ impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if let Some(g) = self.group.take() {
             g.signal(Signal::KILL);
+            forget(g);
         }
     }
 }

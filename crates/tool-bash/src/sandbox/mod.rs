@@ -12,7 +12,6 @@ pub mod net_filter;
 pub mod privileges;
 
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
 pub use args::SandboxArgs;
@@ -125,12 +124,59 @@ where
     let Some((program, rest)) = args.command.split_first() else {
         fail("no command");
     };
-    let err = std::process::Command::new(program).args(rest).exec();
-    eprintln!(
-        "dsh-sandbox: cannot run {}: {err}",
-        program.to_string_lossy()
-    );
-    std::process::exit(127);
+    supervise(program, rest)
+}
+
+/// How often the supervisor checks that dsh is still its parent.
+const PARENT_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Runs the command as a child in this process group (it inherits the containment) and waits
+/// for it, while a thread watches the parent: when dsh dies (even by `SIGKILL`, which it cannot
+/// catch), this process is re-parented, and the watcher kills the whole group with `SIGKILL`,
+/// so no command outlives dsh. The command's exit code (or its signal) becomes this process's.
+///
+/// Why a supervisor rather than `PR_SET_PDEATHSIG` alone: the parent-death signal reaches one
+/// process, not the group the command forks into, and catching it to kill the group would need
+/// a signal handler; polling the parent id needs neither, at one wake-up per 50 ms.
+fn supervise(program: &std::ffi::OsStr, rest: &[OsString]) -> ! {
+    let parent = std::os::unix::process::parent_id();
+    let mut child = match std::process::Command::new(program).args(rest).spawn() {
+        Ok(c) => c,
+        Err(err) => {
+            eprintln!(
+                "dsh-sandbox: cannot run {}: {err}",
+                program.to_string_lossy()
+            );
+            std::process::exit(127);
+        }
+    };
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(PARENT_POLL);
+            if std::os::unix::process::parent_id() != parent {
+                let _ = rustix::process::kill_current_process_group(rustix::process::Signal::KILL);
+            }
+        }
+    });
+    let status = match child.wait() {
+        Ok(s) => s,
+        Err(err) => {
+            eprintln!("dsh-sandbox: cannot wait for the command: {err}");
+            std::process::exit(127);
+        }
+    };
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(code) = status.code() {
+        std::process::exit(code);
+    }
+    // Killed by a signal: end the same way, so dsh sees what the command saw.
+    if let Some(signal) = status
+        .signal()
+        .and_then(rustix::process::Signal::from_named_raw)
+    {
+        let _ = rustix::process::kill_process(rustix::process::getpid(), signal);
+    }
+    std::process::exit(128 + status.signal().unwrap_or(0));
 }
 
 fn fail(reason: &str) -> ! {
