@@ -169,14 +169,19 @@ fn supervise(program: &std::ffi::OsStr, rest: &[OsString]) -> ! {
     if let Some(code) = status.code() {
         std::process::exit(code);
     }
-    // Killed by a signal: end the same way, so dsh sees what the command saw.
-    if let Some(signal) = status
-        .signal()
-        .and_then(rustix::process::Signal::from_named_raw)
-    {
-        let _ = rustix::process::kill_process(rustix::process::getpid(), signal);
+    // Killed by a signal: end the same way, so dsh sees what the command saw. This process's
+    // own handlers (Rust's for SIGSEGV and SIGBUS, SIGPIPE ignored) would swallow the signal, so
+    // the process image is replaced by a shell that sends it to itself (an `exec` restores the
+    // default dispositions; the pid, which dsh waits on, stays the same).
+    let signal = status.signal().unwrap_or(0);
+    if signal > 0 {
+        use std::os::unix::process::CommandExt;
+        let _ = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!("kill -{signal} $$"))
+            .exec();
     }
-    std::process::exit(128 + status.signal().unwrap_or(0));
+    std::process::exit(128 + signal);
 }
 
 fn fail(reason: &str) -> ! {
