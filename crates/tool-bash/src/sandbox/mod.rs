@@ -72,10 +72,13 @@ pub fn apply(args: &SandboxArgs) -> Result<Enforced, SetupError> {
         writable.extend(args.roots.iter().cloned());
     }
     writable.extend(args.tmp.iter().cloned());
-    let filter = net_filter::build(args.mode == SandboxMode::ReadOnly || root)
-        .map_err(|e| SetupError::new("build the network filter", e))?;
     let report =
         fs_rules::restrict(&writable).map_err(|e| SetupError::new("restrict the filesystem", e))?;
+    let filter = net_filter::build(
+        args.mode == SandboxMode::ReadOnly || root,
+        !report.confines_unix_sockets,
+    )
+    .map_err(|e| SetupError::new("build the network filter", e))?;
     net_filter::install(&filter).map_err(|e| SetupError::new("install the network filter", e))?;
     Ok(Enforced {
         mode: args.mode,

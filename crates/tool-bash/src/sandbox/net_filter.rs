@@ -1,5 +1,6 @@
 //! The seccomp filter of a contained mode: sockets of any family but `AF_UNIX` are refused
-//! (`EPERM`), as are `io_uring` (it can create sockets without the `socket` system call),
+//! (`EPERM`), and `AF_UNIX` sockets too (`socket`, not `socketpair`) when Landlock cannot confine
+//! which socket files a command connects to (kernels before Landlock ABI 9), as are `io_uring` (it can create sockets without the `socket` system call),
 //! leaving the process group (`setsid`, `setpgid`: the tool kills the group on timeout), changing
 //! owners, and — in `read-only`, or for a root caller whose files Landlock's path rules do not
 //! cover for metadata — changing permission bits.
@@ -28,10 +29,6 @@ const ARCH: TargetArch = TargetArch::aarch64;
 #[cfg(target_arch = "x86_64")]
 const X32_BIT: i64 = 0x4000_0000;
 
-fn socket_calls() -> Vec<i64> {
-    vec![libc::SYS_socket, libc::SYS_socketpair]
-}
-
 fn always_refused() -> Vec<i64> {
     let mut v = vec![
         libc::SYS_io_uring_setup,
@@ -56,8 +53,10 @@ fn chmod_calls() -> Vec<i64> {
     v
 }
 
-/// Builds the filter. `deny_chmod` adds the permission-bit calls.
-pub fn build(deny_chmod: bool) -> Result<BpfProgram, SeccompUnavailable> {
+/// Builds the filter. `deny_chmod` adds the permission-bit calls; `deny_unix_sockets` refuses
+/// `socket(AF_UNIX, ..)` too (a connected pair from `socketpair` stays available: it reaches no
+/// one outside).
+pub fn build(deny_chmod: bool, deny_unix_sockets: bool) -> Result<BpfProgram, SeccompUnavailable> {
     let err = |e: &dyn std::fmt::Display| SeccompUnavailable(e.to_string());
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let not_unix = SeccompCondition::new(
@@ -74,8 +73,11 @@ pub fn build(deny_chmod: bool) -> Result<BpfProgram, SeccompUnavailable> {
         #[cfg(target_arch = "x86_64")]
         rules.insert(nr | X32_BIT, chain);
     };
-    for nr in socket_calls() {
-        add(nr, Some(&socket_rule));
+    add(libc::SYS_socketpair, Some(&socket_rule));
+    if deny_unix_sockets {
+        add(libc::SYS_socket, None);
+    } else {
+        add(libc::SYS_socket, Some(&socket_rule));
     }
     for nr in always_refused() {
         add(nr, None);

@@ -248,3 +248,72 @@ async fn without_escalation_the_denial_carries_no_hint() {
     );
     assert!(!t.contains("escalation available"), "{t}");
 }
+
+/// A Python client connecting to a Unix socket address (`@name` for an abstract one).
+fn connect_cmd(addr: &str) -> String {
+    let target = match addr.strip_prefix('@') {
+        Some(name) => format!("'\\0{name}'"),
+        None => format!("'{addr}'"),
+    };
+    format!(
+        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect({target}); s.send(b'hello'); print('connected', s.recv(5))\""
+    )
+}
+
+#[tokio::test]
+async fn no_unix_socket_outside_the_workspace_is_reachable_by_path_or_abstract_name() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    // The client needs python3: its absence is a failure, not a skip.
+    let probe = std::process::Command::new("python3")
+        .arg("--version")
+        .output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "python3 is required for this test"
+    );
+    let f0 = fixture_with(settings(SandboxMode::DangerFullAccess), |_| {});
+    let path = f0.outside().join("daemon.sock");
+    let by_path = UnixListener::bind(&path).unwrap();
+    by_path.set_nonblocking(true).unwrap();
+    let name = format!("dsh-test-{}", std::process::id());
+    let abstract_addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let by_name = UnixListener::bind_addr(&abstract_addr).unwrap();
+    by_name.set_nonblocking(true).unwrap();
+    let targets = [path.to_string_lossy().into_owned(), format!("@{name}")];
+    for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+        let f = contained(mode).await;
+        for target in &targets {
+            let t = text(&f.sh(&connect_cmd(target)).await);
+            assert!(!t.contains("connected"), "{mode} {target}: {t}");
+            assert!(
+                t.contains("Operation not permitted") || t.contains("Permission denied"),
+                "{mode} {target}: {t}"
+            );
+        }
+        for (what, l) in [("path", &by_path), ("abstract", &by_name)] {
+            assert_eq!(
+                l.accept().map(|_| ()).map_err(|e| e.kind()),
+                Err(ErrorKind::WouldBlock),
+                "{mode}: a connection to the {what} socket got through"
+            );
+        }
+    }
+    // Control: uncontained, both listeners are reached (so the checks above can fail).
+    for (target, l) in targets.iter().zip([&by_path, &by_name]) {
+        let server = {
+            let l = l.try_clone().unwrap();
+            std::thread::spawn(move || {
+                l.set_nonblocking(false).unwrap();
+                let (mut s, _) = l.accept().unwrap();
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 5];
+                s.read_exact(&mut buf).unwrap();
+                s.write_all(&buf).unwrap();
+            })
+        };
+        let t = text(&f0.sh(&connect_cmd(target)).await);
+        assert!(t.contains("connected b'hello'"), "{target}: {t}");
+        server.join().unwrap();
+    }
+}
