@@ -113,6 +113,8 @@ pub struct HarnessBuilder {
     bash: Option<crate::BashOptions>,
     #[cfg(feature = "hooks")]
     settings: Option<Option<PathBuf>>,
+    #[cfg(feature = "hooks")]
+    workspace_trusted: bool,
 }
 
 /// A wired pipeline over one session.
@@ -155,6 +157,8 @@ impl Harness {
             bash: None,
             #[cfg(feature = "hooks")]
             settings: None,
+            #[cfg(feature = "hooks")]
+            workspace_trusted: false,
         }
     }
     /// The tool registry.
@@ -266,6 +270,15 @@ impl HarnessBuilder {
         self
     }
 
+    /// Whether the workspace's own `.dsh/settings.json` applies (default: no). Its hooks run
+    /// commands with the user's rights: a program sets this only for a workspace the user
+    /// trusted (see `dsh_hooks::trust`).
+    #[cfg(feature = "hooks")]
+    pub fn workspace_trusted(mut self, trusted: bool) -> Self {
+        self.workspace_trusted = trusted;
+        self
+    }
+
     /// Mounts the `bash` tool over the workspace (which it needs), in the sandbox mode of the
     /// policy's preset, with its sandbox policy in front of every pre-execute listener.
     #[cfg(feature = "bash")]
@@ -291,12 +304,13 @@ impl HarnessBuilder {
         };
         #[cfg(feature = "hooks")]
         if let Some(explicit) = self.settings.clone() {
+            let trusted = self.workspace_trusted;
             #[cfg(feature = "fs")]
             let root = self.workspace.clone();
             #[cfg(not(feature = "fs"))]
             let root: Option<PathBuf> = None;
             let claude = tokio::task::spawn_blocking(move || {
-                dsh_hooks::ClaudeHooks::load_standard(root.as_deref(), explicit.as_deref())
+                dsh_hooks::ClaudeHooks::load_standard(root.as_deref(), trusted, explicit.as_deref())
             })
             .await
             .map_err(|e| HarnessError::Unsupported(format!("loading hook settings: {e}")))??;

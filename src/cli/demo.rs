@@ -55,16 +55,16 @@ pub async fn demo() -> Result<i32, Exit> {
         script.insert_str(closing, CODE_STEP);
     }
     let log = base.join("session.jsonl");
-    let prepared = super::run::prepare(
-        &script,
-        &workspace,
-        Some(log.clone()),
+    let prepared = super::run::prepare(super::run::Setup {
+        script_text: &script,
+        workspace: &workspace,
+        session: Some(log.clone()),
         policy,
-        Approvals::Never,
-        true,
-        false,
-        None,
-    )
+        approvals: Approvals::Never,
+        demo_tools: true,
+        json: false,
+        hooks: super::run::HookSources::None,
+    })
     .await?;
     let code = super::run::drive(&prepared, None, true).await?;
     super::out(&format!("\n{}", prepared.renderer.summary()));

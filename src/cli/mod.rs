@@ -10,6 +10,7 @@ mod logs;
 mod render;
 mod run;
 mod sandbox;
+mod trust;
 
 use std::path::PathBuf;
 

@@ -67,10 +67,14 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub preset: Option<PresetArg>,
     /// A hook settings file (Claude Code format), merged after the workspace's
-    /// `.dsh/settings.json` and the user's `settings.json` (`$XDG_CONFIG_HOME/dsh` or
-    /// `~/.config/dsh`), which are always read.
+    /// `.dsh/settings.json` (once the workspace is trusted) and the user's `settings.json`
+    /// (`$XDG_CONFIG_HOME/dsh` or `~/.config/dsh`).
     #[arg(long, value_name = "FILE")]
     pub settings: Option<PathBuf>,
+    /// Apply the workspace's own `.dsh/settings.json` (its hooks run commands) without asking;
+    /// for automation. On a terminal dsh asks once and remembers the answer.
+    #[arg(long)]
+    pub trust_workspace: bool,
     /// How asks are answered (default: `ask` on a terminal, otherwise no channel: every ask is
     /// denied).
     #[arg(long, value_enum)]
@@ -102,19 +106,51 @@ pub struct Prepared {
     _observer: dsh::guard::HookHandle,
 }
 
-/// Validates everything, opens the session and wires the harness. `settings`: `None` loads no
-/// user hooks; `Some(explicit)` loads the standard hook settings files plus `explicit`.
-#[allow(clippy::too_many_arguments)]
-pub async fn prepare(
-    script_text: &str,
-    workspace: &Path,
-    session: Option<PathBuf>,
-    policy: Policy,
-    approvals: Approvals,
-    demo_tools: bool,
-    json: bool,
-    settings: Option<Option<PathBuf>>,
-) -> Result<Prepared, Exit> {
+/// Which hook settings a run loads.
+pub enum HookSources {
+    /// None at all (`dsh demo`).
+    None,
+    /// The standard files (the workspace's own only when trusted, the user's) and `explicit`.
+    Standard {
+        /// `--settings FILE`, trusted as the user's own.
+        explicit: Option<PathBuf>,
+        /// `--trust-workspace`: the workspace's own settings apply without asking.
+        trust_workspace: bool,
+    },
+}
+
+/// What a run is made of, validated by [`prepare`].
+pub struct Setup<'a> {
+    /// The script's text.
+    pub script_text: &'a str,
+    /// The workspace root.
+    pub workspace: &'a Path,
+    /// `--session`, when given.
+    pub session: Option<PathBuf>,
+    /// The loaded policy.
+    pub policy: Policy,
+    /// Where asks go.
+    pub approvals: Approvals,
+    /// Whether the demo tools are mounted.
+    pub demo_tools: bool,
+    /// Whether events are printed as JSON.
+    pub json: bool,
+    /// Which hook settings load.
+    pub hooks: HookSources,
+}
+
+/// Validates everything, opens the session and wires the harness.
+pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
+    let Setup {
+        script_text,
+        workspace,
+        session,
+        policy,
+        approvals,
+        demo_tools,
+        json,
+        hooks,
+    } = setup;
     let script = parse_script(script_text).map_err(|e| Exit::usage(e.to_string()))?;
     Harness::supports(&policy).map_err(|e| Exit::usage(e.to_string()))?;
     let workspace = workspace
@@ -153,8 +189,13 @@ pub async fn prepare(
         .demo_tools(demo_tools)
         .bash(dsh::BashOptions::default())
         .workspace(&workspace);
-    if let Some(explicit) = settings {
-        builder = builder.settings(explicit);
+    if let HookSources::Standard {
+        explicit,
+        trust_workspace,
+    } = hooks
+    {
+        let trusted = super::trust::decide(&workspace, trust_workspace)?;
+        builder = builder.settings(explicit).workspace_trusted(trusted);
     }
     let harness = builder.build().await.map_err(|e| match e {
         dsh::HarnessError::Policy(_)
@@ -292,16 +333,19 @@ pub async fn run(args: RunArgs) -> Result<i32, Exit> {
         None => std::env::current_dir()
             .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
     };
-    let prepared = prepare(
-        &script_text,
-        &workspace,
-        args.session.clone(),
+    let prepared = prepare(Setup {
+        script_text: &script_text,
+        workspace: &workspace,
+        session: args.session.clone(),
         policy,
         approvals,
-        args.demo_tools,
-        args.json,
-        Some(args.settings.clone()),
-    )
+        demo_tools: args.demo_tools,
+        json: args.json,
+        hooks: HookSources::Standard {
+            explicit: args.settings.clone(),
+            trust_workspace: args.trust_workspace,
+        },
+    })
     .await?;
     drive(&prepared, args.cancel_after_ms, args.json).await
 }

@@ -20,3 +20,4 @@ mod rules;
 mod script;
 mod support;
 mod terminal;
+mod trust;

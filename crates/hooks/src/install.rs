@@ -35,17 +35,19 @@ pub struct ClaudeHooks {
 
 impl ClaudeHooks {
     /// Loads and merges, in this order (hooks of all files concatenated, each file's in its own
-    /// order): `<workspace>/.dsh/settings.json`, `<user_dir>/settings.json`, then `explicit`.
-    /// The first two may be absent; the explicit file must exist. Hooks run in `workspace`
-    /// (else the current directory). This reads files: call it off async threads (e.g. in
-    /// `spawn_blocking`).
+    /// order): `<workspace>/.dsh/settings.json` (only when `workspace_trusted`: a workspace's own
+    /// settings run commands, see [`crate::trust`]), `<user_dir>/settings.json`, then
+    /// `explicit`. The first two may be absent; the explicit file must exist. Hooks run in
+    /// `workspace` (else the current directory). This reads files: call it off async threads
+    /// (e.g. in `spawn_blocking`).
     pub fn load(
         workspace: Option<&Path>,
+        workspace_trusted: bool,
         user_dir: Option<&Path>,
         explicit: Option<&Path>,
     ) -> Result<ClaudeHooks, HooksError> {
         let mut settings = HookSettings::empty();
-        if let Some(w) = workspace {
+        if let Some(w) = workspace.filter(|_| workspace_trusted) {
             settings.extend(HookSettings::read_optional(&w.join(WORKSPACE_SETTINGS))?);
         }
         if let Some(u) = user_dir {
@@ -64,9 +66,15 @@ impl ClaudeHooks {
     /// [`ClaudeHooks::load`] with the standard user directory ([`user_config_dir`]).
     pub fn load_standard(
         workspace: Option<&Path>,
+        workspace_trusted: bool,
         explicit: Option<&Path>,
     ) -> Result<ClaudeHooks, HooksError> {
-        ClaudeHooks::load(workspace, user_config_dir().as_deref(), explicit)
+        ClaudeHooks::load(
+            workspace,
+            workspace_trusted,
+            user_config_dir().as_deref(),
+            explicit,
+        )
     }
 
     /// Hooks from settings already read, run in `cwd`.

@@ -67,6 +67,7 @@ pub mod names;
 pub mod protocol;
 pub mod runner;
 pub mod settings;
+pub mod trust;
 
 pub use bridge::CONTEXT_PLUGIN;
 pub use error::HooksError;

@@ -46,7 +46,7 @@ async fn cc_30_workspace_then_user_then_explicit_all_run_in_order() {
         .to_string(),
     );
     let claude =
-        ClaudeHooks::load(Some(ws.root()), Some(user.path()), Some(&explicit)).expect("load");
+        ClaudeHooks::load(Some(ws.root()), true, Some(user.path()), Some(&explicit)).expect("load");
     assert_eq!(claude.settings().count(HookEvent::PreToolUse), 4);
     assert_eq!(
         claude.settings().sources(),
@@ -79,10 +79,10 @@ async fn cc_30_workspace_then_user_then_explicit_all_run_in_order() {
 fn cc_31_absent_standard_files_are_no_hooks_but_the_explicit_file_must_exist() {
     let ws = Ws::new();
     let user = tempfile::tempdir().expect("user dir");
-    let claude = ClaudeHooks::load(Some(ws.root()), Some(user.path()), None).expect("load");
+    let claude = ClaudeHooks::load(Some(ws.root()), true, Some(user.path()), None).expect("load");
     assert!(claude.settings().is_empty());
     let missing = ws.root().join("nope.json");
-    let err = ClaudeHooks::load(Some(ws.root()), None, Some(&missing)).expect_err("missing");
+    let err = ClaudeHooks::load(Some(ws.root()), true, None, Some(&missing)).expect_err("missing");
     assert!(matches!(err, HooksError::Read { .. }), "{err}");
     assert_eq!(err.path(), missing);
 }

@@ -62,7 +62,7 @@ impl Ws {
     /// Loads hooks from an explicit settings file holding `settings` (no user file).
     pub fn hooks(&self, settings: Value) -> ClaudeHooks {
         let path = self.file("explicit-settings.json", &settings.to_string());
-        ClaudeHooks::load(Some(self.root()), None, Some(&path)).expect("settings load")
+        ClaudeHooks::load(Some(self.root()), true, None, Some(&path)).expect("settings load")
     }
 }
 
