@@ -31,15 +31,7 @@ impl Answerer for TerminalApprover {
     ) -> Result<ApprovalOutcome, GuardError> {
         let _one_at_a_time = self.lock.lock().await;
         let _paused = super::render::pause_live();
-        let question = format!(
-            "dsh: allow {} call {}{}? [y/N] ",
-            req.tool_name,
-            req.call_id.as_deref().unwrap_or("?"),
-            req.reason
-                .as_deref()
-                .map(|r| format!(" ({})", super::render::sanitize(r)))
-                .unwrap_or_default()
-        );
+        let question = question(req);
         let read = tokio::task::spawn_blocking(move || {
             let mut err = std::io::stderr();
             let _ = err.write_all(question.as_bytes());
@@ -62,4 +54,98 @@ impl Answerer for TerminalApprover {
             _ = req.signal.aborted() => Ok(ApprovalOutcome::Cancelled),
         }
     }
+}
+
+/// At most this many lines of a command, a written file or an edit are shown.
+const SHOWN_LINES: usize = 12;
+
+/// The question, subject first: the tool and call, what it would do (the full command, the path
+/// with the content's size and first lines, the edit's lines), then why it asks, the model's own
+/// words marked as such. Everything from the model or the log is sanitized.
+pub fn question(req: &ApprovalRequest) -> String {
+    use super::render::sanitize;
+    let mut q = format!(
+        "dsh: {} wants approval (call {})\n",
+        req.tool_name,
+        sanitize(req.call_id.as_deref().unwrap_or("?"))
+    );
+    let args = req.arguments.as_ref().and_then(|a| a.json());
+    let field = |k: &str| {
+        args.as_ref()
+            .and_then(|j| j.value().get(k))
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    let mut lines = |label: &str, text: &str, prefix: &str| {
+        let all: Vec<&str> = text.lines().collect();
+        for (i, l) in all.iter().take(SHOWN_LINES).enumerate() {
+            let head = if i == 0 { label } else { "" };
+            q.push_str(&format!("  {head:<10}{prefix}{}\n", sanitize(l)));
+        }
+        if all.len() > SHOWN_LINES {
+            q.push_str(&format!(
+                "  {:<10}… {} more lines\n",
+                "",
+                all.len() - SHOWN_LINES
+            ));
+        }
+    };
+    match &*req.tool_name {
+        "bash" => {
+            if let Some(c) = field("command") {
+                lines("command:", &c, "");
+            }
+        }
+        "write" => {
+            if let Some(p) = field("file_path") {
+                lines("file:", &p, "");
+            }
+            if let Some(c) = field("content") {
+                let size = format!("{} bytes, {} lines", c.len(), c.lines().count());
+                lines("content:", &size, "");
+                lines("", &c, "+ ");
+            }
+        }
+        "edit" => {
+            if let Some(p) = field("file_path") {
+                lines("file:", &p, "");
+            }
+            if let Some(o) = field("old_string") {
+                lines("replace:", &o, "- ");
+            }
+            if let Some(n) = field("new_string") {
+                lines("with:", &n, "+ ");
+            }
+        }
+        _ => {
+            if let Some(a) = &args {
+                let text = serde_json::to_string(a.value()).unwrap_or_default();
+                let cut: String = text.chars().take(300).collect();
+                lines("arguments:", &cut, "");
+            }
+        }
+    }
+    match req.reason.as_deref() {
+        Some(r) => match r.strip_prefix("escalate sandbox to ") {
+            Some(rest) => {
+                let (mode, why) = rest.split_once(": ").unwrap_or((rest, ""));
+                q.push_str(&format!(
+                    "  {:<10}run it outside the sandbox, in {}\n",
+                    "asks to:",
+                    sanitize(mode)
+                ));
+                if !why.is_empty() {
+                    q.push_str(&format!(
+                        "  {:<10}the model says: \"{}\"\n",
+                        "because:",
+                        sanitize(why)
+                    ));
+                }
+            }
+            None => q.push_str(&format!("  {:<10}{}\n", "why:", sanitize(r))),
+        },
+        None => {}
+    }
+    q.push_str("dsh: allow this call? [y/N] ");
+    q
 }

@@ -96,12 +96,21 @@ impl Drop for Paused {
     }
 }
 
-/// Clears and hides the live lines (spinners would redraw over a question on the terminal).
+/// The live lines of the calls running now, by call id, so that a question can leave them on
+/// screen as plain lines.
+static RUNNING_LINES: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+
+/// Hides the live lines (spinners would redraw over a question on the terminal), leaving what
+/// they showed on screen as plain lines: the calls still running stay visible while a person
+/// answers.
 pub fn pause_live() -> Paused {
     let multi = LIVE.lock().clone();
     if let Some(m) = &multi {
         let _ = m.clear();
         m.set_draw_target(ProgressDrawTarget::hidden());
+        for line in RUNNING_LINES.lock().values() {
+            super::out(&format!("⋯ {line} (running)"));
+        }
     }
     Paused(multi)
 }
@@ -228,11 +237,11 @@ impl Renderer {
                 if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
                     bar.set_style(style);
                 }
-                bar.set_message(format!(
-                    "{} {}",
-                    one_line(call.name, 40),
-                    summarize_args(&args)
-                ));
+                let message = format!("{} {}", one_line(call.name, 40), summarize_args(&args));
+                RUNNING_LINES
+                    .lock()
+                    .insert(call.call_id.to_owned(), message.clone());
+                bar.set_message(message);
                 bar.enable_steady_tick(Duration::from_millis(100));
                 Some(bar)
             }
@@ -250,6 +259,7 @@ impl Renderer {
     /// The `tools/result` observer: one finished line per call.
     pub fn on_result(&self, exec: &ToolExecution, result: &ToolResult) {
         let running = self.running.lock().remove(exec.call_id());
+        RUNNING_LINES.lock().remove(exec.call_id());
         let elapsed = running
             .as_ref()
             .map(|r| r.started.elapsed())

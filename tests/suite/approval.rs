@@ -94,7 +94,8 @@ fn apr_03_04_06_approve_ask_reads_one_line_per_question() {
     // The questions went to stderr, one per call, naming the tool and the call.
     for id in ["c1", "c2", "c3"] {
         assert!(
-            out.stderr.contains(&format!("allow echo call {id}")),
+            out.stderr
+                .contains(&format!("echo wants approval (call {id})")),
             "{}",
             out.stderr
         );
@@ -232,4 +233,131 @@ fn apr_24_interrupt_during_a_question_exits_without_waiting_for_input() {
         "Error: approval for tool \"echo\" was cancelled"
     );
     assert_eq!(decided(&ev), ["cancelled"]);
+}
+
+/// The questions show what they ask before asking: the full command, the path with the
+/// content's size and first lines, the edit's lines, an escalation's command first and the
+/// model's justification marked as its words.
+#[test]
+fn apr_questions_show_their_subject_before_they_ask() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("cfg.toml"), "debug = true\n").unwrap();
+    let policy = t.path().join("p.toml");
+    std::fs::write(
+        &policy,
+        "[permissions]\nask = [\"write\", \"edit\", \"bash\"]\nallow = [\"read\"]\n",
+    )
+    .unwrap();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[
+            anthropic(
+                "",
+                &[call(
+                    "w1",
+                    "write",
+                    json!({"file_path": "notes.md", "content": "line one\nline two\n\u{1b}[2Jthree\n"}),
+                )],
+            ),
+            anthropic("", &[call("r1", "read", json!({"file_path": "cfg.toml"}))]),
+            anthropic(
+                "",
+                &[call(
+                    "e1",
+                    "edit",
+                    json!({"file_path": "cfg.toml", "old_string": "debug = true", "new_string": "debug = false"}),
+                )],
+            ),
+            anthropic(
+                "",
+                &[call(
+                    "b1",
+                    "bash",
+                    json!({"command": "cargo update\ncargo build", "description": "update"}),
+                )],
+            ),
+            anthropic("done", &[]),
+        ],
+    );
+    let log = t.path().join("log.jsonl");
+    let out = run_with(
+        dsh().args([
+            "run",
+            s(&sc),
+            "--workspace",
+            s(&ws),
+            "--session",
+            s(&log),
+            "--policy",
+            s(&policy),
+            "--approve",
+            "ask",
+        ]),
+        Some("n\nn\nn\n"),
+    );
+    assert_eq!(out.code, 0, "{}", out.both());
+    let e = &out.stderr;
+    for want in [
+        "write wants approval (call w1)",
+        "notes.md",
+        "28 bytes, 3 lines",
+        "+ line one",
+        "+ line two",
+        "edit wants approval (call e1)",
+        "- debug = true",
+        "+ debug = false",
+        "bash wants approval (call b1)",
+        "command:  cargo update",
+        "cargo build",
+    ] {
+        assert!(e.contains(want), "{want:?} not in:\n{e}");
+    }
+    // The question comes after what it asks about, and escape sequences are neutralised.
+    let subject = e.find("+ line one").unwrap();
+    let asked = e[subject..].find("[y/N]");
+    assert!(asked.is_some(), "{e}");
+    assert!(!e.contains("\u{1b}[2J"), "{e:?}");
+
+    // An escalation: the command first, then the mode, then the model's words, marked.
+    let sc = script(
+        t.path(),
+        "esc.jsonl",
+        &[
+            anthropic(
+                "",
+                &[call(
+                    "x1",
+                    "bash",
+                    json!({"command": "npm install", "description": "deps",
+                "sandbox_permissions": "danger-full-access", "justification": "need to update the lockfile"}),
+                )],
+            ),
+            anthropic("done", &[]),
+        ],
+    );
+    let out = run_with(
+        dsh().args([
+            "run",
+            s(&sc),
+            "--workspace",
+            s(&ws),
+            "--session",
+            s(&t.path().join("esc.jsonl.log")),
+            "--approve",
+            "ask",
+        ]),
+        Some("n\n"),
+    );
+    let e = &out.stderr;
+    let command = e.find("command:  npm install");
+    let mode = e.find("outside the sandbox, in danger-full-access");
+    let words = e.find("the model says: \"need to update the lockfile\"");
+    assert!(
+        command.is_some() && mode.is_some() && words.is_some(),
+        "{e}"
+    );
+    assert!(command < mode && mode < words, "command first: {e}");
 }

@@ -152,6 +152,9 @@ pub struct ApprovalRequest {
     pub call_id: Option<Arc<str>>,
     /// Why the asker asks.
     pub reason: Option<Arc<str>>,
+    /// The call's arguments, as the model sent them (for an answerer that shows what it is
+    /// asked: the command, the path, the content).
+    pub arguments: Option<dsh_core::Arguments>,
     /// Aborting it withdraws the question (`cancelled`).
     pub signal: Signal,
 }
@@ -165,6 +168,7 @@ impl ApprovalRequest {
             tool_name: tool_name.into(),
             call_id: None,
             reason: None,
+            arguments: None,
             signal: Signal::never(),
         }
     }
@@ -176,6 +180,11 @@ impl ApprovalRequest {
     /// Sets the reason.
     pub fn with_reason(mut self, reason: impl Into<Arc<str>>) -> Self {
         self.reason = Some(reason.into());
+        self
+    }
+    /// Sets the call's arguments.
+    pub fn with_arguments(mut self, arguments: dsh_core::Arguments) -> Self {
+        self.arguments = Some(arguments);
         self
     }
     /// Sets the signal.
@@ -731,6 +740,7 @@ pub async fn resolve_ask(
     };
     let mut req = ApprovalRequest::new(agent.clone(), exec.name())
         .with_call_id(exec.call_id_arc().clone())
+        .with_arguments(exec.arguments().clone())
         .with_signal(exec.signal().clone());
     if let Some(r) = reason {
         req = req.with_reason(r);
