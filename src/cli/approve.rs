@@ -125,8 +125,8 @@ pub fn question(req: &ApprovalRequest) -> String {
             }
         }
     }
-    match req.reason.as_deref() {
-        Some(r) => match r.strip_prefix("escalate sandbox to ") {
+    if let Some(r) = req.reason.as_deref() {
+        match r.strip_prefix("escalate sandbox to ") {
             Some(rest) => {
                 let (mode, why) = rest.split_once(": ").unwrap_or((rest, ""));
                 q.push_str(&format!(
@@ -143,8 +143,7 @@ pub fn question(req: &ApprovalRequest) -> String {
                 }
             }
             None => q.push_str(&format!("  {:<10}{}\n", "why:", sanitize(r))),
-        },
-        None => {}
+        }
     }
     q.push_str("dsh: allow this call? [y/N] ");
     q
