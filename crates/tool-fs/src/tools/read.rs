@@ -125,6 +125,18 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     let fs = env.context(&ctx);
     let path = env.resolve(&fs, &args.file_path).await?;
     check_abort(&ctx)?;
+    // The permission rules decided on the path as resolved before the call ran; the file is
+    // checked again as resolved now, right before it is opened (a symlink swapped in between
+    // does not lead past a read deny).
+    if let Some(rule) = env
+        .hooks
+        .read_refused(&super::file_subject(&env.workspace, &fs.cwd, &path))
+    {
+        return Err(Failure::new(format!(
+            "reading \"{}\" is denied by permission rule {rule}",
+            path.display()
+        )));
+    }
     let contents = match env.workspace.read(&path).await {
         Ok(c) => c,
         Err(e @ FsError::NotFound { .. }) => {

@@ -163,3 +163,38 @@ proptest! {
         }
     }
 }
+
+/// A link swapped after the rules decided still does not lead past a read deny: `read` checks
+/// the file it is about to open against the same rules (the read gate the host installs).
+#[tokio::test]
+async fn p1_read_checks_the_file_it_opens_against_the_read_gate() {
+    let env = Env::new();
+    env.put("secrets.env", "KEY=1\n");
+    env.put("plain.txt", "plain\n");
+    symlink(env.path("plain.txt"), env.path("link")).unwrap();
+    let rules = PermissionRules::new(registry(&env))
+        .deny("read(secrets.env)")
+        .unwrap();
+    // Decided while the link still pointed at a plain file.
+    assert_eq!(action(&rules, "read", "link"), PermissionAction::Allow);
+    env.tools
+        .hooks()
+        .set_read_gate(std::sync::Arc::new(move |subject| {
+            match rules.decide_subject("read", Some(subject)).action() {
+                PermissionAction::Allow => None,
+                other => Some(format!("{other}")),
+            }
+        }));
+    std::fs::remove_file(env.path("link")).unwrap();
+    symlink(env.path("secrets.env"), env.path("link")).unwrap();
+    let out = env.call("read", json!({"file_path": "link"})).await;
+    assert!(out.is_error(), "{}", out.text());
+    assert!(
+        out.text().contains("denied by permission rule"),
+        "{}",
+        out.text()
+    );
+    assert!(!out.text().contains("KEY=1"));
+    let plain = env.call("read", json!({"file_path": "plain.txt"})).await;
+    assert!(!plain.is_error(), "{}", plain.text());
+}
