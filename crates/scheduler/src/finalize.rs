@@ -9,6 +9,8 @@ use dsh_core::codes::messages;
 use dsh_core::content::summarize;
 use dsh_core::{Failure, PostNext, PostToolDecision, Replacement, ToolResult, text_content};
 
+use tracing::Instrument;
+
 use crate::invariants::{Stage, expect_ordered};
 use crate::runtime::{Call, Candidate, Runtime};
 
@@ -19,7 +21,10 @@ impl Runtime {
         let mut result = candidate.result;
         if candidate.run_post {
             expect_ordered(call.stages.enter(Stage::PostExecute, exec));
-            result = self.post_execute(call, result).await;
+            result = self
+                .post_execute(call, result)
+                .instrument(crate::trace::stage("post_execute", exec))
+                .await;
         }
         // Only successful outcomes are replaced by cancellation (C1, C2).
         if !result.is_error() && exec.signal().is_aborted() {

@@ -28,6 +28,7 @@ mod pool;
 mod prepare;
 mod runtime;
 mod step;
+mod trace;
 mod turn;
 
 pub use approval::Approver;

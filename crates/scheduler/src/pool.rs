@@ -26,6 +26,7 @@ use dsh_core::{ExecutionMode, Failure, ToolExecution, ToolExecutionInput, ToolRe
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use crate::prepare::Prepared;
 use crate::runtime::{Call, Candidate, Runtime};
@@ -137,16 +138,26 @@ impl<P> Pool<P> {
         let n = self.first + self.window.len() as u64;
         let outcome = match how {
             Start::Refused(f) => Some(Candidate::final_failure(ToolResult::failure(f))),
-            Start::Run | Start::RunAlone => match self.runtime.prepare(&call).await {
+            Start::Run | Start::RunAlone => match self
+                .runtime
+                .prepare(&call)
+                .instrument(crate::trace::stage("prepare", &exec))
+                .await
+            {
                 Prepared::Decided(candidate) => Some(candidate),
-                Prepared::Ready if matches!(how, Start::RunAlone) => {
-                    Some(contained(self.runtime.dispatch(&call)).await)
-                }
+                Prepared::Ready if matches!(how, Start::RunAlone) => Some(
+                    contained(self.runtime.dispatch(&call))
+                        .instrument(crate::trace::stage("dispatch", &exec))
+                        .await,
+                ),
                 Prepared::Ready => {
                     let runtime = self.runtime.clone();
                     let running = call.clone();
+                    let span = crate::trace::stage("dispatch", &exec);
                     let mut body: BoxFuture<'static, Candidate> =
-                        contained(async move { runtime.dispatch(&running).await }).boxed();
+                        contained(async move { runtime.dispatch(&running).await })
+                            .instrument(span)
+                            .boxed();
                     match futures::poll!(body.as_mut()) {
                         std::task::Poll::Ready(candidate) => Some(candidate),
                         std::task::Poll::Pending => {
@@ -182,7 +193,13 @@ impl<P> Pool<P> {
         let entry = self.window.pop_front()?;
         self.first += 1;
         let candidate = entry.outcome?;
-        let result = self.runtime.finalize(&entry.call, candidate).await;
+        let span = crate::trace::stage("finalize", entry.call.exec());
+        let result = self
+            .runtime
+            .finalize(&entry.call, candidate)
+            .instrument(span.clone())
+            .await;
+        crate::trace::outcome(&span, &result);
         if entry.exclusive {
             self.exclusive_open = false;
         }

@@ -2,6 +2,7 @@
 //! cancellation check. A denial reached here is kept even if cancellation arrives meanwhile.
 
 use dsh_core::{Failure, PreNext, PreToolDecision, ToolResult};
+use tracing::Instrument;
 
 use crate::approval::no_approver;
 use crate::invariants::Stage;
@@ -46,12 +47,18 @@ impl Runtime {
                 let reason = reason.as_deref();
                 match &self.approver {
                     None => Some(no_approver(exec, reason)),
-                    Some(a) => a.approve(exec, reason).await.err(),
+                    Some(a) => a
+                        .approve(exec, reason)
+                        .instrument(crate::trace::stage("approval", exec))
+                        .await
+                        .err(),
                 }
             }
         };
-        let denial =
-            denial.or_else(|| self.hooks.check_guards(exec, &call.chain).map(Failure::new));
+        let denial = denial.or_else(|| {
+            let _guards = crate::trace::stage("guards", exec).entered();
+            self.hooks.check_guards(exec, &call.chain).map(Failure::new)
+        });
         if let Some(f) = denial {
             return Prepared::Decided(Candidate {
                 result: ToolResult::failure(f),

@@ -25,6 +25,7 @@ use dsh_core::{
     AgentId, Arguments, ContextMessage, ExecutionMode, Signal, ToolExecutionInput, ToolResult,
 };
 use dsh_session::{Event, Session};
+use tracing::Instrument;
 
 use crate::batch::ToolCallBlock;
 use crate::error::SchedulerError;
@@ -93,6 +94,16 @@ pub fn max_parallel_from_config(n: &serde_json::Value) -> Result<usize, Schedule
 impl Runtime {
     /// Runs one assistant message's tool calls and commits their results.
     pub async fn run_step(
+        self: &Arc<Self>,
+        cx: &StepContext,
+        blocks: &[ToolCallBlock],
+    ) -> Result<StepOutcome, SchedulerError> {
+        let span =
+            tracing::debug_span!("step", turn = cx.turn, step = cx.step, calls = blocks.len());
+        self.run_step_in(cx, blocks).instrument(span).await
+    }
+
+    async fn run_step_in(
         self: &Arc<Self>,
         cx: &StepContext,
         blocks: &[ToolCallBlock],

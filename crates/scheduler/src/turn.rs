@@ -18,6 +18,7 @@ use std::sync::Arc;
 use dsh_core::{AgentId, CancelCause, ContextMessage, Json, Signal};
 use dsh_session::{Event, Session};
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::batch::tool_calls_of;
 use crate::error::SchedulerError;
@@ -168,6 +169,23 @@ impl TurnDriver {
     ) -> Result<TurnReport, SchedulerError> {
         self.last_turn += 1;
         let turn = self.last_turn;
+        let span = tracing::debug_span!("turn", turn, end = tracing::field::Empty);
+        let report = self
+            .run_turn_in(turn, steps, signal)
+            .instrument(span.clone())
+            .await;
+        if let Ok(r) = &report {
+            span.record("end", tracing::field::debug(&r.end));
+        }
+        report
+    }
+
+    async fn run_turn_in(
+        &mut self,
+        turn: u32,
+        steps: impl IntoIterator<Item = Json>,
+        signal: Signal,
+    ) -> Result<TurnReport, SchedulerError> {
         self.session.append(Event::turn_start(turn)).await?;
         let mut report = TurnReport {
             turn,

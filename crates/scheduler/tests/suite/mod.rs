@@ -16,3 +16,4 @@ mod reg_prepare;
 mod sch;
 mod session_audit;
 mod tmo_runtime;
+mod tracing_spans;
