@@ -1,0 +1,408 @@
+//! The typed constructors of [`Event`]: every event shape this crate writes, in the reference
+//! shapes, keeping `data` as compact text (or as the caller's shared fields).
+
+use super::*;
+
+impl Event {
+    /// An event built by a typed constructor: `data` is the compact text `w` wrote, `facts`
+    /// what the session reads back from it on the append path. Typed events are never chunk
+    /// runs, so they occupy one seq.
+    fn typed(
+        event_type: &str,
+        w: TextWriter,
+        facts: Facts,
+        surface_op: Option<SurfaceOp>,
+    ) -> Event {
+        Event {
+            event_type: type_arc(event_type),
+            data: Arc::new(Payload::from_text(w.finish(), facts)),
+            source_event_seqs: None,
+            tail: Tail::new(surface_op, 1, None),
+        }
+    }
+
+    /// Any event, its data kept verbatim (`approval/*`, `hook/*`, `permission/*`, chunk runs...).
+    pub fn other(event_type: &str, data: Json) -> Event {
+        let span = span_for(event_type, data.value());
+        Event {
+            event_type: type_arc(event_type),
+            data: Arc::new(Payload::from_json(data)),
+            source_event_seqs: None,
+            tail: Tail::new(None, span, None),
+        }
+    }
+
+    /// The same event with a surface operation.
+    pub fn with_surface_op(mut self, op: SurfaceOp) -> Event {
+        self.tail.set_surface_op(Some(op));
+        self.tail.set_verbatim(None);
+        self
+    }
+
+    /// The same event with `sourceEventSeqs`.
+    pub fn with_source_event_seqs(mut self, seqs: impl Into<Arc<[u64]>>) -> Event {
+        self.source_event_seqs = Some(seqs.into());
+        self.tail.set_verbatim(None);
+        self
+    }
+
+    /// `tool/call {turn, step, callId, name, arguments}`; `arguments` is the model's raw string,
+    /// exactly as it came (empty or invalid JSON included). The strings are copied once, into
+    /// the event's compact text.
+    pub fn tool_call(
+        turn: u32,
+        step: u32,
+        call_id: &str,
+        name: &str,
+        raw_arguments: &str,
+    ) -> Event {
+        let (text, [call_id, name, arguments]) =
+            write_call(turn, step, call_id, name, raw_arguments);
+        let facts = Facts {
+            turn: Some(turn),
+            step: Some(step),
+            call_id: call_id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+            ..Facts::known()
+        };
+        // A flat object of strings and numbers: depth 1, whatever the (escaped) arguments hold.
+        let payload = Payload::from_text_at_depth(text.into_boxed_str(), 1, facts);
+        Event {
+            event_type: type_arc(types::TOOL_CALL),
+            data: Arc::new(payload),
+            source_event_seqs: None,
+            tail: Tail::new(None, 1, None),
+        }
+    }
+
+    /// [`Event::tool_call`] over strings the caller already shares: the event keeps them (no
+    /// copy) and writes its text the first time it is needed.
+    pub fn tool_call_shared(
+        turn: u32,
+        step: u32,
+        call_id: Arc<str>,
+        name: Arc<str>,
+        raw_arguments: Arc<str>,
+    ) -> Event {
+        let facts = Facts {
+            turn: Some(turn),
+            step: Some(step),
+            ..Facts::known()
+        };
+        let fields = Deferred::Call(CallFields {
+            turn,
+            step,
+            call_id,
+            name,
+            arguments: raw_arguments,
+        });
+        // A flat object of strings and numbers: depth 1, whatever the (escaped) arguments hold.
+        Event {
+            event_type: type_arc(types::TOOL_CALL),
+            data: Arc::new(Payload::deferred(fields, 1, facts)),
+            source_event_seqs: None,
+            tail: Tail::new(None, 1, None),
+        }
+    }
+
+    /// `tool/result {turn, step, message, error?, meta?}` with `surfaceOp: "append"` and
+    /// `sourceEventSeqs: [call_seq]` (spec F5, L2). The message gets a fresh id. The content is
+    /// copied once, into the event's compact text.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tool_result(
+        turn: u32,
+        step: u32,
+        call_id: &str,
+        call_seq: u64,
+        content: &[ContentBlock],
+        is_error: bool,
+        error: Option<&ErrorInfo>,
+        meta: Option<&Json>,
+    ) -> Event {
+        let facts = Facts {
+            turn: Some(turn),
+            step: Some(step),
+            ..Facts::known()
+        };
+        let mut w = TextWriter::with_capacity(256 + 2 * call_id.len() + content_len(content));
+        w.u32("turn", turn);
+        w.u32("step", step);
+        Event::finish_result(w, facts, call_id, call_seq, content, is_error, error, meta)
+    }
+
+    /// [`Event::tool_result`] over a call id and content the caller already shares: the event
+    /// keeps them (no copy) and writes its text the first time it is needed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tool_result_shared(
+        turn: u32,
+        step: u32,
+        call_id: Arc<str>,
+        call_seq: u64,
+        content: Content,
+        is_error: bool,
+        error: Option<&ErrorInfo>,
+        meta: Option<&Json>,
+    ) -> Event {
+        let facts = Facts {
+            turn: Some(turn),
+            step: Some(step),
+            ..Facts::known()
+        };
+        let depth = result_depth(&content, meta);
+        let fields = Deferred::Result(ResultFields {
+            turn,
+            step,
+            call_id,
+            content,
+            is_error,
+            error: error.map(|e| Box::new(e.clone())),
+            meta: meta.cloned(),
+            id: dsh_core::context::fresh_message_number(),
+        });
+        Event::result_event(Payload::deferred(fields, depth, facts), call_seq)
+    }
+
+    /// [`Event::tool_result`] with `turn` and `step` given as JSON values (crash repair copies
+    /// them from the call, whatever they are).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn tool_result_at(
+        turn: Value,
+        step: Value,
+        call_id: &str,
+        call_seq: u64,
+        content: &[ContentBlock],
+        is_error: bool,
+        error: Option<&ErrorInfo>,
+        meta: Option<&Json>,
+    ) -> Event {
+        let mut w = TextWriter::with_capacity(256 + 2 * call_id.len() + content_len(content));
+        w.value("turn", &turn);
+        w.value("step", &step);
+        let facts = Facts::unknown();
+        Event::finish_result(w, facts, call_id, call_seq, content, is_error, error, meta)
+    }
+
+    /// Writes the rest of a `tool/result` after its `turn` and `step` and builds the event.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_result(
+        mut w: TextWriter,
+        mut facts: Facts,
+        call_id: &str,
+        call_seq: u64,
+        content: &[ContentBlock],
+        is_error: bool,
+        error: Option<&ErrorInfo>,
+        meta: Option<&Json>,
+    ) -> Event {
+        let id = dsh_core::context::fresh_message_id_ascii();
+        facts.message = write_result_rest(&mut w, call_id, content, is_error, error, meta, &id);
+        let depth = result_depth(content, meta);
+        let payload = Payload::from_text_at_depth(w.finish(), depth, facts);
+        Event::result_event(payload, call_seq)
+    }
+
+    fn result_event(payload: Payload, call_seq: u64) -> Event {
+        Event {
+            event_type: type_arc(types::TOOL_RESULT),
+            data: Arc::new(payload),
+            source_event_seqs: None,
+            tail: Tail::new(None, 1, None),
+        }
+        .with_source_event_seqs([call_seq])
+        .with_surface_op(SurfaceOp::Append)
+    }
+
+    /// `user/message {content, source, role, id}` with `surfaceOp: "append"`.
+    pub fn user_message(ctx: &ContextMessage) -> Event {
+        let mut w = TextWriter::with_capacity(128);
+        w.value("content", &*ctx.content);
+        w.value("source", &ctx.source);
+        w.str("role", &ctx.role);
+        w.str("id", &ctx.id);
+        Event::typed(
+            types::USER_MESSAGE,
+            w,
+            Facts::known(),
+            Some(SurfaceOp::Append),
+        )
+    }
+
+    /// `turn/start {turn}`.
+    pub fn turn_start(turn: u32) -> Event {
+        let mut w = TextWriter::with_capacity(16);
+        w.u32("turn", turn);
+        let facts = Facts {
+            turn: Some(turn),
+            ..Facts::known()
+        };
+        Event::typed(types::TURN_START, w, facts, None)
+    }
+
+    /// `turn/end {turn, reason}`, e.g. reason `{kind: "completed"}`.
+    pub fn turn_end(turn: u32, reason: Json) -> Event {
+        let mut w = TextWriter::with_capacity(48);
+        w.u32("turn", turn);
+        w.value("reason", &reason);
+        let facts = Facts {
+            turn: Some(turn),
+            ..Facts::known()
+        };
+        Event::typed(types::TURN_END, w, facts, None)
+    }
+
+    /// `step/start {turn, step}`.
+    pub fn step_start(turn: u32, step: u32) -> Event {
+        Event::turn_step(types::STEP_START, turn, step)
+    }
+
+    /// `step/end {turn, step}`.
+    pub fn step_end(turn: u32, step: u32) -> Event {
+        Event::turn_step(types::STEP_END, turn, step)
+    }
+
+    fn turn_step(event_type: &str, turn: u32, step: u32) -> Event {
+        let mut w = TextWriter::with_capacity(24);
+        w.u32("turn", turn);
+        w.u32("step", step);
+        let facts = Facts {
+            turn: Some(turn),
+            step: Some(step),
+            ..Facts::known()
+        };
+        Event::typed(event_type, w, facts, None)
+    }
+
+    /// `assistant/message {turn, step, message}` with `surfaceOp: "append"`; `message` is
+    /// `{role: "assistant", content: [...], ...}`.
+    pub fn assistant_message(turn: u32, step: u32, message: Json) -> Event {
+        Event::assistant_message_with_usage(turn, step, message, None)
+    }
+
+    /// `assistant/message {turn, step, message, usage?}` with `surfaceOp: "append"`.
+    pub fn assistant_message_with_usage(
+        turn: u32,
+        step: u32,
+        message: Json,
+        usage: Option<&Json>,
+    ) -> Event {
+        let mut w = TextWriter::with_capacity(128);
+        w.u32("turn", turn);
+        w.u32("step", step);
+        let (message_start, message_end) = w.value_at("message", &message);
+        if let Some(usage) = usage {
+            w.value("usage", usage);
+        }
+        let facts = Facts {
+            turn: Some(turn),
+            step: Some(step),
+            message: SubText::new(message_start, message_end, message.depth()),
+            ..Facts::known()
+        };
+        Event::typed(types::ASSISTANT_MESSAGE, w, facts, Some(SurfaceOp::Append))
+    }
+
+    /// `tool/code-dispatch-start {rootCallId, parentCallId, subCallId, name, arguments}` (log-only).
+    pub fn code_dispatch_start(
+        root_call_id: &str,
+        parent_call_id: &str,
+        sub_call_id: &str,
+        name: &str,
+        arguments: &Json,
+    ) -> Event {
+        let w = dispatch_writer(
+            root_call_id,
+            parent_call_id,
+            sub_call_id,
+            name,
+            arguments,
+            None,
+        );
+        Event::typed(types::CODE_DISPATCH_START, w, Facts::unknown(), None)
+    }
+
+    /// `tool/code-dispatch {rootCallId, parentCallId, subCallId, name, arguments, isError,
+    /// content}` (log-only).
+    pub fn code_dispatch(
+        root_call_id: &str,
+        parent_call_id: &str,
+        sub_call_id: &str,
+        name: &str,
+        arguments: &Json,
+        is_error: bool,
+        content: &[ContentBlock],
+    ) -> Event {
+        let w = dispatch_writer(
+            root_call_id,
+            parent_call_id,
+            sub_call_id,
+            name,
+            arguments,
+            Some((is_error, content)),
+        );
+        Event::typed(types::CODE_DISPATCH, w, Facts::unknown(), None)
+    }
+
+    /// [`Event::code_dispatch_start`] over ids, name and arguments the caller already shares:
+    /// the event keeps them (no copy) and writes its text the first time it is needed.
+    pub fn code_dispatch_start_shared(
+        root_call_id: Arc<str>,
+        parent_call_id: Arc<str>,
+        sub_call_id: Arc<str>,
+        name: Arc<str>,
+        arguments: Json,
+    ) -> Event {
+        Event::dispatch_event(
+            types::CODE_DISPATCH_START,
+            DispatchFields {
+                root_call_id,
+                parent_call_id,
+                sub_call_id,
+                name,
+                arguments,
+                settled: None,
+            },
+        )
+    }
+
+    /// [`Event::code_dispatch`] over ids, name, arguments and content the caller already
+    /// shares: the event keeps them (no copy) and writes its text the first time it is needed.
+    pub fn code_dispatch_shared(
+        root_call_id: Arc<str>,
+        parent_call_id: Arc<str>,
+        sub_call_id: Arc<str>,
+        name: Arc<str>,
+        arguments: Json,
+        is_error: bool,
+        content: Content,
+    ) -> Event {
+        Event::dispatch_event(
+            types::CODE_DISPATCH,
+            DispatchFields {
+                root_call_id,
+                parent_call_id,
+                sub_call_id,
+                name,
+                arguments,
+                settled: Some((is_error, content)),
+            },
+        )
+    }
+
+    fn dispatch_event(event_type: &str, fields: DispatchFields) -> Event {
+        let depth = dispatch_depth(
+            &fields.arguments,
+            fields.settled.as_ref().map(|(_, c)| &c[..]),
+        );
+        Event {
+            event_type: type_arc(event_type),
+            data: Arc::new(Payload::deferred(
+                Deferred::Dispatch(fields),
+                depth,
+                Facts::unknown(),
+            )),
+            source_event_seqs: None,
+            tail: Tail::new(None, 1, None),
+        }
+    }
+}
