@@ -504,13 +504,13 @@ fn mount_fs(
         .set_default(FsContext::new(session.id(), cwd));
     let policy = tools.mount_policy();
     // Resuming: rebuild what this session observed from its own log (spec FS3).
-    for (_, event) in session.events().iter() {
-        if let Some(view) = event.as_tool_result()
-            && let Some((path, obs)) = view.meta.and_then(dsh_tool_fs::observation_from_meta)
-        {
-            policy.record(session.id(), &path, obs);
-        }
-    }
+    let events = session.events();
+    policy.replay(
+        session.id(),
+        events
+            .iter()
+            .filter_map(|(_, e)| e.as_tool_result().and_then(|r| r.meta)),
+    );
     policy.keep();
     register_fs_tools(registry, &tools)?.keep();
     Ok(tools)

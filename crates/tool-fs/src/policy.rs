@@ -108,6 +108,21 @@ impl ObservationPolicy {
         self.state.record(session, path, observation);
     }
 
+    /// Rebuilds a resumed session's observations from its tool results' `meta`, in log order
+    /// (spec FS3): the host passes the metas, this crate reads what they recorded.
+    pub fn replay<'a>(
+        &self,
+        session: &str,
+        metas: impl IntoIterator<Item = &'a serde_json::Value>,
+    ) {
+        self.restore(
+            session,
+            metas
+                .into_iter()
+                .filter_map(crate::replay::observation_from_meta),
+        );
+    }
+
     /// Rebuilds a resumed session's observations, in log order (a later pair for the same path
     /// replaces an earlier one). The caller reconstructs the pairs from the tool results' meta
     /// with [`crate::replay::observation_from_meta`].
