@@ -508,8 +508,16 @@ impl ToolBuilder {
         self.finalize_content = Some(Arc::new(f));
         self
     }
-    /// The budget in milliseconds (must be positive and finite).
-    pub fn timeout_ms(mut self, ms: f64) -> Self {
+    /// The budget (at least a millisecond, at most `i32::MAX` milliseconds; checked by
+    /// [`ToolBuilder::build`]).
+    pub fn timeout(mut self, budget: std::time::Duration) -> Self {
+        self.timeout_ms = Some(budget.as_secs_f64() * 1000.0);
+        self
+    }
+    /// The budget as a configuration number of milliseconds (a JSON or TOML value, which may
+    /// be fractional, negative or not finite: [`ToolBuilder::build`] refuses those). Rust code
+    /// gives a [`std::time::Duration`] to [`ToolBuilder::timeout`].
+    pub fn timeout_ms_from_config(mut self, ms: f64) -> Self {
         self.timeout_ms = Some(ms);
         self
     }

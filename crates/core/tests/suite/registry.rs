@@ -42,7 +42,7 @@ fn reg_02_projection_is_an_allowlist_no_host_callback_reaches_the_model() {
         .finalize_content(|_exec, _res| Ok(Some(text_content("final"))))
         .classify(|_| true)
         .permission_subject(|_| Some("subject".into()))
-        .timeout_ms(1000.0)
+        .timeout_ms_from_config(1000.0)
         .build()
         .expect("builds");
     keep(&reg, def);
@@ -56,7 +56,7 @@ fn reg_03_timeout_budget_is_never_projected() {
     let def = ToolDefinition::builder("slow", "budgeted")
         .output(ToolOutput::string())
         .execute(|_ctx| async { Ok(Json::string("x")) })
-        .timeout_ms(5000.0)
+        .timeout(std::time::Duration::from_secs(5))
         .build()
         .expect("builds");
     assert_eq!(def.timeout_ms(), Some(5000));
@@ -110,7 +110,7 @@ fn reg_08_zero_or_infinite_budget_is_refused() {
         let err = ToolDefinition::builder("t", "d")
             .output(ToolOutput::string())
             .execute(|_ctx| async { Ok(Json::null()) })
-            .timeout_ms(bad)
+            .timeout_ms_from_config(bad)
             .build()
             .expect_err("must fail");
         assert_eq!(

@@ -364,7 +364,7 @@ fn budgeted(ms: Option<f64>) -> Result<ToolDefinition, CoreError> {
         .output(ToolOutput::string())
         .execute(|_ctx| async { Ok(Json::string("")) });
     match ms {
-        Some(ms) => b.timeout_ms(ms).build(),
+        Some(ms) => b.timeout_ms_from_config(ms).build(),
         None => b.build(),
     }
 }

@@ -203,7 +203,7 @@ fn a_budget_no_timer_can_arm_is_refused_when_defined() {
         ToolDefinition::builder("t", "d")
             .output(ToolOutput::string())
             .execute(|_ctx| async { Ok(Json::null()) })
-            .timeout_ms(ms)
+            .timeout_ms_from_config(ms)
             .build()
     };
     assert_eq!(

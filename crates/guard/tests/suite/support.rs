@@ -254,7 +254,7 @@ pub fn tool(
         .output(ToolOutput::string())
         .execute(|_| async { Ok(Json::string("")) });
     if let Some(ms) = timeout_ms {
-        b = b.timeout_ms(ms);
+        b = b.timeout_ms_from_config(ms);
     }
     if let Some(field) = subject_field {
         b = b.permission_subject(move |v| v.get(field)?.as_str().map(str::to_owned));

@@ -34,7 +34,7 @@ fn stubborn(budget: Option<f64>, dropped: Arc<AtomicBool>) -> ToolDefinition {
             }
         });
     if let Some(ms) = budget {
-        b = b.timeout_ms(ms);
+        b = b.timeout_ms_from_config(ms);
     }
     b.build().expect("builds")
 }

@@ -73,7 +73,7 @@ fn tool(budget: Option<f64>, body: Body, seen: &Arc<Mutex<Option<Signal>>>) -> T
             }
         });
     if let Some(ms) = budget {
-        b = b.timeout_ms(ms);
+        b = b.timeout_ms_from_config(ms);
     }
     b.build().expect("builds")
 }
