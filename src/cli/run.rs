@@ -231,6 +231,9 @@ pub async fn drive(
     let signal: Signal = controller.signal();
     let ctl = controller.clone();
     let (installed, is_installed) = tokio::sync::oneshot::channel();
+    // A second Ctrl-C: the turn is dropped and the program exits at once (from `main`, never
+    // from inside a task).
+    let (hard_stop, hard_stopped) = tokio::sync::oneshot::channel::<()>();
     let interrupts = tokio::spawn(async move {
         // The handler is installed on the first poll: poll once, then let the turn start, so a
         // Ctrl-C at any point of the turn cancels it instead of killing the process.
@@ -252,7 +255,7 @@ pub async fn drive(
                 // that ignores SIGTERM and SIGINT.
                 #[cfg(feature = "bash")]
                 dsh::bash::group::kill_all_live_groups();
-                std::process::exit(130);
+                let _ = hard_stop.send(());
             }
         }
     });
@@ -265,9 +268,13 @@ pub async fn drive(
     });
     let _ = is_installed.await;
     let mut driver = prepared.harness.driver();
-    let outcome = driver
-        .run_turn(prepared.steps.iter().cloned(), signal)
-        .await;
+    let outcome = tokio::select! {
+        outcome = driver.run_turn(prepared.steps.iter().cloned(), signal) => outcome,
+        Ok(()) = hard_stopped => {
+            // The log is repaired the next time it is opened (spec I4).
+            return Err(Exit { code: 130, message: None });
+        }
+    };
     interrupts.abort();
     if let Some(t) = timer {
         t.abort();
