@@ -37,6 +37,29 @@ fn bad_script_line_exits_2_naming_the_line_and_writes_no_session() {
             "unsupported block type",
         ),
         (vec![String::new(), "  ".into()], 1, "no assistant message"),
+        // Issue 17 item 1: nothing that is not an assistant message runs as zero calls.
+        (vec![good.clone(), r#"{"foo":1}"#.into()], 2, "unknown key \"foo\""),
+        (vec![r#"{}"#.into()], 1, "neither"),
+        (
+            vec![r#"{"role":"assistant","tool_call":[{"id":"x","type":"function","function":{"name":"echo","arguments":"{}"}}]}"#.into()],
+            1,
+            "unknown key \"tool_call\" (did you mean \"tool_calls\"?)",
+        ),
+        (
+            vec![r#"{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"echo","inputs":{"text":"a"}}]}"#.into()],
+            1,
+            "content[0]: unknown key \"inputs\" (did you mean \"input\"?)",
+        ),
+        (
+            vec![r#"{"role":"assistant","content":"x","tool_calls":[{"id":"x","function":{"name":"echo","argument":"{}"}}]}"#.into()],
+            1,
+            "tool_calls[0].function: unknown key \"argument\"",
+        ),
+        (
+            vec![r#"{"object":"chat.completion","choices":[{"message":{"role":"assistant","content":"a"}},{"message":{"role":"assistant","content":"b"}}]}"#.into()],
+            1,
+            "2 choices",
+        ),
         (
             vec![good.clone(), openai("no calls", &[]), String::new(), good.clone()],
             4,
@@ -67,6 +90,30 @@ fn bad_script_line_exits_2_naming_the_line_and_writes_no_session() {
             assert!(!explicit.exists(), "case {i}: a session was written");
         }
     }
+}
+
+/// Issue 17 item 1: a whole Chat Completions response is accepted by taking its one message.
+#[test]
+fn a_chat_completions_response_runs_its_message() {
+    let t = tmp();
+    let message = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{\"text\":\"hi\"}"}}
+    ]});
+    let response = json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+        "model": "m", "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 1}});
+    let sc = script(t.path(), "resp.jsonl", &[response.to_string()]);
+    let out = dsh_run(&[
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--demo-tools",
+        "--json",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let events = json_lines(&out.stdout);
+    assert_eq!(call_ids(&events), vec!["c1".to_owned()], "{}", out.both());
 }
 
 #[test]
