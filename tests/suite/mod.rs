@@ -18,3 +18,4 @@ mod props;
 mod script;
 mod support;
 mod terminal;
+mod warnings;
