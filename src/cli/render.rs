@@ -138,6 +138,24 @@ struct Tally {
     calls: usize,
     sub_calls: usize,
     failures: BTreeMap<String, usize>,
+    /// Commands that ran and exited non-zero (results, not failures).
+    nonzero_exits: usize,
+    /// Commands an operation of which the sandbox refused.
+    sandbox_denials: usize,
+}
+
+/// What a successful result's presentation meta says went wrong inside it: the command's
+/// non-zero exit code, and whether the sandbox refused one of its operations.
+fn inner_trouble(result: &ToolResult) -> (Option<i64>, bool) {
+    let Some(meta) = result.meta().map(|m| m.value()) else {
+        return (None, false);
+    };
+    let exit = meta
+        .get("exitCode")
+        .and_then(Value::as_i64)
+        .filter(|c| *c != 0);
+    let denied = meta.get("sandboxDenied").and_then(Value::as_bool) == Some(true);
+    (exit, denied)
 }
 
 /// The lines of an edit's old and new text that differ, without the context lines both share
@@ -257,8 +275,15 @@ impl Renderer {
         if let Some(bar) = running.and_then(|r| r.bar) {
             bar.finish_and_clear();
         }
+        let (exit, denied) = if result.is_error() {
+            (None, false)
+        } else {
+            inner_trouble(result)
+        };
         {
             let mut t = self.tally.lock();
+            t.nonzero_exits += usize::from(exit.is_some());
+            t.sandbox_denials += usize::from(denied);
             if exec.parent().is_some() {
                 // A run_code sub-call: counted apart; its outcome reaches the model through the
                 // program, not as a result of its own.
@@ -296,6 +321,25 @@ impl Renderer {
                 summarize_args(args),
                 self.paint("2", &ms),
                 self.paint("31", &one_line(&msg, 160))
+            )
+        } else if exit.is_some() || denied {
+            // The call ran (its result is not an error) but the command failed or was refused:
+            // say so on the line, `✗ exit 3` / `⚠ sandbox`, not with a green tick.
+            let (mark, colour) = if denied { ("⚠", "33") } else { ("✗", "31") };
+            let mut what = Vec::new();
+            if denied {
+                what.push("⚠ sandbox".to_owned());
+            }
+            if let Some(code) = exit {
+                what.push(format!("✗ exit {code}"));
+            }
+            format!(
+                "{indent}{} {} {}  {}  {}",
+                self.paint(colour, mark),
+                one_line(exec.name(), 40),
+                summarize_args(args),
+                self.paint("2", &ms),
+                self.paint(colour, &what.join("  "))
             )
         } else {
             format!(
@@ -359,6 +403,24 @@ impl Renderer {
                 .map(|(c, n)| format!("{c} ×{n}"))
                 .collect();
             s.push_str(&format!(" ({})", parts.join(", ")));
+        }
+        let mut inner = Vec::new();
+        if t.nonzero_exits > 0 {
+            inner.push(format!(
+                "{} command{} exited non-zero",
+                t.nonzero_exits,
+                if t.nonzero_exits == 1 { "" } else { "s" }
+            ));
+        }
+        if t.sandbox_denials > 0 {
+            inner.push(format!(
+                "{} sandbox denial{}",
+                t.sandbox_denials,
+                if t.sandbox_denials == 1 { "" } else { "s" }
+            ));
+        }
+        if !inner.is_empty() {
+            s.push_str(&format!("; {}", inner.join(", ")));
         }
         s
     }
