@@ -300,7 +300,6 @@ impl HarnessBuilder {
                 registry.register(def)?.keep();
             }
         }
-        #[cfg(feature = "fs")]
         // The bash tool's full outputs go to a private per-session directory that is also a
         // root of the file tools, so the model can `read` the path a truncated result names.
         #[cfg(feature = "bash")]
@@ -308,8 +307,9 @@ impl HarnessBuilder {
             (Some(_), Some(_)) => Some(crate::bash_tool::private_output_dir(self.session.id())?),
             _ => None,
         };
-        #[cfg(not(feature = "bash"))]
-        let output_dir: Option<PathBuf> = None;
+        #[cfg(all(feature = "fs", not(feature = "bash")))]
+        let output_dir: Option<std::path::PathBuf> = None;
+        #[cfg(feature = "fs")]
         let fs = match &self.workspace {
             None => None,
             Some(root) => Some(mount_fs(
