@@ -18,4 +18,5 @@ mod props;
 mod script;
 mod support;
 mod terminal;
+mod terminal_text;
 mod warnings;
