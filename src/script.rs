@@ -241,6 +241,11 @@ pub fn parse_message(v: &Value) -> Result<Value, String> {
         return parse_message(message).map_err(|e| format!("choices[0].message: {e}"));
     }
     known_keys(obj, MESSAGE_KEYS, "")?;
+    if let Some(role) = obj.get("role")
+        && role.as_str() != Some("assistant")
+    {
+        return Err(format!("role must be \"assistant\", got {}", shown(role)));
+    }
     if !obj.contains_key("content") && !obj.contains_key("tool_calls") {
         return Err(
             "an assistant message needs \"content\" or \"tool_calls\"; this one has neither, so it would run no call"
@@ -254,11 +259,6 @@ pub fn parse_message(v: &Value) -> Result<Value, String> {
             "type must be \"message\" (an Anthropic response), got {}",
             shown(ty)
         ));
-    }
-    if let Some(role) = obj.get("role")
-        && role.as_str() != Some("assistant")
-    {
-        return Err(format!("role must be \"assistant\", got {}", shown(role)));
     }
     let mut blocks: Vec<Value> = Vec::new();
     let mut ids = HashSet::new();
