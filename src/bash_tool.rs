@@ -1,5 +1,9 @@
 //! The `bash` tool in the harness (feature `bash`): how it is mounted over the workspace, in the
-//! sandbox mode of the policy's permission preset, and how that preset is announced in the log.
+//! sandbox mode of the policy's permission preset, and how that preset is announced in the log;
+//! and the private (0700) per-session directory its full outputs go to.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 use dsh_core::ToolRegistry;
 use dsh_guard::{ApprovalPolicy, AuditSession, Hooks};
@@ -21,6 +25,37 @@ pub struct BashOptions {
     pub unavailable: Unavailable,
 }
 
+/// The directory of a session's full bash outputs: `<temp>/dsh-output-<session id>`, made with
+/// mode 0700. An existing one (a resumed session) is kept only if it is a real directory (not a
+/// link) that nobody else may enter; anything else is refused rather than written into.
+pub(crate) fn private_output_dir(session_id: &str) -> Result<PathBuf, HarnessError> {
+    let safe: String = session_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(80)
+        .collect();
+    let path = std::env::temp_dir().join(format!("dsh-output-{safe}"));
+    let fail = |source: std::io::Error| HarnessError::OutputDir {
+        path: path.clone(),
+        source,
+    };
+    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let meta = std::fs::symlink_metadata(&path).map_err(fail)?;
+            if !meta.is_dir() || meta.permissions().mode() & 0o077 != 0 {
+                return Err(fail(std::io::Error::other(
+                    "it exists but is not a directory only its owner may open",
+                )));
+            }
+        }
+        Err(e) => return Err(fail(e)),
+    }
+    // The umask may have narrowed the mode further; it must not have widened it.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).map_err(fail)?;
+    Ok(path)
+}
+
 /// Mounts `bash` over `workspace`: its mode is the preset's (`workspace-write` without one), its
 /// escalation hint follows the effective approval policy; then writes `permission/preset` (when
 /// a preset was chosen), `sandbox/mode` and `approval/policy` (with a preset) to the session,
@@ -29,6 +64,7 @@ pub struct BashOptions {
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn mount_bash(
     options: &BashOptions,
+    output_dir: Option<&Path>,
     workspace: &Workspace,
     registry: &ToolRegistry,
     hooks: &Hooks,
@@ -40,6 +76,9 @@ pub(crate) async fn mount_bash(
     let mut config = BashConfig::new(workspace.clone());
     if options.helper.is_some() {
         config.helper = options.helper.clone();
+    }
+    if let Some(dir) = output_dir {
+        config.output_dir = dir.to_path_buf();
     }
     let preset = policy.preset;
     let mode = preset.unwrap_or_default().sandbox_mode();

@@ -54,6 +54,16 @@ pub enum HarnessError {
     #[cfg(feature = "bash")]
     #[error(transparent)]
     Bash(#[from] dsh_tool_bash::BashError),
+    /// The private directory for the `bash` tool's full outputs could not be made.
+    #[cfg(feature = "bash")]
+    #[error("cannot make the private output directory {path}: {source}")]
+    OutputDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A hook settings file could not be loaded.
     #[cfg(feature = "hooks")]
     #[error(transparent)]
@@ -130,9 +140,22 @@ pub struct Harness {
     fs: Option<dsh_tool_fs::FsTools>,
     #[cfg(feature = "bash")]
     bash: Option<dsh_tool_bash::BashTool>,
+    /// The private directory of the bash tool's full outputs, removed on drop if still empty.
+    #[cfg(feature = "bash")]
+    output_dir: Option<PathBuf>,
     #[cfg(feature = "code-mode")]
     code: Option<dsh_code_mode::CodeMode>,
     warnings: Vec<String>,
+}
+
+#[cfg(feature = "bash")]
+impl Drop for Harness {
+    fn drop(&mut self) {
+        // Only an empty directory goes: one holding outputs the log names stays.
+        if let Some(dir) = &self.output_dir {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 impl Harness {
@@ -297,10 +320,24 @@ impl HarnessBuilder {
                 registry.register(def)?.keep();
             }
         }
+        // The bash tool's full outputs go to a private per-session directory that is also a
+        // root of the file tools, so the model can `read` the path a truncated result names.
+        #[cfg(feature = "bash")]
+        let output_dir = match (&self.bash, &self.workspace) {
+            (Some(_), Some(_)) => Some(crate::bash_tool::private_output_dir(self.session.id())?),
+            _ => None,
+        };
+        #[cfg(all(feature = "fs", not(feature = "bash")))]
+        let output_dir: Option<std::path::PathBuf> = None;
         #[cfg(feature = "fs")]
         let fs = match &self.workspace {
             None => None,
-            Some(root) => Some(mount_fs(&registry, &self.session, root)?),
+            Some(root) => Some(mount_fs(
+                &registry,
+                &self.session,
+                root,
+                output_dir.as_deref(),
+            )?),
         };
         #[cfg(feature = "hooks")]
         if let Some(explicit) = self.settings.clone() {
@@ -351,6 +388,7 @@ impl HarnessBuilder {
             (Some(options), Some(fs)) => Some(
                 crate::bash_tool::mount_bash(
                     options,
+                    output_dir.as_deref(),
                     fs.workspace(),
                     &registry,
                     &hooks,
@@ -438,6 +476,8 @@ impl HarnessBuilder {
             fs,
             #[cfg(feature = "bash")]
             bash,
+            #[cfg(feature = "bash")]
+            output_dir,
             #[cfg(feature = "code-mode")]
             code,
             warnings,
@@ -494,9 +534,10 @@ fn mount_fs(
     registry: &ToolRegistry,
     session: &Session,
     root: &std::path::Path,
+    extra_root: Option<&std::path::Path>,
 ) -> Result<dsh_tool_fs::FsTools, HarnessError> {
     use dsh_tool_fs::{FsContext, FsTools, Workspace, register_fs_tools};
-    let workspace = Workspace::new([root])?;
+    let workspace = Workspace::new(std::iter::once(root).chain(extra_root))?;
     let cwd = workspace.default_cwd().to_path_buf();
     let tools = FsTools::new(workspace);
     tools

@@ -5,6 +5,12 @@
 //!
 //! The whole script is validated before anything runs: a bad line is an error naming its number.
 //! A message without tool calls ends the turn, so only the last line may lack them.
+//!
+//! Nothing is guessed: a key the two shapes do not define (`tool_call`, `inputs`, `{"foo":1}`)
+//! is refused with the keys that are known and, when one is close, the one that was probably
+//! meant; a line with neither `content` nor `tool_calls` is refused rather than run as a turn
+//! with no calls. A whole Chat Completions response (`{"object":"chat.completion","choices":
+//! [...]}`) with exactly one choice is accepted by taking that choice's `message`.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -167,6 +173,109 @@ fn shown(v: &Value) -> String {
     }
 }
 
+/// Keys an assistant message may carry: the two shapes' own and the envelope fields their APIs
+/// return beside them (ids, model, usage, stop reasons), which carry nothing to run.
+const MESSAGE_KEYS: &[&str] = &[
+    "role",
+    "content",
+    "tool_calls",
+    // OpenAI message fields that carry no call.
+    "refusal",
+    "annotations",
+    "audio",
+    "name",
+    "reasoning_content",
+    // Anthropic Messages response fields.
+    "id",
+    "type",
+    "model",
+    "stop_reason",
+    "stop_sequence",
+    "usage",
+];
+const TOOL_USE_KEYS: &[&str] = &["type", "id", "name", "input", "cache_control"];
+const TEXT_KEYS: &[&str] = &["type", "text", "citations", "cache_control"];
+const THINKING_KEYS: &[&str] = &["type", "thinking", "text", "signature"];
+const TOOL_CALL_KEYS: &[&str] = &["id", "type", "function", "index"];
+const FUNCTION_KEYS: &[&str] = &["name", "arguments"];
+
+/// Refuses a key of `obj` not in `known`, naming it, the likely intended key and the known ones.
+fn known_keys(
+    obj: &serde_json::Map<String, Value>,
+    known: &[&str],
+    at: &str,
+) -> Result<(), String> {
+    for key in obj.keys() {
+        if known.contains(&key.as_str()) {
+            continue;
+        }
+        let near = known.iter().find(|k| close(key, k));
+        let hint = near.map_or(String::new(), |k| format!(" (did you mean \"{k}\"?)"));
+        return Err(format!(
+            "{at}unknown key \"{}\"{hint}; known keys: {}",
+            key.escape_debug(),
+            known.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// Two keys one edit apart (a letter added, dropped or changed), or equal but for case or
+/// `_`/`-`: the typos a hand-written script makes (`tool_call`, `inputs`, `toolCalls`).
+fn close(a: &str, b: &str) -> bool {
+    let norm = |s: &str| s.to_ascii_lowercase().replace(['_', '-'], "");
+    if norm(a) == norm(b) {
+        return true;
+    }
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let (short, long) = if a.len() <= b.len() {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    match long.len() - short.len() {
+        0 => {
+            short
+                .iter()
+                .zip(long.iter())
+                .filter(|(x, y)| x != y)
+                .count()
+                == 1
+        }
+        1 => (0..long.len()).any(|skip| {
+            long.iter()
+                .enumerate()
+                .filter(|(i, _)| *i != skip)
+                .map(|(_, c)| c)
+                .eq(short.iter())
+        }),
+        _ => false,
+    }
+}
+
+/// A whole Chat Completions response: its one choice's message; several choices are refused
+/// (which one should run is not ours to guess).
+fn unwrap_completion(obj: &serde_json::Map<String, Value>) -> Result<Option<&Value>, String> {
+    let Some(choices) = obj.get("choices") else {
+        return Ok(None);
+    };
+    let Some(choices) = choices.as_array() else {
+        return Err("choices must be an array (a Chat Completions response)".into());
+    };
+    match choices.as_slice() {
+        [one] => one
+            .get("message")
+            .filter(|m| m.is_object())
+            .map(Some)
+            .ok_or_else(|| "choices[0] has no \"message\" object".to_owned()),
+        [] => Err("a Chat Completions response with no choices holds no message".into()),
+        many => Err(format!(
+            "a Chat Completions response with {} choices: keep one (its \"message\")",
+            many.len()
+        )),
+    }
+}
+
 /// Converts one assistant message of either shape into the reference shape.
 pub fn parse_message(v: &Value) -> Result<Value, MessageError> {
     parse_message_text(v).map_err(MessageError)
@@ -181,10 +290,28 @@ fn parse_message_text(v: &Value) -> Result<Value, String> {
     let obj = v
         .as_object()
         .ok_or_else(|| "an assistant message must be a JSON object".to_owned())?;
+    if let Some(message) = unwrap_completion(obj)? {
+        return parse_message(message).map_err(|e| format!("choices[0].message: {e}"));
+    }
+    known_keys(obj, MESSAGE_KEYS, "")?;
     if let Some(role) = obj.get("role")
         && role.as_str() != Some("assistant")
     {
         return Err(format!("role must be \"assistant\", got {}", shown(role)));
+    }
+    if !obj.contains_key("content") && !obj.contains_key("tool_calls") {
+        return Err(
+            "an assistant message needs \"content\" or \"tool_calls\"; this one has neither, so it would run no call"
+                .into(),
+        );
+    }
+    if let Some(ty) = obj.get("type")
+        && ty.as_str() != Some("message")
+    {
+        return Err(format!(
+            "type must be \"message\" (an Anthropic response), got {}",
+            shown(ty)
+        ));
     }
     let mut blocks: Vec<Value> = Vec::new();
     let mut ids = HashSet::new();
@@ -219,6 +346,18 @@ fn parse_message_text(v: &Value) -> Result<Value, String> {
         Some(Value::Array(items)) => {
             for (k, b) in items.iter().enumerate() {
                 let ty = b.get("type").and_then(Value::as_str).unwrap_or_default();
+                let at = format!("content[{k}]: ");
+                let keys = match ty {
+                    "text" => TEXT_KEYS,
+                    "thinking" | "reasoning" => THINKING_KEYS,
+                    "tool_use" => TOOL_USE_KEYS,
+                    _ => &[][..],
+                };
+                if let Some(block) = b.as_object()
+                    && !keys.is_empty()
+                {
+                    known_keys(block, keys, &at)?;
+                }
                 match ty {
                     "text" => {
                         let t = b.get("text").and_then(Value::as_str).ok_or_else(|| {
@@ -288,10 +427,22 @@ fn parse_message_text(v: &Value) -> Result<Value, String> {
         None | Some(Value::Null) => {}
         Some(Value::Array(calls)) => {
             for (k, c) in calls.iter().enumerate() {
+                let call = c
+                    .as_object()
+                    .ok_or_else(|| format!("tool_calls[{k}] must be a JSON object"))?;
+                known_keys(call, TOOL_CALL_KEYS, &format!("tool_calls[{k}]: "))?;
                 let id = non_empty_str(c.get("id"), &format!("tool_calls[{k}].id"))?;
                 let f = c
                     .get("function")
                     .ok_or_else(|| format!("tool_calls[{k}] has no \"function\""))?;
+                let function = f
+                    .as_object()
+                    .ok_or_else(|| format!("tool_calls[{k}].function must be a JSON object"))?;
+                known_keys(
+                    function,
+                    FUNCTION_KEYS,
+                    &format!("tool_calls[{k}].function: "),
+                )?;
                 let name = non_empty_str(f.get("name"), &format!("tool_calls[{k}].function.name"))?;
                 let args = match f.get("arguments") {
                     Some(Value::String(s)) => s.clone(),

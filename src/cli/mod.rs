@@ -107,6 +107,30 @@ impl From<anyhow::Error> for Exit {
 }
 
 /// Runs the program; returns the exit code.
+/// Warnings (a hook that cannot run, times out or answers garbage; a hook point dsh does not
+/// run) go to stderr: `warn` and above by default, `RUST_LOG` honoured (`RUST_LOG=dsh=debug`).
+/// An unparsable `RUST_LOG` falls back to `warn` and says so.
+fn install_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let (filter, bad) = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.trim().is_empty() => match EnvFilter::try_new(&v) {
+            Ok(f) => (f, None),
+            Err(e) => (EnvFilter::new("warn"), Some(format!("{v:?}: {e}"))),
+        },
+        _ => (EnvFilter::new("warn"), None),
+    };
+    let installed = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init()
+        .is_ok();
+    if let (true, Some(bad)) = (installed, bad) {
+        tracing::warn!("RUST_LOG ignored, using \"warn\": {bad}");
+    }
+}
+
 pub fn main() -> i32 {
     let cli = Cli::parse();
     // The sandbox helper contains itself and execs before any runtime thread exists.
@@ -114,6 +138,7 @@ pub fn main() -> i32 {
         Command::SandboxExec(args) => sandbox::exec(args),
         other => other,
     };
+    install_tracing();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

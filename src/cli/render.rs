@@ -14,29 +14,38 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parking_lot::Mutex;
 use serde_json::Value;
 
-/// Removes what could drive a terminal: control characters (ANSI escapes included) except
-/// newline and tab.
+/// Unicode's bidirectional formatting characters: embeddings and overrides (U+202A..U+202E),
+/// isolates (U+2066..U+2069) and the marks (U+200E, U+200F, U+061C). They draw nothing, but they
+/// reorder what follows them on the line, so a tool's output could make a line read otherwise
+/// than it is ("Trojan Source").
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
+/// Removes what could drive a terminal or reorder a line: control characters (ANSI escapes
+/// included) except newline and tab, and bidirectional controls.
 pub fn sanitize(s: &str) -> String {
     s.chars()
         .map(|c| match c {
             '\n' | '\t' => c,
-            c if c.is_control() => '\u{FFFD}',
+            c if c.is_control() || is_bidi_control(c) => '\u{FFFD}',
             c => c,
         })
         .collect()
 }
 
 /// JSON text safe for a terminal: the C1 controls (U+0080..U+009F, which some terminals read
-/// as escape sequences even UTF-8 encoded) become `\u00XX` escapes. serde_json already escapes
-/// the C0 controls, and non-ASCII characters appear only inside strings, so the JSON value is
-/// unchanged.
+/// as escape sequences even UTF-8 encoded) and the bidirectional controls become `\uXXXX`
+/// escapes. serde_json already escapes the C0 controls, and non-ASCII characters appear only
+/// inside strings, so the JSON value is unchanged.
 pub fn json_for_terminal(text: String) -> String {
-    if !text.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)) {
+    let escaped = |c: char| ('\u{80}'..='\u{9f}').contains(&c) || is_bidi_control(c);
+    if !text.chars().any(escaped) {
         return text;
     }
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
-        if ('\u{80}'..='\u{9f}').contains(&c) {
+        if escaped(c) {
             out.push_str(&format!("\\u{:04x}", c as u32));
         } else {
             out.push(c);
@@ -147,6 +156,24 @@ struct Tally {
     calls: usize,
     sub_calls: usize,
     failures: BTreeMap<String, usize>,
+    /// Commands that ran and exited non-zero (results, not failures).
+    nonzero_exits: usize,
+    /// Commands an operation of which the sandbox refused.
+    sandbox_denials: usize,
+}
+
+/// What a successful result's presentation meta says went wrong inside it: the command's
+/// non-zero exit code, and whether the sandbox refused one of its operations.
+fn inner_trouble(result: &ToolResult) -> (Option<i64>, bool) {
+    let Some(meta) = result.meta().map(|m| m.value()) else {
+        return (None, false);
+    };
+    let exit = meta
+        .get("exitCode")
+        .and_then(Value::as_i64)
+        .filter(|c| *c != 0);
+    let denied = meta.get("sandboxDenied").and_then(Value::as_bool) == Some(true);
+    (exit, denied)
 }
 
 /// The lines of an edit's old and new text that differ, without the context lines both share
@@ -166,11 +193,24 @@ fn changed_lines<'a>(old: &'a str, new: &'a str) -> (Vec<&'a str>, Vec<&'a str>)
     )
 }
 
+/// How many sub-call lines of one `run_code` call are shown; the rest fold into one line.
+pub const SHOWN_SUB_CALLS: usize = 5;
+
+/// The sub-call lines of one `run_code` call beyond [`SHOWN_SUB_CALLS`].
+#[derive(Default)]
+struct Fold {
+    shown: usize,
+    hidden: usize,
+    hidden_failed: usize,
+}
+
 /// The renderer of one run.
 pub struct Renderer {
     mode: Mode,
     multi: MultiProgress,
     running: Mutex<HashMap<String, Running>>,
+    /// Sub-call lines per parent execution, until the parent's own line is printed.
+    folds: Mutex<HashMap<dsh::core::ExecutionToken, Fold>>,
     tally: Mutex<Tally>,
     started: Instant,
 }
@@ -188,6 +228,7 @@ impl Renderer {
             mode,
             multi,
             running: Mutex::new(HashMap::new()),
+            folds: Mutex::new(HashMap::new()),
             tally: Mutex::new(Tally::default()),
             started: Instant::now(),
         })
@@ -196,8 +237,12 @@ impl Renderer {
     fn println(&self, line: String) {
         match self.mode {
             // Hidden while a question is asked: print plainly rather than lose the line.
+            // The live lines are cleared, the finished line is written with its own newline, and
+            // they are drawn again below it: `MultiProgress::println` pads a line to the width
+            // of the terminal and leaves the newline to line wrapping, so a captured log (`script`,
+            // a terminal's scrollback file) read as one long line.
             Mode::Human { live: true, .. } if !self.multi.is_hidden() => {
-                let _ = self.multi.println(line);
+                self.multi.suspend(|| super::out(&line));
             }
             _ => super::out(&line),
         }
@@ -267,8 +312,15 @@ impl Renderer {
         if let Some(bar) = running.and_then(|r| r.bar) {
             bar.finish_and_clear();
         }
+        let (exit, denied) = if result.is_error() {
+            (None, false)
+        } else {
+            inner_trouble(result)
+        };
         {
             let mut t = self.tally.lock();
+            t.nonzero_exits += usize::from(exit.is_some());
+            t.sandbox_denials += usize::from(denied);
             if exec.parent().is_some() {
                 // A run_code sub-call: counted apart; its outcome reaches the model through the
                 // program, not as a result of its own.
@@ -283,6 +335,26 @@ impl Renderer {
         }
         if self.mode == Mode::Json {
             return;
+        }
+        // A program may make thousands of sub-calls: the first few are shown, the rest are
+        // counted and said in one line before the program's own line.
+        if let Some(parent) = exec.parent() {
+            let mut folds = self.folds.lock();
+            let fold = folds.entry(parent).or_default();
+            if fold.shown >= SHOWN_SUB_CALLS {
+                fold.hidden += 1;
+                fold.hidden_failed += usize::from(result.is_error() || exit.is_some() || denied);
+                return;
+            }
+            fold.shown += 1;
+        } else if let Some(fold) = self.folds.lock().remove(&exec.token())
+            && fold.hidden > 0
+        {
+            let failed = match fold.hidden_failed {
+                0 => String::new(),
+                n => format!(" ({n} failed)"),
+            };
+            self.println(self.paint("2", &format!("  ↳ … {} more{failed}", fold.hidden)));
         }
         let args = exec.arguments();
         let ms = format!("{}ms", elapsed.as_millis());
@@ -306,6 +378,25 @@ impl Renderer {
                 summarize_args(args),
                 self.paint("2", &ms),
                 self.paint("31", &one_line(&msg, 160))
+            )
+        } else if exit.is_some() || denied {
+            // The call ran (its result is not an error) but the command failed or was refused:
+            // say so on the line, `✗ exit 3` / `⚠ sandbox`, not with a green tick.
+            let (mark, colour) = if denied { ("⚠", "33") } else { ("✗", "31") };
+            let mut what = Vec::new();
+            if denied {
+                what.push("⚠ sandbox".to_owned());
+            }
+            if let Some(code) = exit {
+                what.push(format!("✗ exit {code}"));
+            }
+            format!(
+                "{indent}{} {} {}  {}  {}",
+                self.paint(colour, mark),
+                one_line(exec.name(), 40),
+                summarize_args(args),
+                self.paint("2", &ms),
+                self.paint(colour, &what.join("  "))
             )
         } else {
             format!(
@@ -369,6 +460,24 @@ impl Renderer {
                 .map(|(c, n)| format!("{c} ×{n}"))
                 .collect();
             s.push_str(&format!(" ({})", parts.join(", ")));
+        }
+        let mut inner = Vec::new();
+        if t.nonzero_exits > 0 {
+            inner.push(format!(
+                "{} command{} exited non-zero",
+                t.nonzero_exits,
+                if t.nonzero_exits == 1 { "" } else { "s" }
+            ));
+        }
+        if t.sandbox_denials > 0 {
+            inner.push(format!(
+                "{} sandbox denial{}",
+                t.sandbox_denials,
+                if t.sandbox_denials == 1 { "" } else { "s" }
+            ));
+        }
+        if !inner.is_empty() {
+            s.push_str(&format!("; {}", inner.join(", ")));
         }
         s
     }

@@ -210,3 +210,186 @@ fn the_hidden_helper_contains_itself_and_is_not_listed() {
     assert!(!outside.join("out").exists());
     assert!(!dsh_run(&["--help"]).stdout.contains("sandbox-exec"));
 }
+
+/// Runs `lines` with bash allowed (every ask approved) in a fresh workspace; returns the output,
+/// the log's events, and the temporary directory (also `TMPDIR`) that holds everything.
+fn run_bash(lines: &[String], extra: &[&str]) -> (Out, Vec<serde_json::Value>, tempfile::TempDir) {
+    let dir = tmp();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let log = dir.path().join("log.jsonl");
+    let sc = script(dir.path(), "s.jsonl", lines);
+    let mut args = vec![
+        "run",
+        s(&sc),
+        "--workspace",
+        s(&ws),
+        "--session",
+        s(&log),
+        "--approve",
+        "always",
+    ];
+    args.extend(extra);
+    let out = run(dsh().args(&args).env("TMPDIR", dir.path()));
+    let ev = events(&log);
+    (out, ev, dir)
+}
+
+/// Issue 17 item 3: `description` is optional and Claude Code's `timeout` (milliseconds) is
+/// accepted beside `timeoutMs`; a non-zero exit shows on the line (`✗ exit 3`) and in the summary.
+#[test]
+fn bash_takes_claude_code_parameters_and_shows_a_non_zero_exit() {
+    let (out, ev, _dir) = run_bash(
+        &[
+            openai(
+                "run",
+                &[
+                    call("c1", "bash", json!({"command": "exit 3"})),
+                    call("c2", "bash", json!({"command": "sleep 5", "timeout": 300})),
+                    call(
+                        "c3",
+                        "bash",
+                        json!({"command": "true", "timeout": 100, "timeoutMs": 200}),
+                    ),
+                    call(
+                        "c4",
+                        "bash",
+                        json!({"command": "echo ok", "timeout": 5000, "timeoutMs": 5000}),
+                    ),
+                ],
+            ),
+            openai("done", &[]),
+        ],
+        &[],
+    );
+    assert_eq!(out.code, 0, "{}", out.both());
+    let exit3 = result_of(&ev, "c1");
+    assert!(!exit3.is_error, "{exit3:?}");
+    assert!(exit3.text.contains("[exit code: 3]"), "{exit3:?}");
+    let slow = result_of(&ev, "c2");
+    assert_eq!(slow.code.as_deref(), Some("BASH_TIMEOUT"), "{slow:?}");
+    assert!(slow.text.contains("after 300ms"), "{slow:?}");
+    let both = result_of(&ev, "c3");
+    assert_eq!(both.code.as_deref(), Some("INVALID_ARGS"), "{both:?}");
+    assert!(both.text.contains("disagree"), "{both:?}");
+    assert!(!result_of(&ev, "c4").is_error);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("bash exit 3"))
+        .unwrap_or_else(|| panic!("{}", out.both()));
+    assert!(line.starts_with("✗ bash exit 3"), "{line}");
+    assert!(line.ends_with("✗ exit 3"), "{line}");
+    assert!(
+        out.stdout.lines().any(|l| l.starts_with("✓ bash echo ok")),
+        "{}",
+        out.both()
+    );
+    assert!(
+        out.stderr.contains("; 1 command exited non-zero"),
+        "{}",
+        out.both()
+    );
+}
+
+/// Issue 17 item 3: a sandbox denial shows on the line (`⚠ sandbox`) and in the summary.
+#[test]
+fn a_sandbox_denial_shows_on_the_line_and_in_the_summary() {
+    let (out, ev, _dir) = run_bash(
+        &[
+            openai("write", &[write_notes("c1", json!({}))]),
+            openai("done", &[]),
+        ],
+        &["--preset", "read-only"],
+    );
+    assert_eq!(out.code, 0, "{}", out.both());
+    let r = result_of(&ev, "c1");
+    assert!(r.text.contains("[sandbox: file access denied"), "{r:?}");
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("bash echo hi"))
+        .unwrap_or_else(|| panic!("{}", out.both()));
+    assert!(line.starts_with("⚠ bash echo hi"), "{line}");
+    assert!(line.contains("⚠ sandbox"), "{line}");
+    assert!(out.stderr.contains("1 sandbox denial"), "{}", out.both());
+}
+
+/// Issue 17 item 3: a truncated output's full copy is in a private (0700) per-session directory
+/// that the session's own `read` may open (here on resuming the session, as the path is only
+/// known once the first run has made it).
+#[test]
+fn full_outputs_go_to_a_private_session_directory_that_read_may_open() {
+    use std::os::unix::fs::PermissionsExt;
+    let (out, ev, dir) = run_bash(
+        &[
+            openai(
+                "big",
+                &[call("c1", "bash", json!({"command": "seq 1 20000"}))],
+            ),
+            openai("done", &[]),
+        ],
+        &[],
+    );
+    assert_eq!(out.code, 0, "{}", out.both());
+    let big = result_of(&ev, "c1");
+    let path = big
+        .text
+        .split("full output: ")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .unwrap_or_else(|| panic!("{big:?}"))
+        .to_owned();
+    let file = std::path::Path::new(&path);
+    let parent = file.parent().unwrap();
+    assert!(parent.starts_with(dir.path()), "{path}");
+    let session_id = header(&dir.path().join("log.jsonl"))["id"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(
+        parent
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .contains(&session_id),
+        "{path} should be per session ({session_id})"
+    );
+    let mode = std::fs::metadata(parent).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{path}");
+    assert!(std::fs::read_to_string(file).unwrap().contains("\n20000\n"));
+    // The same session, resumed, reads the file with its own `read`.
+    let ws = dir.path().join("ws");
+    let log = dir.path().join("log.jsonl");
+    let sc = script(
+        dir.path(),
+        "read.jsonl",
+        &[
+            openai(
+                "read it",
+                &[call(
+                    "r1",
+                    "read",
+                    json!({"file_path": path, "offset": 19990}),
+                )],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let again = run(dsh()
+        .args([
+            "run",
+            s(&sc),
+            "--workspace",
+            s(&ws),
+            "--session",
+            s(&log),
+            "--approve",
+            "always",
+        ])
+        .env("TMPDIR", dir.path()));
+    assert_eq!(again.code, 0, "{}", again.both());
+    let read = result_of(&events(&log), "r1");
+    assert!(!read.is_error, "{read:?}");
+    assert!(read.text.contains("20000"), "{read:?}");
+}

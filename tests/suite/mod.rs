@@ -20,4 +20,6 @@ mod rules;
 mod script;
 mod support;
 mod terminal;
+mod terminal_text;
 mod trust;
+mod warnings;

@@ -37,6 +37,29 @@ fn bad_script_line_exits_2_naming_the_line_and_writes_no_session() {
             "unsupported block type",
         ),
         (vec![String::new(), "  ".into()], 1, "no assistant message"),
+        // Issue 17 item 1: nothing that is not an assistant message runs as zero calls.
+        (vec![good.clone(), r#"{"foo":1}"#.into()], 2, "unknown key \"foo\""),
+        (vec![r#"{}"#.into()], 1, "neither"),
+        (
+            vec![r#"{"role":"assistant","tool_call":[{"id":"x","type":"function","function":{"name":"echo","arguments":"{}"}}]}"#.into()],
+            1,
+            "unknown key \"tool_call\" (did you mean \"tool_calls\"?)",
+        ),
+        (
+            vec![r#"{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"echo","inputs":{"text":"a"}}]}"#.into()],
+            1,
+            "content[0]: unknown key \"inputs\" (did you mean \"input\"?)",
+        ),
+        (
+            vec![r#"{"role":"assistant","content":"x","tool_calls":[{"id":"x","function":{"name":"echo","argument":"{}"}}]}"#.into()],
+            1,
+            "tool_calls[0].function: unknown key \"argument\"",
+        ),
+        (
+            vec![r#"{"object":"chat.completion","choices":[{"message":{"role":"assistant","content":"a"}},{"message":{"role":"assistant","content":"b"}}]}"#.into()],
+            1,
+            "2 choices",
+        ),
         (
             vec![good.clone(), openai("no calls", &[]), String::new(), good.clone()],
             4,
@@ -67,6 +90,30 @@ fn bad_script_line_exits_2_naming_the_line_and_writes_no_session() {
             assert!(!explicit.exists(), "case {i}: a session was written");
         }
     }
+}
+
+/// Issue 17 item 1: a whole Chat Completions response is accepted by taking its one message.
+#[test]
+fn a_chat_completions_response_runs_its_message() {
+    let t = tmp();
+    let message = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{\"text\":\"hi\"}"}}
+    ]});
+    let response = json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+        "model": "m", "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 1}});
+    let sc = script(t.path(), "resp.jsonl", &[response.to_string()]);
+    let out = dsh_run(&[
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--demo-tools",
+        "--json",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let events = json_lines(&out.stdout);
+    assert_eq!(call_ids(&events), vec!["c1".to_owned()], "{}", out.both());
 }
 
 #[test]
@@ -189,4 +236,100 @@ fn openai_arguments_are_kept_as_the_model_wrote_them() {
     assert!(result_of(&ev, "bad").is_error);
     assert_eq!(result_of(&ev, "raw").text, "spaced");
     assert_checks_clean(&log);
+}
+
+mod unknown_keys {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    const KNOWN: &[&str] = &[
+        "role",
+        "content",
+        "tool_calls",
+        "refusal",
+        "annotations",
+        "audio",
+        "name",
+        "reasoning_content",
+        "id",
+        "type",
+        "model",
+        "stop_reason",
+        "stop_sequence",
+        "usage",
+        "choices",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// Issue 17 item 1: any message-level key outside the two shapes refuses the line,
+        /// naming the key, whatever else the message holds; nothing runs as zero calls.
+        #[test]
+        fn any_unknown_message_key_is_refused_naming_it(
+            key in "[a-zA-Z_]{1,12}",
+            calls in any::<bool>(),
+        ) {
+            prop_assume!(!KNOWN.contains(&key.as_str()));
+            let mut m = json!({"role": "assistant", "content": "x"});
+            if calls {
+                m["tool_calls"] = json!([{"id": "c", "type": "function",
+                    "function": {"name": "echo", "arguments": "{}"}}]);
+            }
+            m[&key] = json!(1);
+            let err = dsh::parse_script(&m.to_string()).unwrap_err();
+            prop_assert_eq!(err.line, 1);
+            let expected = format!("unknown key \"{key}\"");
+            prop_assert!(err.message.contains(&expected), "{}", err.message);
+        }
+    }
+}
+
+/// Issue 17 item 1, through the binary: `grep`/`glob` on a missing path fail with
+/// `FS_NOT_FOUND` on the terminal line, and a search that skipped files says so to the model.
+#[test]
+fn grep_and_glob_say_not_found_and_what_they_skipped() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    std::fs::create_dir_all(ws.join(".git")).unwrap();
+    std::fs::create_dir_all(ws.join("target")).unwrap();
+    std::fs::write(ws.join(".gitignore"), "target/\n").unwrap();
+    std::fs::write(ws.join("target/a.txt"), "needle\n").unwrap();
+    std::fs::write(ws.join("blob.bin"), b"needle\0").unwrap();
+    let log = t.path().join("log.jsonl");
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[
+            openai(
+                "",
+                &[
+                    call("g1", "grep", json!({"pattern": "needle", "path": "nope"})),
+                    call("g2", "glob", json!({"pattern": "*", "path": "missing"})),
+                    call("g3", "grep", json!({"pattern": "needle"})),
+                ],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let out = dsh_run(&[
+        "run",
+        s(&sc),
+        "--workspace",
+        s(&ws),
+        "--session",
+        s(&log),
+        "--approve",
+        "always",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    for id in ["g1", "g2"] {
+        let r = result_of(&events(&log), id);
+        assert_eq!(r.code.as_deref(), Some("FS_NOT_FOUND"), "{r:?}");
+    }
+    assert!(out.stdout.contains("✗ grep needle"), "{}", out.stdout);
+    assert!(out.stdout.contains("FS_NOT_FOUND"), "{}", out.stdout);
+    let g3 = result_of(&events(&log), "g3");
+    assert!(g3.text.starts_with("No matches found"), "{g3:?}");
+    assert!(g3.text.contains("Skipped 1 binary file"), "{g3:?}");
+    assert!(g3.text.contains("(target/)"), "{g3:?}");
 }

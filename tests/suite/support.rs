@@ -16,6 +16,7 @@ const DEADLINE: Duration = Duration::from_secs(20);
 pub fn dsh() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dsh"));
     cmd.env_remove("NO_COLOR")
+        .env_remove("RUST_LOG")
         .env("XDG_CONFIG_HOME", "/nonexistent/dsh-tests-config");
     cmd
 }

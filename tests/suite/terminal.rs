@@ -169,3 +169,19 @@ fn on_a_terminal_approval_asks_by_default_and_the_question_stays_visible() {
         "allowed-once"
     );
 }
+
+/// Issue 17 item 4: on a terminal each finished line ends with its own newline, so a captured
+/// session (`script`, a terminal's log) is one line per call, not one line padded to the width.
+#[test]
+fn finished_lines_end_with_a_newline_on_a_terminal() {
+    if !have_script() {
+        return;
+    }
+    let t = tmp();
+    let seen = echo_run(t.path(), true);
+    let at = seen.find("✓ echo hi").unwrap_or_else(|| panic!("{seen:?}"));
+    let line = seen[at..].split('\n').next().unwrap_or_default();
+    let line = line.trim_end_matches('\r');
+    assert!(line.ends_with("ms"), "the line runs on: {line:?}");
+    assert!(!line.contains("  calls"), "{line:?}");
+}

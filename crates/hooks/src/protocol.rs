@@ -155,12 +155,19 @@ pub fn interpret(event: HookEvent, exit: &Exit, stdout: &str, stderr: &str) -> R
     }
 }
 
-/// Interprets the stdout of a hook that exited 0. Plain text is ignored (as Claude Code does for
-/// these points); text that starts like JSON must be a JSON object in the hook output shape.
+/// Interprets the stdout of a hook that exited 0: nothing (no opinion) or a JSON object in the
+/// hook output shape. Anything else is a hook error, never a silent pass: a hook that prints
+/// garbage has not said what it meant (by default the error changes nothing but is reported).
 pub fn interpret_stdout(event: HookEvent, stdout: &str) -> Reading {
     let text = stdout.trim();
-    if text.is_empty() || !(text.starts_with('{') || text.starts_with('[')) {
+    if text.is_empty() {
         return Reading::default();
+    }
+    if !(text.starts_with('{') || text.starts_with('[')) {
+        return Reading::error(format!(
+            "invalid JSON output: exit 0 with output must print a JSON object, got {:?}",
+            summary(text, 200)
+        ));
     }
     let json = match Json::parse(text) {
         Ok(j) => j,

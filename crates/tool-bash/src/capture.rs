@@ -132,7 +132,12 @@ impl SpoolPaths {
     /// Opens both spool files (creating the directory).
     pub async fn open(&self) -> std::io::Result<(tokio::fs::File, tokio::fs::File)> {
         if let Some(dir) = self.full.parent() {
-            tokio::fs::create_dir_all(dir).await?;
+            // Outputs may hold secrets: the directory is the user's alone.
+            tokio::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .await?;
         }
         let out = tokio::fs::File::create(&self.full).await?;
         let err = tokio::fs::File::create(&self.stderr).await?;

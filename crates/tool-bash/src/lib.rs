@@ -1,6 +1,6 @@
 //! # dsh-tool-bash
 //!
-//! The shell tool of the dsh pipeline: `bash {command, description, timeoutMs?, workdir?}`, a
+//! The shell tool of the dsh pipeline: `bash {command, description?, timeout?, timeoutMs?, workdir?}`, a
 //! fresh `bash -c` per call, contained by the kernel rather than by matching command strings.
 //!
 //! - [`SandboxMode`]: `read-only`, `workspace-write`, `danger-full-access`. In the two contained

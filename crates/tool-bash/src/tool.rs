@@ -1,5 +1,6 @@
-//! The `bash` tool: `{command, description, timeoutMs?, workdir?}` (plus `sandbox_permissions`
-//! and `justification` to ask for a wider sandbox). A fresh `bash -c` per call in the workspace
+//! The `bash` tool: `{command, description?, timeout?, timeoutMs?, workdir?}` (plus
+//! `sandbox_permissions` and `justification` to ask for a wider sandbox); `timeout` is Claude
+//! Code's name for the budget in milliseconds, `timeoutMs` ours, and either may be given. A fresh `bash -c` per call in the workspace
 //! or `workdir` (confined to the roots), under the mode its sandbox policy chose.
 //!
 //! Results: a non-zero exit is a result, not a failure (`[exit code: N]`); a contained run's
@@ -48,8 +49,10 @@ pub struct BashInput {
     /// The bash command to execute.
     pub command: String,
     /// Clear, concise description of what this command does in active voice, 5-10 words (shown in the UI). Examples: "ls" → "List files in current directory"; "git status" → "Show working tree status"; "npm install" → "Install package dependencies".
-    pub description: String,
-    /// Timeout in milliseconds. The executor applies its configured default and cap, and kills the command on expiry.
+    pub description: Option<String>,
+    /// Optional timeout in milliseconds (max 600000). The executor applies its configured default and cap, and kills the command on expiry.
+    pub timeout: Option<f64>,
+    /// The same as `timeout` (milliseconds); give one of the two.
     #[serde(rename = "timeoutMs")]
     pub timeout_ms: Option<f64>,
     /// Working directory for this command. Defaults to the session workspace; a relative path is resolved against it.
@@ -76,6 +79,8 @@ pub struct BashValue {
     pub truncated: bool,
     /// The file holding the full output, when `truncated`.
     pub full_output_path: Option<String>,
+    /// Whether the sandbox refused an operation of the command.
+    pub sandbox_denied: bool,
 }
 
 /// A `bash` tool: its configuration, session sandbox settings and the decisions of its policy.
@@ -170,6 +175,7 @@ impl BashTool {
                     Ok(Some(Json::from_shallow(json!({
                         "sandbox": value.get("sandbox"),
                         "exitCode": value.get("exitCode"),
+                        "sandboxDenied": value.get("sandboxDenied"),
                         "fullOutputPath": value.get("fullOutputPath"),
                     }))))
                 }),
@@ -217,8 +223,16 @@ async fn execute(
 ) -> Result<BashValue, Failure> {
     let config = &shared.config;
     let call: CallSandbox = shared.decision(ctx.exec().token());
+    let asked = match (input.timeout, input.timeout_ms) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(Failure::invalid_args(&[format!(
+                "timeout ({a}) and timeoutMs ({b}) disagree: give one of them (both are milliseconds)"
+            )]));
+        }
+        (a, b) => a.or(b),
+    };
     let timeout_ms = clamp_timeout(
-        input.timeout_ms,
+        asked,
         config.default_timeout_ms,
         config.max_timeout_ms,
         None,
@@ -278,9 +292,12 @@ async fn execute(
         let err = outcome.stderr.lock();
         String::from_utf8_lossy(err.tail(config.max_output_bytes.max(64 * 1024))).into_owned()
     };
+    let mut sandbox_denied = false;
     if call.mode.is_contained() {
         let denied = render::denials(&stderr_text);
-        notes.extend(render::denial_notes(denied, call.mode, call.hint));
+        let denial_notes = render::denial_notes(denied, call.mode, call.hint);
+        sandbox_denied = !denial_notes.is_empty();
+        notes.extend(denial_notes);
     }
     let xfsz =
         outcome.signal == Some(libc::SIGXFSZ) || stderr_text.contains("File size limit exceeded");
@@ -360,6 +377,7 @@ async fn execute(
             sandbox: call.mode,
             truncated: assembled.truncated,
             full_output_path: full_output.filter(|_| truncated),
+            sandbox_denied,
         }),
     }
 }

@@ -268,8 +268,10 @@ async fn cc_06_legacy_decision_block_and_approve() {
     assert_eq!(p.events("hook/result")[0]["decision"], "allow");
 }
 
+/// Issue 17 item 1: stdout that is not JSON after exit 0 is a hook error (reported, and by default
+/// changing nothing), never a silent pass.
 #[tokio::test]
-async fn cc_07_plain_text_output_is_ignored() {
+async fn cc_07_plain_text_output_is_a_hook_error_that_changes_nothing() {
     let ws = Ws::new();
     let chatty = ws.script(
         "chatty.sh",
@@ -278,8 +280,10 @@ async fn cc_07_plain_text_output_is_ignored() {
     let p = Pipe::new(&ws.hooks(one_hook("PreToolUse", "*", &chatty))).await;
     assert!(!p.call("c1", "echo", json!({"text": "x"})).await.is_error());
     let res = &p.events("hook/result")[0];
-    assert_eq!(res["decision"], "pass");
-    assert!(res.get("error").is_none());
+    assert_eq!(res["decision"], "error");
+    let error = res["error"].as_str().unwrap();
+    assert!(error.contains("must print a JSON object"), "{error}");
+    assert!(error.contains("checked the command, all good"), "{error}");
 }
 
 #[tokio::test]

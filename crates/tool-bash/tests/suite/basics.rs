@@ -173,10 +173,12 @@ async fn the_definition_is_exclusive_with_the_command_as_permission_subject() {
     assert!(!def.is_concurrency_safe(&args));
     assert_eq!(def.permission_subject(&args).as_deref(), Some("ls -la"));
     let schema = def.parameters().value();
-    assert_eq!(schema["required"], json!(["command", "description"]));
+    // Issue 17 item 3: only the command is required, as in Claude Code.
+    assert_eq!(schema["required"], json!(["command"]));
     for p in [
         "command",
         "description",
+        "timeout",
         "timeoutMs",
         "workdir",
         "sandbox_permissions",
@@ -191,10 +193,17 @@ async fn the_definition_is_exclusive_with_the_command_as_permission_subject() {
 #[tokio::test]
 async fn arguments_are_validated_before_anything_runs() {
     let f = fixture();
-    let r = f.call(json!({"command": "echo hi"})).await;
+    let r = f.call(json!({"description": "no command"})).await;
     assert_eq!(code(&r).as_deref(), Some("INVALID_ARGS"), "{r:?}");
     let r = f
         .call(json!({"command": "echo hi", "description": "d", "timeoutMs": -5}))
         .await;
     assert_eq!(code(&r).as_deref(), Some("INVALID_ARGS"), "{r:?}");
+    let r = f.call(json!({"command": "echo hi", "timeout": -5})).await;
+    assert_eq!(code(&r).as_deref(), Some("INVALID_ARGS"), "{r:?}");
+    let r = f.call(json!({"command": "echo hi", "tiemout": 5})).await;
+    assert_eq!(code(&r).as_deref(), Some("INVALID_ARGS"), "{r:?}");
+    // Without a description, with Claude Code's `timeout`: it runs.
+    let r = f.call(json!({"command": "echo hi", "timeout": 5000})).await;
+    assert_eq!(code(&r), None, "{r:?}");
 }

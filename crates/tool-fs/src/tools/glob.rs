@@ -1,5 +1,6 @@
 //! `glob {pattern, path?}`: the files (never directories) under a directory that match a glob,
-//! newest first, at most 100 with a note saying how to narrow the search.
+//! newest first, at most 100 with a note saying how to narrow the search and one saying what the
+//! ignore files kept out. A missing directory is `FS_NOT_FOUND`, a file `FS_NOT_A_FILE`.
 
 use std::sync::Arc;
 
@@ -44,7 +45,11 @@ fn output_schema() -> Json {
             "files": {"type": "array", "items": {"type": "string"}},
             "total": {"type": "integer"},
             "truncated": {"type": "boolean"},
-            "complete": {"type": "boolean"}
+            "complete": {"type": "boolean"},
+            "ignored": {"type": "object", "properties": {
+                "files": {"type": "integer"}, "dirs": {"type": "integer"},
+                "examples": {"type": "array", "items": {"type": "string"}}
+            }}
         },
         "required": ["pattern", "path", "files", "total", "truncated", "complete"]
     }))
@@ -74,7 +79,32 @@ fn render(v: &Json) -> Result<dsh_core::Content, Failure> {
             walk::MAX_WALK_ENTRIES
         ));
     }
+    s.push_str(&ignored_note(v));
     Ok(Arc::from(vec![ContentBlock::text(s)]))
+}
+
+/// The note about what the ignore files kept out, from the output's `ignored` object.
+pub(crate) fn ignored_note(v: &Value) -> String {
+    let ig = field(v, "ignored");
+    let ignored = walk::Ignored {
+        files: usize::try_from(field(ig, "files").as_u64().unwrap_or(0)).unwrap_or(0),
+        dirs: usize::try_from(field(ig, "dirs").as_u64().unwrap_or(0)).unwrap_or(0),
+        examples: field(ig, "examples")
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    ignored.note()
+}
+
+/// The output's `ignored` object.
+pub(crate) fn ignored_json(ig: &walk::Ignored) -> Value {
+    json!({"files": ig.files, "dirs": ig.dirs, "examples": ig.examples})
 }
 
 async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
@@ -88,8 +118,8 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     let ws = env.workspace.clone();
     let signal = ctx.signal().clone();
     let dir = base.clone();
-    let (mut found, end) = tokio::task::spawn_blocking(move || {
-        if !dir.is_dir() {
+    let (mut found, report) = tokio::task::spawn_blocking(move || {
+        if !walk::must_exist(NAME, &dir)?.is_dir() {
             return Err(FsError::NotAFile {
                 op: "glob",
                 path: Arc::from(dir.to_string_lossy().as_ref()),
@@ -97,7 +127,7 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
             });
         }
         let mut found = Vec::new();
-        let end = walk::files(&ws, &dir, Some(&filter), &signal, |f| {
+        let end = walk::files(NAME, &ws, &dir, Some(&filter), &signal, |f| {
             found.push((f.mtime, f.path));
             true
         })?;
@@ -119,7 +149,8 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
         "files": files,
         "total": total,
         "truncated": total > MAX_FILES,
-        "complete": matches!(end, WalkEnd::Complete),
+        "complete": matches!(report.end, WalkEnd::Complete),
+        "ignored": ignored_json(&report.ignored),
     }))
 }
 

@@ -1,13 +1,16 @@
 //! `grep {pattern, path?, include?}`: a regular expression over file contents (ripgrep's
 //! `grep-regex` and `grep-searcher`; binary files skipped), matches grouped by file (newest file
-//! first) with line numbers, at most 250 shown with a note saying how to narrow the search.
+//! first) with line numbers, at most 250 shown with a note saying how to narrow the search, and
+//! notes saying how many files were skipped as binary or ignored and how to search them (name
+//! one as `path`: like ripgrep, a file named explicitly is searched even when binary or ignored).
+//! A missing path is `FS_NOT_FOUND`, never "No matches found".
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use dsh_core::{ContentBlock, CoreError, Failure, Json, ToolContext, ToolDefinition, ToolOutput};
 use grep_regex::RegexMatcherBuilder;
-use grep_searcher::{BinaryDetection, SearcherBuilder, sinks};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -58,6 +61,8 @@ fn output_schema() -> Json {
             "totalMatches": {"type": "integer"},
             "truncated": {"type": "boolean"},
             "complete": {"type": "boolean"},
+            "skippedBinary": {"type": "integer"},
+            "ignored": {"type": "object"},
             "deniedFiles": {"type": "array", "items": {
                 "type": "object",
                 "properties": {"path": {"type": "string"}, "rule": {"type": "string"}},
@@ -76,10 +81,19 @@ fn render(v: &Json) -> Result<dsh_core::Content, Failure> {
         .unwrap_or(&[]);
     let total = field(v, "totalMatches").as_u64().unwrap_or(0);
     let complete = field(v, "complete").as_bool() != Some(false);
-    let denied = denied_note(field(v, "deniedFiles"));
+    let mut notes = String::new();
+    let binary = field(v, "skippedBinary").as_u64().unwrap_or(0);
+    if binary > 0 {
+        notes.push_str(&format!(
+            "\n\n(Skipped {binary} binary file{}; pass one as `path` to search it.)",
+            if binary == 1 { "" } else { "s" }
+        ));
+    }
+    notes.push_str(&super::glob::ignored_note(v));
+    notes.push_str(&denied_note(field(v, "deniedFiles")));
     if matches.is_empty() {
         return Ok(Arc::from(vec![ContentBlock::text(format!(
-            "No matches found{denied}"
+            "No matches found{notes}"
         ))]));
     }
     let at_least = if complete { "" } else { "at least " };
@@ -106,38 +120,33 @@ fn render(v: &Json) -> Result<dsh_core::Content, Failure> {
             matches.len()
         ));
     }
-    s.push_str(&denied);
+    s.push_str(&notes);
     Ok(Arc::from(vec![ContentBlock::text(s)]))
 }
 
-/// What the model is told of the files a permission rule kept the search out of.
-fn denied_note(denied: &Value) -> String {
-    let Some(list) = denied.as_array().filter(|l| !l.is_empty()) else {
-        return String::new();
-    };
-    let shown: Vec<String> = list
-        .iter()
-        .take(5)
-        .map(|d| {
-            format!(
-                "{} ({})",
-                field(d, "path").as_str().unwrap_or_default(),
-                field(d, "rule").as_str().unwrap_or_default()
-            )
-        })
-        .collect();
-    let more = if list.len() > shown.len() {
-        format!(", and {} more", list.len() - shown.len())
-    } else {
-        String::new()
-    };
-    format!(
-        "\n\n({} file{} not searched: reading {} is denied by a permission rule: {}{more})",
-        list.len(),
-        if list.len() == 1 { "" } else { "s" },
-        if list.len() == 1 { "it" } else { "them" },
-        shown.join(", ")
-    )
+/// Collects one file's matching lines up to a budget and notes binary data (ripgrep's quit or
+/// convert detection).
+struct Lines<'a> {
+    lines: &'a mut Vec<(u64, String)>,
+    room: usize,
+    binary: bool,
+}
+
+impl Sink for Lines<'_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        let line = String::from_utf8_lossy(m.bytes());
+        let line = line.trim_end_matches(['\n', '\r']);
+        self.lines
+            .push((m.line_number().unwrap_or(0), text::shown_line(line)));
+        Ok(self.lines.len() < self.room)
+    }
+
+    fn binary_data(&mut self, s: &Searcher, _: u64) -> Result<bool, Self::Error> {
+        self.binary = true;
+        Ok(s.binary_detection().quit_byte().is_none())
+    }
 }
 
 struct FileMatches {
@@ -173,46 +182,57 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     let dir = base.clone();
     let hooks = env.hooks.clone();
     let gated = hooks.has_read_gate();
-    let (mut files, collected, end, denied) = tokio::task::spawn_blocking(move || {
-        // Files a permission rule refuses to read: skipped, and said (path, rule).
-        let mut denied: Vec<(String, String)> = Vec::new();
-        let mut searcher = SearcherBuilder::new()
-            .line_number(true)
-            .binary_detection(BinaryDetection::quit(b'\x00'))
-            .build();
-        let mut files: Vec<FileMatches> = Vec::new();
-        let mut collected = 0usize;
-        let end = walk::files(&ws, &dir, include.as_ref(), &signal, |f| {
-            if gated && let Some(rule) = hooks.read_refused(&real_subject(&ws, &f.real)) {
-                denied.push((f.path.to_string_lossy().into_owned(), rule));
-                return true;
-            }
-            let mut lines = Vec::new();
-            let _ = searcher.search_path(
-                &matcher,
-                &f.real,
-                sinks::Lossy(|n, line| {
-                    let line = line.trim_end_matches(['\n', '\r']);
-                    lines.push((n, text::shown_line(line)));
-                    Ok(collected + lines.len() < MAX_COLLECTED)
-                }),
-            );
-            if !lines.is_empty() {
-                collected += lines.len();
-                files.push(FileMatches {
-                    mtime: f.mtime,
-                    path: f.path.to_string_lossy().into_owned(),
-                    lines,
-                });
-            }
-            collected < MAX_COLLECTED
-        })?;
-        let complete = matches!(end, WalkEnd::Complete) && collected < MAX_COLLECTED;
-        Ok::<_, FsError>((files, collected, complete, denied))
-    })
-    .await
-    .map_err(|e| Failure::new(format!("grep failed: {e}")))?
-    .map_err(|e| e.to_failure())?;
+    let (mut files, collected, end, binary, ignored, denied) =
+        tokio::task::spawn_blocking(move || {
+            // Files a permission rule refuses to read: skipped, and said (path, rule).
+            let mut denied: Vec<(String, String)> = Vec::new();
+            // As ripgrep: a file named explicitly is searched even when binary (its NULs become
+            // line ends); files found by walking are skipped at the first NUL, and counted.
+            let explicit = walk::must_exist(NAME, &dir)?.is_file();
+            let detection = if explicit {
+                BinaryDetection::convert(b'\x00')
+            } else {
+                BinaryDetection::quit(b'\x00')
+            };
+            let mut searcher = SearcherBuilder::new()
+                .line_number(true)
+                .binary_detection(detection)
+                .build();
+            let mut files: Vec<FileMatches> = Vec::new();
+            let mut collected = 0usize;
+            let mut binary = 0usize;
+            let report = walk::files(NAME, &ws, &dir, include.as_ref(), &signal, |f| {
+                if gated && let Some(rule) = hooks.read_refused(&real_subject(&ws, &f.real)) {
+                    denied.push((f.path.to_string_lossy().into_owned(), rule));
+                    return true;
+                }
+                let mut lines = Vec::new();
+                let mut sink = Lines {
+                    lines: &mut lines,
+                    room: MAX_COLLECTED - collected,
+                    binary: false,
+                };
+                let _ = searcher.search_path(&matcher, &f.real, &mut sink);
+                if sink.binary && !explicit {
+                    binary += 1;
+                    lines.clear();
+                }
+                if !lines.is_empty() {
+                    collected += lines.len();
+                    files.push(FileMatches {
+                        mtime: f.mtime,
+                        path: f.path.to_string_lossy().into_owned(),
+                        lines,
+                    });
+                }
+                collected < MAX_COLLECTED
+            })?;
+            let complete = matches!(report.end, WalkEnd::Complete) && collected < MAX_COLLECTED;
+            Ok::<_, FsError>((files, collected, complete, binary, report.ignored, denied))
+        })
+        .await
+        .map_err(|e| Failure::new(format!("grep failed: {e}")))?
+        .map_err(|e| e.to_failure())?;
     files.sort_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));
     let mut shown = Vec::new();
     'outer: for f in &files {
@@ -230,6 +250,8 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
         "matches": Value::Array(shown),
         "totalMatches": collected,
         "complete": end,
+        "skippedBinary": binary,
+        "ignored": super::glob::ignored_json(&ignored),
         "deniedFiles": denied.iter().map(|(p, r)| json!({"path": p, "rule": r})).collect::<Vec<_>>(),
     }))
 }
@@ -240,6 +262,36 @@ fn real_subject(
     real: &std::path::Path,
 ) -> dsh_core::PermissionSubject {
     super::file_subject(ws, ws.default_cwd(), real)
+}
+
+/// What the model is told of the files a permission rule kept the search out of.
+fn denied_note(denied: &Value) -> String {
+    let Some(list) = denied.as_array().filter(|l| !l.is_empty()) else {
+        return String::new();
+    };
+    let shown: Vec<String> = list
+        .iter()
+        .take(5)
+        .map(|d| {
+            format!(
+                "{} ({})",
+                field(d, "path").as_str().unwrap_or_default(),
+                field(d, "rule").as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    let more = if list.len() > shown.len() {
+        format!(", and {} more", list.len() - shown.len())
+    } else {
+        String::new()
+    };
+    format!(
+        "\n\n({} file{} not searched: reading {} is denied by a permission rule: {}{more})",
+        list.len(),
+        if list.len() == 1 { "" } else { "s" },
+        if list.len() == 1 { "it" } else { "them" },
+        shown.join(", ")
+    )
 }
 
 pub(crate) fn definition(env: ToolEnv) -> Result<ToolDefinition, CoreError> {

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use dsh_tool_fs::codes::{FS_INVALID_PATTERN, FS_NOT_A_FILE};
+use dsh_tool_fs::codes::{FS_INVALID_PATTERN, FS_NOT_A_FILE, FS_NOT_FOUND};
 use serde_json::json;
 
 use super::common::{Env, aborted};
@@ -174,4 +174,140 @@ async fn grep_errors_and_cancellation() {
         .call_with("grep", json!({"pattern": "x"}), None, aborted())
         .await;
     assert!(cancelled.0.error().is_some_and(dsh_core::Failure::is_abort));
+}
+
+/// Issue 17 item 1: a search path that does not exist is `FS_NOT_FOUND` (ripgrep: "No such file
+/// or directory", exit 2), never "No matches found" / "No files found"; `glob` on a file is
+/// still `FS_NOT_A_FILE`.
+#[tokio::test]
+async fn grep_and_glob_on_a_missing_path_are_not_found() {
+    let env = Env::new();
+    env.put("f.txt", "x\n");
+    for (tool, args) in [
+        ("grep", json!({"pattern": "x", "path": "nope"})),
+        ("grep", json!({"pattern": "x", "path": "nope/deeper.txt"})),
+        ("glob", json!({"pattern": "*", "path": "nope"})),
+        ("glob", json!({"pattern": "**/*.rs", "path": "missing/dir"})),
+    ] {
+        let out = env.call(tool, args).await.err(FS_NOT_FOUND);
+        assert!(out.text().contains("not found"), "{tool}: {}", out.text());
+    }
+    env.call("glob", json!({"pattern": "*", "path": "f.txt"}))
+        .await
+        .err(FS_NOT_A_FILE);
+}
+
+/// Issue 17 item 1: skipped files are counted and the way to include them named. As ripgrep
+/// (`rg needle` in a git repository with `target/` in `.gitignore`): the ignored directory and the
+/// binary file are skipped, naming either as the path searches it (`rg needle target`,
+/// `rg needle blob.bin` says "binary file matches").
+#[tokio::test]
+async fn grep_says_what_it_skipped_and_how_to_search_it() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path(".git")).unwrap();
+    env.put(".gitignore", "target/\n*.log\n");
+    env.put("target/out.txt", "needle\n");
+    env.put("run.log", "needle\n");
+    std::fs::write(env.path("blob.bin"), b"needle\0\x01\x02").unwrap();
+    env.put("src/seen.txt", "needle\n");
+    let out = env.call("grep", json!({"pattern": "needle"})).await.ok();
+    assert_eq!(out.value()["totalMatches"], json!(1), "{}", out.text());
+    let text = out.text();
+    assert!(
+        text.contains("Skipped 1 binary file; pass one as `path`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Skipped 1 directory and 1 matching file ignored by .gitignore or .ignore (target/, run.log); pass one as `path`"),
+        "{text}"
+    );
+    assert_eq!(out.value()["skippedBinary"], json!(1));
+    assert_eq!(out.value()["ignored"]["dirs"], json!(1));
+    let none = env.call("grep", json!({"pattern": "zzz"})).await.ok();
+    assert!(
+        none.text().starts_with("No matches found\n\n(Skipped"),
+        "{}",
+        none.text()
+    );
+    let inside = env
+        .call("grep", json!({"pattern": "needle", "path": "target"}))
+        .await
+        .ok();
+    assert_eq!(
+        inside.value()["totalMatches"],
+        json!(1),
+        "{}",
+        inside.text()
+    );
+    let blob = env
+        .call("grep", json!({"pattern": "needle", "path": "blob.bin"}))
+        .await
+        .ok();
+    assert_eq!(blob.value()["totalMatches"], json!(1), "{}", blob.text());
+    let clean = env
+        .call("grep", json!({"pattern": "needle", "path": "src"}))
+        .await
+        .ok();
+    assert!(!clean.text().contains("Skipped"), "{}", clean.text());
+}
+
+/// Issue 17 item 1, ripgrep's rule: `.gitignore` applies inside a git repository only (`.ignore`
+/// applies everywhere), so outside one nothing is counted as ignored by it.
+#[tokio::test]
+async fn gitignore_applies_only_inside_a_git_repository_as_in_ripgrep() {
+    let env = Env::new();
+    env.put(".gitignore", "target/\n");
+    env.put("target/out.rs", "");
+    let out = env.call("glob", json!({"pattern": "**/*.rs"})).await.ok();
+    assert_eq!(out.value()["total"], json!(1), "{}", out.text());
+    std::fs::create_dir_all(env.path(".git")).unwrap();
+    let out = env.call("glob", json!({"pattern": "**/*.rs"})).await.ok();
+    assert_eq!(out.value()["total"], json!(0), "{}", out.text());
+    assert!(
+        out.text()
+            .starts_with("No files found\n\n(Skipped 1 directory ignored"),
+        "{}",
+        out.text()
+    );
+}
+
+/// Issue 17 item 1: a pattern naming a dot-folder or dot-file matches it (ripgrep would need
+/// `--hidden`); `.git` itself is never listed, and other hidden files stay out of plain patterns.
+#[tokio::test]
+async fn glob_patterns_naming_a_dot_folder_match() {
+    let env = Env::new();
+    env.put(".github/workflows/ci.yml", "on: push\n");
+    env.put(".git/config.yml", "");
+    env.put("app.yml", "");
+    env.put(".env", "K=v\n");
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        let mut n: Vec<String> = v["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                std::path::Path::new(f.as_str().unwrap())
+                    .strip_prefix(&env.root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        n.sort();
+        n
+    };
+    let ci = env
+        .call("glob", json!({"pattern": ".github/**/*.yml"}))
+        .await
+        .ok();
+    assert_eq!(names(&ci.value()), vec![".github/workflows/ci.yml"]);
+    let dot = env.call("glob", json!({"pattern": "**/.env"})).await.ok();
+    assert_eq!(names(&dot.value()), vec![".env"]);
+    let plain = env.call("glob", json!({"pattern": "**/*.yml"})).await.ok();
+    assert_eq!(names(&plain.value()), vec!["app.yml"]);
+    let grep = env
+        .call("grep", json!({"pattern": "push", "include": ".github/**"}))
+        .await
+        .ok();
+    assert_eq!(grep.value()["totalMatches"], json!(1), "{}", grep.text());
 }
