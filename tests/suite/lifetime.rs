@@ -1,5 +1,6 @@
 //! No process outlives dsh: a command that ignores SIGTERM and SIGINT is killed by a second
-//! Ctrl-C before dsh exits, and when dsh itself is killed with SIGKILL.
+//! Ctrl-C before dsh exits, and when dsh itself is killed with SIGKILL, even in the grace that
+//! follows the SIGTERM of a cancellation.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -14,7 +15,15 @@ use super::support::*;
 const STUBBORN: &str =
     "trap '' TERM INT; echo $$ > shell.pid; sleep 1000 & echo $! > sleep.pid; wait";
 
+/// A shell that notes each SIGTERM it gets (in `got.term`) and goes on waiting for a child that
+/// ignores SIGTERM and SIGINT.
+const NOTES_SIGTERM: &str = "trap '' INT; trap 'echo > got.term' TERM; (trap '' TERM INT; exec sleep 1000) & echo $! > sleep.pid; echo $$ > shell.pid; while kill -0 $! 2>/dev/null; do wait $!; done";
+
 fn start(t: &Path) -> Child {
+    start_with(t, STUBBORN)
+}
+
+fn start_with(t: &Path, command: &str) -> Child {
     let ws = t.join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     let sc = script(
@@ -26,7 +35,7 @@ fn start(t: &Path) -> Child {
                 &[call(
                     "b1",
                     "bash",
-                    json!({"command": STUBBORN, "description": "stubborn"}),
+                    json!({"command": command, "description": "stubborn"}),
                 )],
             ),
             anthropic("done", &[]),
@@ -124,6 +133,28 @@ fn when_dsh_is_killed_with_sigkill_its_commands_die_too() {
     let t = tmp();
     let mut child = start(t.path());
     let pids = pids(&t.path().join("ws"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_all_gone(&pids);
+}
+
+#[test]
+fn killing_dsh_in_the_grace_after_a_cancellations_sigterm_still_kills_its_commands() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    let mut child = start_with(t.path(), NOTES_SIGTERM);
+    let pids = pids(&ws);
+    // The first Ctrl-C cancels the call: its group gets SIGTERM, then a grace before SIGKILL.
+    sigint(&child);
+    let start = Instant::now();
+    while !ws.join("got.term").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the command never got SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // dsh dies inside that grace: no one is left to send the SIGKILL but the helper.
     child.kill().unwrap();
     child.wait().unwrap();
     assert_all_gone(&pids);

@@ -119,6 +119,7 @@ pub async fn run(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, Spawn
             sa.tmp = Some(tmp.path().to_path_buf());
             sa.max_file_size = config.max_file_size;
             sa.simulate_no_landlock = config.simulate_no_landlock;
+            sa.parent_pid = Some(std::process::id());
             (helper.program().to_path_buf(), helper.command_args(&sa))
         }
         (None, SandboxMode::DangerFullAccess) => (config.shell.clone(), shell_args[1..].to_vec()),

@@ -1,5 +1,5 @@
 //! The helper's command line: `--mode M [--root R]... [--tmp T] [--max-file-size N]
-//! [--simulate-no-landlock] (--probe | -- PROGRAM ARGS...)`. Parsing and printing round-trip, so
+//! [--simulate-no-landlock] [--parent-pid P] (--probe | -- PROGRAM ARGS...)`. Parsing and printing round-trip, so
 //! the tool builds exactly what the helper reads.
 
 use std::ffi::{OsStr, OsString};
@@ -23,6 +23,10 @@ pub struct SandboxArgs {
     pub simulate_no_landlock: bool,
     /// Apply the sandbox to the helper itself, report, and exit instead of running a command.
     pub probe: bool,
+    /// The pid of the process that started the helper: when the helper's parent is any other
+    /// (that process died, even before the helper started), the command's group is killed.
+    /// `None`: whatever parent the helper finds when it starts.
+    pub parent_pid: Option<u32>,
     /// The program and its arguments (empty for a probe).
     pub command: Vec<OsString>,
 }
@@ -37,6 +41,7 @@ impl SandboxArgs {
             max_file_size: None,
             simulate_no_landlock: false,
             probe: false,
+            parent_pid: None,
             command,
         }
     }
@@ -77,6 +82,15 @@ impl SandboxArgs {
                 }
                 Some("--simulate-no-landlock") => out.simulate_no_landlock = true,
                 Some("--probe") => out.probe = true,
+                Some("--parent-pid") => {
+                    let v = value(&mut it, "--parent-pid")?;
+                    let n = v
+                        .to_str()
+                        .and_then(|s| s.parse::<u32>().ok())
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| bad("--parent-pid needs a process id".into()))?;
+                    out.parent_pid = Some(n);
+                }
                 _ => {
                     return Err(bad(format!(
                         "unexpected argument \"{}\"",
@@ -113,6 +127,10 @@ impl SandboxArgs {
         }
         if self.simulate_no_landlock {
             v.push("--simulate-no-landlock".into());
+        }
+        if let Some(p) = self.parent_pid {
+            v.push("--parent-pid".into());
+            v.push(p.to_string().into());
         }
         if self.probe {
             v.push("--probe".into());

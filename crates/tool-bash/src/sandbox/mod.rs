@@ -127,7 +127,7 @@ where
     let Some((program, rest)) = args.command.split_first() else {
         fail("no command");
     };
-    supervise(program, rest)
+    supervise(program, rest, args.parent_pid)
 }
 
 /// How often the supervisor checks that dsh is still its parent.
@@ -137,12 +137,20 @@ const PARENT_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 /// for it, while a thread watches the parent: when dsh dies (even by `SIGKILL`, which it cannot
 /// catch), this process is re-parented, and the watcher kills the whole group with `SIGKILL`,
 /// so no command outlives dsh. The command's exit code (or its signal) becomes this process's.
+/// `expected_parent` is dsh's pid as dsh passed it: a dsh that died before this process looked
+/// at its parent is caught too (its orphan's parent is already someone else).
 ///
 /// Why a supervisor rather than `PR_SET_PDEATHSIG` alone: the parent-death signal reaches one
 /// process, not the group the command forks into, and catching it to kill the group would need
 /// a signal handler; polling the parent id needs neither, at one wake-up per 50 ms.
-fn supervise(program: &std::ffi::OsStr, rest: &[OsString]) -> ! {
-    let parent = std::os::unix::process::parent_id();
+///
+/// The supervisor outlives the `SIGTERM` that a timeout or a cancellation sends the group (it
+/// catches it and keeps waiting; the command, with its own dispositions, gets it as before), so
+/// it still watches during the grace that follows, until the command exits or `SIGKILL` comes.
+fn supervise(program: &std::ffi::OsStr, rest: &[OsString], expected_parent: Option<u32>) -> ! {
+    let parent = expected_parent.unwrap_or_else(std::os::unix::process::parent_id);
+    // Installed before the command is spawned; its exec restores the default disposition.
+    let _term = survive_sigterm();
     let mut child = match std::process::Command::new(program).args(rest).spawn() {
         Ok(c) => c,
         Err(err) => {
@@ -185,6 +193,22 @@ fn supervise(program: &std::ffi::OsStr, rest: &[OsString]) -> ! {
             .exec();
     }
     std::process::exit(128 + signal);
+}
+
+/// Catches `SIGTERM` for the rest of this process's life (a caught signal does not end it);
+/// keep the result alive. `None` when the handler cannot be installed: the supervisor then dies
+/// of `SIGTERM` as before, which ends nothing that was not ending anyway.
+fn survive_sigterm() -> Option<(tokio::runtime::Runtime, tokio::signal::unix::Signal)> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    let term = rt
+        .block_on(async {
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        })
+        .ok()?;
+    Some((rt, term))
 }
 
 fn fail(reason: &str) -> ! {

@@ -1,6 +1,9 @@
 //! The seccomp filter of a contained mode: sockets of any family but `AF_UNIX` are refused
-//! (`EPERM`), and `AF_UNIX` sockets too (`socket`, not `socketpair`) when Landlock cannot confine
-//! which socket files a command connects to (kernels before Landlock ABI 9), as are `io_uring` (it can create sockets without the `socket` system call),
+//! (`EPERM`), and `AF_UNIX` sockets too when Landlock cannot confine which socket files a command
+//! reaches (kernels before Landlock ABI 9): `socket` entirely, and `socketpair` of datagrams (an
+//! unbound datagram socket, even one of a pair, can `sendto` or re-`connect` to any socket file);
+//! a stream or seqpacket pair stays (it is connected for good). Refused as well: `io_uring` (it
+//! can create sockets without the `socket` system call),
 //! leaving the process group (`setsid`, `setpgid`: the tool kills the group on timeout), changing
 //! owners, and — in `read-only`, or for a root caller whose files Landlock's path rules do not
 //! cover for metadata — changing permission bits.
@@ -29,6 +32,9 @@ const ARCH: TargetArch = TargetArch::aarch64;
 #[cfg(target_arch = "x86_64")]
 const X32_BIT: i64 = 0x4000_0000;
 
+/// The bits of a socket type that name the type (`SOCK_NONBLOCK` and `SOCK_CLOEXEC` are above).
+const SOCK_TYPE_MASK: u64 = 0xf;
+
 fn always_refused() -> Vec<i64> {
     let mut v = vec![
         libc::SYS_io_uring_setup,
@@ -54,8 +60,8 @@ fn chmod_calls() -> Vec<i64> {
 }
 
 /// Builds the filter. `deny_chmod` adds the permission-bit calls; `deny_unix_sockets` refuses
-/// `socket(AF_UNIX, ..)` too (a connected pair from `socketpair` stays available: it reaches no
-/// one outside).
+/// `socket(AF_UNIX, ..)` and `socketpair(AF_UNIX, SOCK_DGRAM, ..)` too (a stream or seqpacket
+/// pair stays available: it is connected to itself for good, so it reaches no one outside).
 pub fn build(deny_chmod: bool, deny_unix_sockets: bool) -> Result<BpfProgram, SeccompUnavailable> {
     let err = |e: &dyn std::fmt::Display| SeccompUnavailable(e.to_string());
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
@@ -67,24 +73,34 @@ pub fn build(deny_chmod: bool, deny_unix_sockets: bool) -> Result<BpfProgram, Se
     )
     .map_err(|e| err(&e))?;
     let socket_rule = SeccompRule::new(vec![not_unix]).map_err(|e| err(&e))?;
-    let mut add = |nr: i64, rule: Option<&SeccompRule>| {
-        let chain = rule.map(|r| vec![r.clone()]).unwrap_or_default();
+    // The type's low bits, without SOCK_NONBLOCK and SOCK_CLOEXEC.
+    let datagram = SeccompCondition::new(
+        1,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
+        libc::SOCK_DGRAM as u64,
+    )
+    .map_err(|e| err(&e))?;
+    let datagram_rule = SeccompRule::new(vec![datagram]).map_err(|e| err(&e))?;
+    // A call is refused when any rule of its chain matches (an empty chain: always).
+    let mut add = |nr: i64, chain: Vec<SeccompRule>| {
         rules.insert(nr, chain.clone());
         #[cfg(target_arch = "x86_64")]
         rules.insert(nr | X32_BIT, chain);
     };
-    add(libc::SYS_socketpair, Some(&socket_rule));
     if deny_unix_sockets {
-        add(libc::SYS_socket, None);
+        add(libc::SYS_socket, Vec::new());
+        add(libc::SYS_socketpair, vec![socket_rule, datagram_rule]);
     } else {
-        add(libc::SYS_socket, Some(&socket_rule));
+        add(libc::SYS_socket, vec![socket_rule.clone()]);
+        add(libc::SYS_socketpair, vec![socket_rule]);
     }
     for nr in always_refused() {
-        add(nr, None);
+        add(nr, Vec::new());
     }
     if deny_chmod {
         for nr in chmod_calls() {
-            add(nr, None);
+            add(nr, Vec::new());
         }
     }
     let filter = SeccompFilter::new(

@@ -317,3 +317,56 @@ async fn no_unix_socket_outside_the_workspace_is_reachable_by_path_or_abstract_n
         server.join().unwrap();
     }
 }
+
+/// A Python client that makes an unbound datagram pair and sends from one end to the socket file
+/// `path`, by `sendto` and by re-`connect`ing.
+fn datagram_pair_cmd(path: &str) -> String {
+    format!(
+        "python3 -c \"import socket; a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b'hello', '{path}'); a.connect('{path}'); a.send(b'again'); print('sent')\""
+    )
+}
+
+#[tokio::test]
+async fn item4_a_datagram_pair_reaches_no_socket_file_outside_the_workspace() {
+    use std::os::unix::net::UnixDatagram;
+    let probe = std::process::Command::new("python3")
+        .arg("--version")
+        .output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "python3 is required for this test"
+    );
+    let f0 = fixture_with(settings(SandboxMode::DangerFullAccess), |_| {});
+    let path = f0.outside().join("log.sock");
+    let daemon = UnixDatagram::bind(&path).unwrap();
+    daemon.set_nonblocking(true).unwrap();
+    let cmd = datagram_pair_cmd(&path.to_string_lossy());
+    let mut buf = [0_u8; 16];
+    for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+        let f = contained(mode).await;
+        let t = text(&f.sh(&cmd).await);
+        assert!(!t.contains("sent"), "{mode}: {t}");
+        assert!(
+            t.contains("Operation not permitted") || t.contains("Permission denied"),
+            "{mode}: {t}"
+        );
+        assert_eq!(
+            daemon.recv(&mut buf).map_err(|e| e.kind()),
+            Err(ErrorKind::WouldBlock),
+            "{mode}: a datagram reached the socket file outside"
+        );
+    }
+    // A stream pair, connected to itself for good, stays available.
+    let f = contained(SandboxMode::WorkspaceWrite).await;
+    let r = f
+        .sh("python3 -c 'import socket; a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC); a.send(b\"ok\"); print(b.recv(2).decode())'")
+        .await;
+    assert_eq!(text(&r), "ok\n");
+    // Control: uncontained, both datagrams arrive (so the checks above can fail).
+    let t = text(&f0.sh(&cmd).await);
+    assert_eq!(t, "sent\n");
+    let n = daemon.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"hello");
+    let n = daemon.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"again");
+}

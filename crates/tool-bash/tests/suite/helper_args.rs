@@ -19,6 +19,7 @@ fn word() -> impl Strategy<Value = String> {
         Just("--".to_owned()),
         Just("--mode".to_owned()),
         Just("--probe".to_owned()),
+        Just("--parent-pid".to_owned()),
     ]
 }
 
@@ -31,6 +32,7 @@ proptest! {
         tmp in prop::option::of("/[a-z]{1,8}"),
         max in prop::option::of(any::<u64>()),
         simulate in any::<bool>(),
+        parent in prop::option::of(1_u32..),
         command in prop::collection::vec(word(), 1..5),
     ) {
         let mut args = SandboxArgs::new(mode, command.iter().map(OsString::from).collect());
@@ -38,6 +40,7 @@ proptest! {
         args.tmp = tmp.map(PathBuf::from);
         args.max_file_size = max;
         args.simulate_no_landlock = simulate;
+        args.parent_pid = parent;
         prop_assert_eq!(SandboxArgs::parse(args.to_args()).unwrap(), args);
     }
 }
@@ -66,6 +69,10 @@ fn bad_command_lines_are_refused() {
         (
             &["--mode", "read-only", "--max-file-size", "x", "--", "true"],
             "--max-file-size needs",
+        ),
+        (
+            &["--mode", "read-only", "--parent-pid", "0", "--", "true"],
+            "--parent-pid needs a process id",
         ),
         (
             &["--mode", "read-only", "--bogus", "--", "true"],

@@ -1,8 +1,9 @@
 //! Process control: a timeout and a cancellation end the whole process group and report what
 //! was captured; a command ignoring SIGTERM is killed after the grace; a fork bomb is stopped by
 //! the process limit; a disk-filling write is stopped by the file-size limit; whatever the shell
-//! leaves running when it exits is ended. Every check looks for leftovers in `/proc` by a marker
-//! that only the test's processes carry.
+//! leaves running when it exits is ended; a helper whose starter died before it looked is no
+//! shelter. Every check looks for leftovers in `/proc` by a marker that only the test's processes
+//! carry.
 
 use std::time::{Duration, Instant};
 
@@ -231,4 +232,69 @@ async fn the_tool_deadline_of_the_timeout_policy_also_kills_the_group() {
         "orphans left: {:?}",
         processes_with(marker)
     );
+}
+
+/// Runs the helper on `command` in its own process group (its watcher kills that group, never
+/// the test's), saying `parent` started it.
+fn helper_child(command: &str, parent: u32, ws: &std::path::Path) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let mut args = dsh_tool_bash::sandbox::SandboxArgs::new(
+        dsh_tool_bash::SandboxMode::WorkspaceWrite,
+        vec!["bash".into(), "-c".into(), command.into()],
+    );
+    args.roots.push(ws.to_path_buf());
+    args.parent_pid = Some(parent);
+    std::process::Command::new(env!("CARGO_BIN_EXE_dsh-sandbox-exec"))
+        .args(args.to_args())
+        .current_dir(ws)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn item3_a_command_whose_starter_died_before_the_helper_looked_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = canonical(dir.path());
+    // The helper's starter, already dead: a parent the helper can never have.
+    let mut gone_starter = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone_starter.id();
+    gone_starter.wait().unwrap();
+    let marker = "987.6581";
+    let mut child = helper_child(
+        &format!("trap '' TERM INT; sleep {marker} & wait"),
+        dead,
+        &ws,
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the command outlived its dead starter"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "{status:?}");
+    let start = Instant::now();
+    while !processes_with(marker).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the sleeper outlived its dead starter: {:?}",
+            processes_with(marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Control: named truly, the starter keeps its command alive until it is done.
+    let out = helper_child("sleep 0.3; echo ok", std::process::id(), &ws)
+        .wait_with_output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
 }
