@@ -6,7 +6,8 @@
 //!   comments (`S2`, `FS3`) and lower case as a leading token of a test name (`s2_`, `cm2_`);
 //! - checklist lines of `conformance.md`: a group and exactly two digits, written `CAN-16` in
 //!   comments and `can_16_` in test names, where further two-digit tokens add lines of the same
-//!   group (`code_12_23_` cites two lines of the CODE group).
+//!   group (`code_12_23_` cites two lines of the CODE group), as do `_and_NN` and a range
+//!   `_to_NN` (`fs_60_to_63_` cites four lines).
 //!
 //! In a comment, a range written with `..` after an id also cites its far end (`REG-01..14`
 //! cites line 01 and line 14). An id must stand alone: letters or digits glued to either side
@@ -53,8 +54,12 @@ fn two_digits(token: &str) -> bool {
     token.len() == 2 && token.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// The widest range a test name may cite with `_to_` (`fs_60_to_63_`).
+const MAX_SPAN: u8 = 20;
+
 /// The ids a test or function name cites through its leading tokens: `can_07_x` cites
-/// `CAN-07`, `code_12_23_x` cites `CODE-12` and `CODE-23`, `i4_l5_x` cites `I4` and `L5`.
+/// `CAN-07`, `code_12_23_x` cites `CODE-12` and `CODE-23`, `i4_l5_x` cites `I4` and `L5`,
+/// `fs_43_and_44_x` cites both lines and `fs_60_to_63_x` the four lines of the range.
 /// Reading stops at the first token that is neither an id nor a further number of the current
 /// checklist group, so numbers later in the name are words.
 pub fn ids_in_fn_name(name: &str) -> Vec<String> {
@@ -77,6 +82,23 @@ pub fn ids_in_fn_name(name: &str) -> Vec<String> {
         } else if let (Some(g), true) = (current, two_digits(token)) {
             ids.push(format!("{g}-{token}"));
             i += 1;
+        } else if let (Some(g), Some(&"and" | &"to"), Some(next)) =
+            (current, Some(token), tokens.get(i + 1))
+        {
+            if !two_digits(next) {
+                break;
+            }
+            if *token == "to" {
+                let from = ids
+                    .last()
+                    .and_then(|id| id.rsplit('-').next()?.parse::<u8>().ok());
+                let to: u8 = next.parse().unwrap_or(0);
+                if let Some(from) = from.filter(|f| *f < to && to - *f <= MAX_SPAN) {
+                    ids.extend((from + 1..to).map(|n| format!("{g}-{n:02}")));
+                }
+            }
+            ids.push(format!("{g}-{next}"));
+            i += 2;
         } else {
             break;
         }
@@ -175,6 +197,21 @@ mod tests {
             ids_in_fn_name("l2_log_04_16_shared_constructors_match"),
             ["L2", "LOG-04", "LOG-16"]
         );
+    }
+
+    #[test]
+    fn and_adds_a_line_and_to_cites_a_whole_range() {
+        assert_eq!(
+            ids_in_fn_name("fs_43_and_44_outside_change"),
+            ["FS-43", "FS-44"]
+        );
+        assert_eq!(
+            ids_in_fn_name("fs_60_to_63_without_policy"),
+            ["FS-60", "FS-61", "FS-62", "FS-63"]
+        );
+        assert_eq!(ids_in_fn_name("fs_60_to_the_end"), ["FS-60"]);
+        assert_eq!(ids_in_fn_name("read_and_12_lines"), Vec::<String>::new());
+        assert_eq!(ids_in_fn_name("fs_60_to_10"), ["FS-60", "FS-10"]);
     }
 
     #[test]
