@@ -147,14 +147,16 @@ pub fn scan(root: &Path) -> Result<Vec<Citation>> {
     Ok(out)
 }
 
-/// The entries of a rules file: each `- **ID** description` line's id and description.
+/// The entries of a rules file: each `- **ID** description` line's id and description, where
+/// ID is an id by the grammar.
 pub fn entries(rules_md: &str) -> BTreeMap<String, String> {
     rules_md
         .lines()
         .filter_map(|line| {
             let rest = line.strip_prefix("- **")?;
             let (id, desc) = rest.split_once("**")?;
-            Some((id.to_owned(), desc.trim().to_owned()))
+            // Only an id by the grammar opens an entry; other bold list items are prose.
+            (ids_in_comment(id) == [id]).then(|| (id.to_owned(), desc.trim().to_owned()))
         })
         .collect()
 }
@@ -410,5 +412,6 @@ mod tests {
         assert_eq!(read.get("FS-26").map(String::as_str), Some("described"));
         assert_eq!(problems(&citations, &read).len(), 3, "{text}");
         assert_eq!(preamble(&text), "# Rules\n\nintro\n\n");
+        assert_eq!(entries("- **Spec rules** prose\n- **S2** two\n").len(), 1);
     }
 }
