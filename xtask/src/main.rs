@@ -1,12 +1,15 @@
-//! Project chores: `cargo xtask ci` runs what CI runs; `cargo xtask bench` runs the benchmarks and
+//! Project chores: `cargo xtask ci` runs what CI runs; `cargo xtask check-rules` checks that
+//! docs/rules.md describes every cited rule id; `cargo xtask bench` runs the benchmarks and
 //! rewrites BENCHMARKS.md.
 
 mod bench;
+mod check_rules;
 mod fuzz;
 mod kill_trials;
 mod machine;
 mod report;
 mod results;
+mod rule_ids;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -38,6 +41,7 @@ fn ci() -> Result<()> {
             "warnings",
         ],
     )?;
+    check_rules::cli(&root(), &[])?;
     // Teams pick single crates: each builds on its own, and the facade with no default
     // features and with each feature alone.
     for krate in [
@@ -75,9 +79,11 @@ fn root() -> PathBuf {
     manifest.parent().map(PathBuf::from).unwrap_or(manifest)
 }
 
-const USAGE: &str = "usage: cargo xtask <ci | bench [--report-only]>
+const USAGE: &str = "usage: cargo xtask <ci | check-rules [--write] | bench [--report-only]>
 
-  ci                   fmt check, clippy -D warnings, cargo test --workspace
+  ci                   fmt check, clippy -D warnings, check-rules, cargo test --workspace
+  check-rules          every id a comment or test name cites is described in docs/rules.md
+  check-rules --write  refresh docs/rules.md's lists of where each id is held, then check
   bench                build and run every benchmark, then rewrite BENCHMARKS.md
   bench --report-only  rewrite BENCHMARKS.md from the results of the last run";
 
@@ -85,6 +91,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("check-rules") => check_rules::cli(&root(), &args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("kill-trials") => kill_trials::cli(&args[1..]).map_err(anyhow::Error::msg),
         Some("bench") => match args.get(1).map(String::as_str) {
