@@ -25,35 +25,47 @@ pub struct BashOptions {
     pub unavailable: Unavailable,
 }
 
-/// The directory of a session's full bash outputs: `<temp>/dsh-output-<session id>`, made with
-/// mode 0700. An existing one (a resumed session) is kept only if it is a real directory (not a
-/// link) that nobody else may enter; anything else is refused rather than written into.
-pub(crate) fn private_output_dir(session_id: &str) -> Result<PathBuf, HarnessError> {
+/// Where a session's full bash outputs go: `(root, session)`, with `root` =
+/// `<temp>/dsh-output-<uid>` (made here with mode 0700; the file tools' extra root) and `session`
+/// = `root/<session id>` (made 0700 by the tool when its first output is spooled, so a process
+/// killed before that leaves nothing behind). An existing `root` is kept only if it is a real
+/// directory (not a link) of this user that nobody else may enter; anything else is refused
+/// rather than written into.
+pub(crate) fn private_output_dir(session_id: &str) -> Result<(PathBuf, PathBuf), HarnessError> {
+    use std::os::unix::fs::MetadataExt;
     let safe: String = session_id
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .take(80)
         .collect();
-    let path = std::env::temp_dir().join(format!("dsh-output-{safe}"));
+    // The owner of `/proc/self` is this process's effective user (no `unsafe` needed).
+    let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
+    let name = match uid {
+        Some(uid) => format!("dsh-output-{uid}"),
+        None => format!("dsh-output-{safe}"),
+    };
+    let root = std::env::temp_dir().join(name);
     let fail = |source: std::io::Error| HarnessError::OutputDir {
-        path: path.clone(),
+        path: root.clone(),
         source,
     };
-    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+    match std::fs::DirBuilder::new().mode(0o700).create(&root) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let meta = std::fs::symlink_metadata(&path).map_err(fail)?;
-            if !meta.is_dir() || meta.permissions().mode() & 0o077 != 0 {
+            let meta = std::fs::symlink_metadata(&root).map_err(fail)?;
+            let mine = uid.is_none_or(|uid| meta.uid() == uid);
+            if !meta.is_dir() || !mine || meta.permissions().mode() & 0o077 != 0 {
                 return Err(fail(std::io::Error::other(
-                    "it exists but is not a directory only its owner may open",
+                    "it exists but is not a directory of this user that only they may open",
                 )));
             }
         }
         Err(e) => return Err(fail(e)),
     }
     // The umask may have narrowed the mode further; it must not have widened it.
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).map_err(fail)?;
-    Ok(path)
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).map_err(fail)?;
+    let session = root.join(safe);
+    Ok((root, session))
 }
 
 /// Mounts `bash` over `workspace`: its mode is the preset's (`workspace-write` without one), its

@@ -323,12 +323,15 @@ impl HarnessBuilder {
         // The bash tool's full outputs go to a private per-session directory that is also a
         // root of the file tools, so the model can `read` the path a truncated result names.
         #[cfg(feature = "bash")]
-        let output_dir = match (&self.bash, &self.workspace) {
-            (Some(_), Some(_)) => Some(crate::bash_tool::private_output_dir(self.session.id())?),
-            _ => None,
+        let (output_root, output_dir) = match (&self.bash, &self.workspace) {
+            (Some(_), Some(_)) => {
+                let (root, session) = crate::bash_tool::private_output_dir(self.session.id())?;
+                (Some(root), Some(session))
+            }
+            _ => (None, None),
         };
         #[cfg(all(feature = "fs", not(feature = "bash")))]
-        let output_dir: Option<std::path::PathBuf> = None;
+        let output_root: Option<std::path::PathBuf> = None;
         #[cfg(feature = "fs")]
         let fs = match &self.workspace {
             None => None,
@@ -336,7 +339,7 @@ impl HarnessBuilder {
                 &registry,
                 &self.session,
                 root,
-                output_dir.as_deref(),
+                output_root.as_deref(),
             )?),
         };
         #[cfg(feature = "hooks")]

@@ -355,8 +355,10 @@ fn full_outputs_go_to_a_private_session_directory_that_read_may_open() {
             .contains(&session_id),
         "{path} should be per session ({session_id})"
     );
-    let mode = std::fs::metadata(parent).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o700, "{path}");
+    for dir in [parent, parent.parent().unwrap()] {
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", dir.display());
+    }
     assert!(std::fs::read_to_string(file).unwrap().contains("\n20000\n"));
     // The same session, resumed, reads the file with its own `read`.
     let ws = dir.path().join("ws");
