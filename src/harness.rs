@@ -26,6 +26,7 @@ use crate::policy::Policy;
 
 /// Failures while wiring a harness.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HarnessError {
     /// The policy is invalid.
     #[error(transparent)]
@@ -428,26 +429,13 @@ impl HarnessBuilder {
         if let Some(c) = &code {
             c.bind(&runtime)?;
         }
-        let mut warnings = Vec::new();
         #[cfg(feature = "bash")]
-        if let (Some(rules), Some(_)) = (&rules, &bash) {
-            // The kernel sandbox confines writes; it cannot hide single files from reads.
-            let read_rules: Vec<String> = rules
-                .rules()
-                .filter(|(a, r)| {
-                    *a != dsh_guard::PermissionAction::Allow
-                        && r.tool() == "read"
-                        && r.has_pattern()
-                })
-                .map(|(a, r)| format!("{a} \"{}\"", r.text()))
-                .collect();
-            if !read_rules.is_empty() {
-                warnings.push(format!(
-                    "bash commands can still read files that `read` may not ({}): the sandbox confines writes, not reads of single files; deny or ask `bash` to keep them out of reach",
-                    read_rules.join(", ")
-                ));
-            }
-        }
+        let warnings = match (&rules, &bash) {
+            (Some(rules), Some(_)) => bash_read_warning(rules).into_iter().collect(),
+            _ => Vec::new(),
+        };
+        #[cfg(not(feature = "bash"))]
+        let warnings = Vec::new();
         // Every tool is registered now: a rule or a `[tools.<name>]` table naming none would
         // silently never apply.
         let known = registry.names(Some(&self.agent));
@@ -486,6 +474,25 @@ impl HarnessBuilder {
             warnings,
         })
     }
+}
+
+/// The warning for read rules `bash` is not held to: the kernel sandbox confines writes; it
+/// cannot hide single files from reads.
+#[cfg(feature = "bash")]
+fn bash_read_warning(rules: &dsh_guard::PermissionRules) -> Option<String> {
+    let read_rules: Vec<String> = rules
+        .rules()
+        .filter(|(a, r)| {
+            *a != dsh_guard::PermissionAction::Allow && r.tool() == "read" && r.has_pattern()
+        })
+        .map(|(a, r)| format!("{a} \"{}\"", r.text()))
+        .collect();
+    (!read_rules.is_empty()).then(|| {
+        format!(
+            "bash commands can still read files that `read` may not ({}): the sandbox confines writes, not reads of single files; deny or ask `bash` to keep them out of reach",
+            read_rules.join(", ")
+        )
+    })
 }
 
 /// The file tools' read gate over the permission rules: a file a rule (not the default) denies

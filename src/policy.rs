@@ -60,6 +60,7 @@ impl Mode {
 
 /// A bad policy file.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PolicyError {
     /// The file could not be read.
     #[error("policy file {path}: {source}")]

@@ -4,6 +4,7 @@
 
 /// Errors of Code Mode configuration, mounting and presentation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CodeModeError {
     /// A bad setting (`maxParallelSubCalls must be a positive integer`, a limit...).
     #[error("{0}")]

@@ -56,6 +56,7 @@ impl std::error::Error for TimeoutReason {}
 
 /// A bad budget.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DeadlineError {
     /// Zero, negative, NaN or infinite where a positive budget is required.
     #[error("{label} must be a positive finite number")]

@@ -23,6 +23,7 @@ const STACK_PER_LEVEL: usize = 1024;
 
 /// Why a value could not become a [`Json`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum JsonError {
     /// The text is not JSON.
     #[error("invalid JSON at line {line} column {column}: {message}")]

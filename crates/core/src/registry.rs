@@ -15,7 +15,7 @@ use parking_lot::RwLock;
 use crate::name_hash::BuildNameHasher;
 use serde::Serialize;
 
-use crate::CoreError;
+use crate::error::CoreError;
 use crate::execution::{AgentId, Arguments};
 use crate::json::Json;
 use crate::tool::ToolDefinition;

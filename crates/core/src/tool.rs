@@ -5,7 +5,7 @@
 //! Guarantees: a definition is immutable once built; `timeout_ms` is positive; the body sees the
 //! execution, the fused signal and a sink for deferred contexts, never anything to mutate.
 
-use crate::AgentId;
+use crate::execution::AgentId;
 use crate::subject::PermissionSubject;
 use std::fmt;
 use std::future::Future;
@@ -17,9 +17,9 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::CoreError;
 use crate::content::{Content, ContentBlock};
 use crate::context::ContextMessage;
+use crate::error::CoreError;
 use crate::execution::{Arguments, ExecutionToken, ToolExecution};
 use crate::failure::Failure;
 use crate::json::Json;

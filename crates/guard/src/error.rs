@@ -5,6 +5,7 @@ use dsh_core::{AgentId, DeadlineError};
 
 /// An error of the hook and guard service.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum GuardError {
     /// An approval was requested while the session has no open turn (APR-09, APR-10).
     #[error(

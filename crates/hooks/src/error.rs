@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 /// A settings file that could not be read or does not describe valid hooks.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HooksError {
     /// The file could not be read (for the explicit file, including "not found").
     #[error("cannot read hook settings {path}: {source}")]

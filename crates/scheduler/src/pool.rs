@@ -28,8 +28,7 @@ use futures::future::BoxFuture;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use crate::prepare::Prepared;
-use crate::runtime::{Call, Candidate, Runtime};
+use crate::runtime::{Call, Candidate, Prepared, Runtime};
 
 /// One started call, in submission order.
 struct Entry<P> {

@@ -6,15 +6,7 @@ use tracing::Instrument;
 
 use crate::approval::no_approver;
 use crate::invariants::Stage;
-use crate::runtime::{Call, Candidate, Runtime};
-
-/// What prepare decided.
-pub(crate) enum Prepared {
-    /// Allowed: go on to dispatch.
-    Ready,
-    /// Decided already (denied, aborted, or failed): go straight to finalize.
-    Decided(Candidate),
-}
+use crate::runtime::{Call, Candidate, Prepared, Runtime};
 
 impl Runtime {
     /// Runs the prepare stage for a call.

@@ -79,6 +79,14 @@ impl Runtime {
     }
 }
 
+/// What prepare decided.
+pub(crate) enum Prepared {
+    /// Allowed: go on to dispatch.
+    Ready,
+    /// Decided already (denied, aborted, or failed): go straight to finalize.
+    Decided(Candidate),
+}
+
 /// A result on its way through the stages.
 pub(crate) struct Candidate {
     pub(crate) result: ToolResult,
@@ -159,8 +167,8 @@ impl Runtime {
     pub async fn execute(&self, input: ToolExecutionInput) -> Arc<ToolResult> {
         let call = self.call(input);
         let candidate = match self.prepare(&call).await {
-            crate::prepare::Prepared::Ready => self.dispatch(&call).await,
-            crate::prepare::Prepared::Decided(c) => c,
+            Prepared::Ready => self.dispatch(&call).await,
+            Prepared::Decided(c) => c,
         };
         self.finalize(&call, candidate).await
     }

@@ -37,6 +37,7 @@ pub struct InvariantViolation(pub String);
 
 /// Errors of the session log.
 #[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SessionError {
     /// A file operation failed.
     #[error("cannot {op} session log {path}: {source}")]

@@ -106,6 +106,7 @@ impl Header {
 
 /// Why a first line is not a header this crate can use.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HeaderError {
     /// Not `{"type":"session",...}`.
     #[error("the first line is not a session header (`{{\"type\":\"session\",...}}`)")]

@@ -3,6 +3,7 @@
 
 /// A configuration error of the `bash` tool, its sandbox or its presets.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BashError {
     /// A sandbox mode outside the vocabulary.
     #[error(

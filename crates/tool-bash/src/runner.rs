@@ -73,6 +73,7 @@ pub struct RunOutcome {
 
 /// Why a command could not be started.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SpawnError {
     /// The private temp dir could not be made.
     #[error("cannot create the command's temp dir: {0}")]
