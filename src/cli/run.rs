@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use dsh::core::{AbortController, AbortReason, CancelCause, Signal};
 use dsh::guard::Scope;
 use dsh::scheduler::TurnEnd;
-use dsh::{Approvals, Harness, Mode, Policy, parse_script};
+use dsh::{Approvals, Harness, Policy, parse_script};
 
 use super::Exit;
 use super::render::{self, Renderer};
@@ -237,30 +237,12 @@ pub async fn drive(
 pub async fn run(args: RunArgs) -> Result<i32, Exit> {
     let script_text = std::fs::read_to_string(&args.script)
         .map_err(|e| Exit::usage(format!("cannot read script {}: {e}", args.script.display())))?;
-    let mut policy = match &args.policy {
-        Some(p) => Policy::load(p).map_err(|e| Exit::usage(e.to_string()))?,
-        None => Policy::default(),
-    };
-    if let Some(n) = args.max_parallel {
-        policy.max_parallel_tool_calls = dsh::scheduler::validate_max_parallel(n as f64)
-            .map_err(|e| Exit::usage(format!("--max-parallel: {e}")))?;
-    }
-    if let Some(m) = args.mode {
-        policy.mode = match m {
-            ModeArg::Native => Mode::Native,
-            ModeArg::Code => Mode::Code,
-            ModeArg::Both => Mode::Both,
-        };
-    }
-    if let Some(p) = args.preset {
-        let preset = match p {
-            PresetArg::ReadOnly => dsh::bash::Preset::ReadOnly,
-            PresetArg::WorkspaceWrite => dsh::bash::Preset::WorkspaceWrite,
-            PresetArg::DangerFullAccess => dsh::bash::Preset::DangerFullAccess,
-        };
-        policy.preset = Some(preset);
-        policy.approval = preset.approval();
-    }
+    let policy = super::options::load_policy(
+        args.policy.as_deref(),
+        args.max_parallel,
+        args.mode,
+        args.preset,
+    )?;
     let approvals = match args.approve {
         Some(Approve::Always) => Approvals::Always,
         Some(Approve::Never) => Approvals::Never,

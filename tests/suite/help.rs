@@ -24,6 +24,7 @@ fn top_level_help_lists_every_subcommand_and_the_exit_codes() {
             &[
                 "demo",
                 "run",
+                "tools",
                 "check",
                 "transcript",
                 "repair",

@@ -19,3 +19,4 @@ mod props;
 mod script;
 mod support;
 mod terminal;
+mod tools_cmd;
