@@ -34,7 +34,8 @@ pub struct ToolsArgs {
     /// The workspace (default: the current directory); its `.dsh/settings.json` is read.
     #[arg(long)]
     pub workspace: Option<PathBuf>,
-    /// A policy file (TOML); a tool every call of which its rules deny is left out.
+    /// A policy file (TOML); a tool every call of which its rules (or the settings' rules)
+    /// deny is left out.
     #[arg(long)]
     pub policy: Option<PathBuf>,
     /// The permission preset (as for `dsh run`).
@@ -97,13 +98,7 @@ pub async fn tools(args: ToolsArgs) -> Result<i32, Exit> {
             .map_err(|e| Exit::internal(e.to_string()))?,
         None => harness.registry().schemas(Some(&agent)),
     };
-    if harness.policy().has_permissions() {
-        let rules = harness
-            .policy()
-            .permissions(harness.registry().clone())
-            .map_err(|e| Exit::usage(e.to_string()))?;
-        schemas.retain(|s| !rules.denies_every_call(&s.name));
-    }
+    schemas.retain(|s| !harness.denies_every_call(&s.name));
     let printed = shape(&schemas, args.format);
     let text = serde_json::to_string_pretty(&printed)
         .map_err(|e| Exit::internal(format!("printing the tools: {e}")))?;

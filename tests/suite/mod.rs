@@ -8,6 +8,7 @@ mod adversarial_terminal;
 mod approval;
 mod bash_tool;
 mod cancel;
+mod claude_permissions;
 mod code_mode;
 mod crash;
 mod demo;
