@@ -55,8 +55,8 @@ pub struct RunArgs {
     /// The workspace the file tools may touch (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
-    /// The session log (default `<workspace>/.dsh/sessions/<id>.jsonl`); an existing log is
-    /// repaired and resumed.
+    /// The session log (default `$XDG_STATE_HOME/dsh/sessions/<workspace key>/<id>.jsonl`, or
+    /// `~/.local/state/dsh/...`); an existing log is repaired and resumed.
     #[arg(long)]
     pub session: Option<PathBuf>,
     /// A policy file (TOML).
@@ -126,11 +126,21 @@ pub async fn prepare(
             workspace.display()
         )));
     }
+    if let Some(explicit) = settings.clone() {
+        check_settings(&workspace, explicit).await?;
+    }
     let id = dsh::jsonl::session_id();
     let log = session.unwrap_or_else(|| dsh::jsonl::default_log_path(&workspace, &id));
     let (session, report) = dsh::jsonl::open_session(&log, &id, &workspace)
         .await
-        .map_err(|e| Exit::internal(format!("{}: {e}", log.display())))?;
+        .map_err(|e| {
+            let message = format!("session log {}: {e}", log.display());
+            if dsh::jsonl::is_permission_denied(&e) {
+                Exit::usage(message)
+            } else {
+                Exit::internal(message)
+            }
+        })?;
     if !report.is_clean() {
         eprintln!("dsh: {} was repaired before resuming:", log.display());
         for line in super::logs::report_lines(&report) {
@@ -167,6 +177,20 @@ pub async fn prepare(
         _subscription: subscription,
         _observer: observer,
     })
+}
+
+/// Loads the settings files (hooks and permission rules) once before the session is opened,
+/// so a bad file refuses the run (exit 2) before anything is written.
+async fn check_settings(workspace: &Path, explicit: Option<PathBuf>) -> Result<(), Exit> {
+    let root = workspace.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        dsh::hooks::ClaudeHooks::load_standard(Some(&root), explicit.as_deref())?;
+        dsh::hooks::ClaudePermissions::load_standard(Some(&root), explicit.as_deref())?;
+        Ok::<(), dsh::hooks::HooksError>(())
+    })
+    .await
+    .map_err(|e| Exit::internal(format!("loading settings: {e}")))?
+    .map_err(|e| Exit::usage(e.to_string()))
 }
 
 /// Runs the turn with interrupt handling; returns the exit code.

@@ -48,7 +48,7 @@ fn run_help_mentions_every_flag_and_value() {
                 "SCRIPT",
                 "--workspace",
                 "--session",
-                ".dsh/sessions",
+                "XDG_STATE_HOME",
                 "--policy",
                 "--approve",
                 "ask",

@@ -18,6 +18,7 @@ mod help;
 mod logs;
 mod props;
 mod script;
+mod sessions;
 mod support;
 mod terminal;
 mod tools_cmd;
