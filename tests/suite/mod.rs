@@ -15,6 +15,7 @@ mod demo;
 mod exit_codes;
 mod flags;
 mod help;
+mod large_read;
 mod logs;
 mod props;
 mod script;
