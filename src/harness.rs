@@ -147,6 +147,9 @@ pub struct Harness {
     #[cfg(feature = "code-mode")]
     code: Option<dsh_code_mode::CodeMode>,
     warnings: Vec<String>,
+    policy_rules: Option<dsh_guard::PermissionRules>,
+    #[cfg(feature = "hooks")]
+    merged: Option<crate::permissions::MergedPermissions>,
 }
 
 #[cfg(feature = "bash")]
@@ -228,6 +231,17 @@ impl Harness {
     #[cfg(feature = "code-mode")]
     pub fn code_mode(&self) -> Option<&dsh_code_mode::CodeMode> {
         self.code.as_ref()
+    }
+    /// Whether every call of `tool` is denied by the permission rules in force (the policy
+    /// file's, merged with the settings files' when they have any).
+    pub fn denies_every_call(&self, tool: &str) -> bool {
+        #[cfg(feature = "hooks")]
+        if let Some(m) = &self.merged {
+            return m.denies_every_call(tool);
+        }
+        self.policy_rules
+            .as_ref()
+            .is_some_and(|r| r.denies_every_call(tool))
     }
     /// Whether this build can run `policy`: checks what [`HarnessBuilder::build`] would refuse
     /// for lack of a feature, so a caller can refuse before opening a session.
@@ -357,13 +371,43 @@ impl HarnessBuilder {
             .map_err(|e| HarnessError::Unsupported(format!("loading hook settings: {e}")))??;
             claude.install(&hooks, self.session.clone()).keep();
         }
-        let rules = if self.policy.has_permissions() {
-            let rules = self.policy.permissions(registry.clone())?;
-            hooks.on_pre_execute(Scope::Global, rules.clone()).keep();
-            Some(rules)
+        let policy_rules = if self.policy.has_permissions() {
+            Some(self.policy.permissions(registry.clone())?)
         } else {
             None
         };
+        #[cfg(feature = "hooks")]
+        let merged = match self.settings.clone() {
+            None => None,
+            Some(explicit) => {
+                let trusted = self.workspace_trusted;
+                #[cfg(feature = "fs")]
+                let root = self.workspace.clone();
+                #[cfg(not(feature = "fs"))]
+                let root: Option<PathBuf> = None;
+                let claude = tokio::task::spawn_blocking(move || {
+                    dsh_hooks::ClaudePermissions::load_standard(
+                        root.as_deref(),
+                        trusted,
+                        explicit.as_deref(),
+                    )
+                })
+                .await
+                .map_err(|e| HarnessError::Unsupported(format!("loading settings: {e}")))??;
+                (!claude.is_empty()).then(|| {
+                    crate::permissions::MergedPermissions::new(policy_rules.clone(), claude)
+                })
+            }
+        };
+        #[cfg(not(feature = "hooks"))]
+        let merged: Option<()> = None;
+        match (&merged, &policy_rules) {
+            #[cfg(feature = "hooks")]
+            (Some(m), _) => hooks.on_pre_execute(Scope::Global, m.clone()).keep(),
+            (None, Some(rules)) => hooks.on_pre_execute(Scope::Global, rules.clone()).keep(),
+            _ => {}
+        }
+        let rules = policy_rules.clone();
         // A rule refusing to `read` a file keeps it out of every search too.
         #[cfg(feature = "fs")]
         if let (Some(rules), Some(fs)) = (&rules, &fs) {
@@ -472,6 +516,9 @@ impl HarnessBuilder {
             #[cfg(feature = "code-mode")]
             code,
             warnings,
+            policy_rules,
+            #[cfg(feature = "hooks")]
+            merged,
         })
     }
 }

@@ -43,6 +43,8 @@ pub mod demo_tools;
 mod harness;
 #[cfg(feature = "jsonl")]
 pub mod jsonl;
+#[cfg(feature = "hooks")]
+pub mod permissions;
 pub mod policy;
 pub mod script;
 

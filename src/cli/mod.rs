@@ -7,9 +7,11 @@
 mod approve;
 mod demo;
 mod logs;
+mod options;
 mod render;
 mod run;
 mod sandbox;
+mod tools;
 mod trust;
 
 use std::path::PathBuf;
@@ -36,6 +38,8 @@ enum Command {
     Demo,
     /// Run a scripted model (JSON Lines of assistant messages) through the pipeline.
     Run(run::RunArgs),
+    /// Print the tool definitions a model would be sent under the policy and mode (JSON).
+    Tools(tools::ToolsArgs),
     /// Check session logs; prints each problem with its file and line.
     Check {
         /// Log files to check.
@@ -154,6 +158,7 @@ pub fn main() -> i32 {
         match command {
             Command::Demo => demo::demo().await,
             Command::Run(args) => run::run(args).await,
+            Command::Tools(args) => tools::tools(args).await,
             Command::Check { logs } => logs::check(&logs),
             Command::Transcript { log, format } => logs::transcript(&log, format),
             Command::Repair { log } => logs::repair(&log),

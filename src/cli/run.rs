@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use dsh::core::{AbortController, AbortReason, CancelCause, Signal};
 use dsh::guard::Scope;
 use dsh::scheduler::TurnEnd;
-use dsh::{Approvals, Harness, Mode, Policy, parse_script};
+use dsh::{Approvals, Harness, Policy, parse_script};
 
 use super::Exit;
 use super::render::{self, Renderer};
@@ -55,8 +55,8 @@ pub struct RunArgs {
     /// The workspace the file tools may touch (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
-    /// The session log (default `<workspace>/.dsh/sessions/<id>.jsonl`); an existing log is
-    /// repaired and resumed.
+    /// The session log (default `$XDG_STATE_HOME/dsh/sessions/<workspace key>/<id>.jsonl`, or
+    /// `~/.local/state/dsh/...`); an existing log is repaired and resumed.
     #[arg(long)]
     pub session: Option<PathBuf>,
     /// A policy file (TOML).
@@ -162,11 +162,21 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
             workspace.display()
         )));
     }
+    if let HookSources::Standard { explicit, .. } = &hooks {
+        check_settings(&workspace, explicit.clone()).await?;
+    }
     let id = dsh::jsonl::session_id();
     let log = session.unwrap_or_else(|| dsh::jsonl::default_log_path(&workspace, &id));
     let (session, report) = dsh::jsonl::open_session(&log, &id, &workspace)
         .await
-        .map_err(|e| Exit::internal(format!("{}: {e}", log.display())))?;
+        .map_err(|e| {
+            let message = format!("session log {}: {e}", log.display());
+            if dsh::jsonl::is_permission_denied(&e) {
+                Exit::usage(message)
+            } else {
+                Exit::internal(message)
+            }
+        })?;
     if !report.is_clean() {
         eprintln!("dsh: {} was repaired before resuming:", log.display());
         for line in super::logs::report_lines(&report) {
@@ -219,6 +229,22 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         _subscription: subscription,
         _observer: observer,
     })
+}
+
+/// Loads the settings files (hooks and permission rules) once before the session is opened,
+/// so a bad file refuses the run (exit 2) before anything is written.
+async fn check_settings(workspace: &Path, explicit: Option<PathBuf>) -> Result<(), Exit> {
+    let root = workspace.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        // The workspace's own file is checked too (a bad file is named before anything runs);
+        // whether it applies is decided by trust.
+        dsh::hooks::ClaudeHooks::load_standard(Some(&root), true, explicit.as_deref())?;
+        dsh::hooks::ClaudePermissions::load_standard(Some(&root), true, explicit.as_deref())?;
+        Ok::<(), dsh::hooks::HooksError>(())
+    })
+    .await
+    .map_err(|e| Exit::internal(format!("loading settings: {e}")))?
+    .map_err(|e| Exit::usage(e.to_string()))
 }
 
 /// Runs the turn with interrupt handling; returns the exit code.
@@ -300,30 +326,12 @@ pub async fn drive(
 pub async fn run(args: RunArgs) -> Result<i32, Exit> {
     let script_text = std::fs::read_to_string(&args.script)
         .map_err(|e| Exit::usage(format!("cannot read script {}: {e}", args.script.display())))?;
-    let mut policy = match &args.policy {
-        Some(p) => Policy::load(p).map_err(|e| Exit::usage(e.to_string()))?,
-        None => Policy::default(),
-    };
-    if let Some(n) = args.max_parallel {
-        policy.max_parallel_tool_calls = dsh::scheduler::validate_max_parallel(n)
-            .map_err(|e| Exit::usage(format!("--max-parallel: {e}")))?;
-    }
-    if let Some(m) = args.mode {
-        policy.mode = match m {
-            ModeArg::Native => Mode::Native,
-            ModeArg::Code => Mode::Code,
-            ModeArg::Both => Mode::Both,
-        };
-    }
-    if let Some(p) = args.preset {
-        let preset = match p {
-            PresetArg::ReadOnly => dsh::bash::Preset::ReadOnly,
-            PresetArg::WorkspaceWrite => dsh::bash::Preset::WorkspaceWrite,
-            PresetArg::DangerFullAccess => dsh::bash::Preset::DangerFullAccess,
-        };
-        policy.preset = Some(preset);
-        policy.approval = preset.approval();
-    }
+    let policy = super::options::load_policy(
+        args.policy.as_deref(),
+        args.max_parallel,
+        args.mode,
+        args.preset,
+    )?;
     let approvals = match args.approve {
         Some(Approve::Always) => Approvals::Always,
         Some(Approve::Never) => Approvals::Never,

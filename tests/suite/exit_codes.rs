@@ -33,7 +33,7 @@ fn usage_errors_exit_2_before_anything_is_written() {
         assert_eq!(out.code, 2, "{args:?}: {}", out.both());
         assert!(!out.stderr.is_empty(), "{args:?}: says nothing");
     }
-    assert!(!t.path().join(".dsh").exists());
+    assert!(default_sessions(t.path()).is_empty());
 }
 
 #[test]

@@ -106,7 +106,7 @@ fn session_defaults_to_workspace_dsh_sessions_id_jsonl() {
         .args(["run", s(&sc), "--workspace", s(&ws), "--demo-tools"])
         .current_dir(t.path()));
     assert_eq!(out.code, 0, "{}", out.both());
-    assert!(!t.path().join(".dsh").exists());
+    assert!(default_sessions(t.path()).is_empty());
     let logs = default_sessions(&ws);
     assert_eq!(logs.len(), 1);
     let log = &logs[0];
@@ -264,7 +264,10 @@ fn bad_policy_exits_2_naming_the_key_and_line() {
         assert!(first.contains(key), "{text:?} should name {key}: {first}");
         assert!(first.contains(line), "{text:?} should say {line}: {first}");
         assert!(out.stdout.is_empty(), "{}", out.both());
-        assert!(!ws.join(".dsh").exists(), "{text:?}: a session was written");
+        assert!(
+            default_sessions(&ws).is_empty(),
+            "{text:?}: a session was written"
+        );
     }
     let missing = dsh_run(&["run", s(&sc), "--policy", s(&t.path().join("nope.toml"))]);
     assert_eq!(missing.code, 2, "{}", missing.both());
@@ -434,7 +437,7 @@ fn mode_native_runs_and_code_modes_need_code_mode() {
                 out.both()
             );
             assert!(
-                !ws.join(".dsh").exists(),
+                default_sessions(&ws).is_empty(),
                 "mode {mode}: a session was written"
             );
         } else {

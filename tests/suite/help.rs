@@ -24,6 +24,7 @@ fn top_level_help_lists_every_subcommand_and_the_exit_codes() {
             &[
                 "demo",
                 "run",
+                "tools",
                 "check",
                 "transcript",
                 "repair",
@@ -47,7 +48,7 @@ fn run_help_mentions_every_flag_and_value() {
                 "SCRIPT",
                 "--workspace",
                 "--session",
-                ".dsh/sessions",
+                "XDG_STATE_HOME",
                 "--policy",
                 "--approve",
                 "ask",

@@ -86,7 +86,10 @@ fn bad_script_line_exits_2_naming_the_line_and_writes_no_session() {
             );
             assert!(msg.contains(what), "case {i} should say {what:?}: {msg}");
             assert!(out.stdout.is_empty(), "case {i}: {}", out.both());
-            assert!(!ws.join(".dsh").exists(), "case {i}: a session was written");
+            assert!(
+                default_sessions(&ws).is_empty(),
+                "case {i}: a session was written"
+            );
             assert!(!explicit.exists(), "case {i}: a session was written");
         }
     }
@@ -127,7 +130,7 @@ fn a_missing_script_exits_2() {
     ]);
     assert_eq!(out.code, 2, "{}", out.both());
     assert!(out.stderr.contains("nope.jsonl"), "{}", out.both());
-    assert!(!t.path().join(".dsh").exists());
+    assert!(default_sessions(t.path()).is_empty());
 }
 
 /// The tool calls and results of a log, without ids that differ per run.

@@ -17,7 +17,8 @@ pub fn dsh() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dsh"));
     cmd.env_remove("NO_COLOR")
         .env_remove("RUST_LOG")
-        .env("XDG_CONFIG_HOME", "/nonexistent/dsh-tests-config");
+        .env("XDG_CONFIG_HOME", "/nonexistent/dsh-tests-config")
+        .env("XDG_STATE_HOME", state_home());
     cmd
 }
 
@@ -312,9 +313,20 @@ pub fn assert_paired(events: &[Value]) {
     );
 }
 
-/// The sessions under `<workspace>/.dsh/sessions`.
+/// The `$XDG_STATE_HOME` every run of this test binary gets (a folder of its own).
+pub fn state_home() -> PathBuf {
+    std::env::temp_dir().join(format!("dsh-tests-state-{}", std::process::id()))
+}
+
+/// The sessions kept by default for a workspace (under [`state_home`]).
 pub fn default_sessions(workspace: &Path) -> Vec<PathBuf> {
-    let dir = workspace.join(".dsh").join("sessions");
+    let Ok(ws) = workspace.canonicalize() else {
+        return Vec::new();
+    };
+    let dir = state_home()
+        .join("dsh")
+        .join("sessions")
+        .join(dsh::jsonl::workspace_key(&ws));
     let Ok(rd) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };

@@ -1,5 +1,5 @@
 //! Code Mode's configuration, with safe defaults: native presentation, no runtime, the default
-//! [`Limits`], a pool of 10 sub-calls, no session.
+//! [`Limits`], a pool of 10 sub-calls, no session, 30,000 bytes of output shown.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use crate::error::CodeModeError;
 use crate::limits::Limits;
 use crate::presentation::PresentationMode;
 use crate::runtime::CodeRuntime;
+use crate::shown::ShownOutput;
 
 /// The default pool of concurrent sub-calls per run (spec CM1).
 pub const DEFAULT_MAX_PARALLEL_SUB_CALLS: usize = 10;
@@ -33,6 +34,9 @@ pub struct CodeModeConfig {
     /// The order tools are presented in: names, and `<unlisted-tools>` for every tool the list
     /// does not name, in registration order. `None`: registration order, `run_code` last.
     pub tool_order: Option<Vec<String>>,
+    /// How much of a run's output the model sees (30,000 bytes by default, the tail kept) and
+    /// where the whole output is saved when it is longer.
+    pub shown: ShownOutput,
 }
 
 impl fmt::Debug for CodeModeConfig {
@@ -46,6 +50,7 @@ impl fmt::Debug for CodeModeConfig {
             .field("limits", &self.limits)
             .field("max_parallel_sub_calls", &self.max_parallel_sub_calls)
             .field("tool_order", &self.tool_order)
+            .field("shown", &self.shown)
             .finish_non_exhaustive()
     }
 }
@@ -60,6 +65,7 @@ impl Default for CodeModeConfig {
             sessions: None,
             dispatch_log: DispatchLog::new(),
             tool_order: None,
+            shown: ShownOutput::default(),
         }
     }
 }
@@ -68,6 +74,11 @@ impl CodeModeConfig {
     /// Checks every setting (`maxParallelSubCalls must be a positive integer`, the limits).
     pub fn validate(&self) -> Result<(), CodeModeError> {
         validate_max_parallel_sub_calls(self.max_parallel_sub_calls)?;
+        if self.shown.max_bytes == 0 {
+            return Err(CodeModeError::Config(
+                "maxShownBytes must be a positive integer".to_owned(),
+            ));
+        }
         self.limits.validate()
     }
 }

@@ -22,7 +22,8 @@
 //! - presentation ([`CodeMode`], [`PresentationMode`]): `native`, `code` or `both` per agent
 //!   scope, the generated SDK ([`render_sdk`]), and the admission check that refuses hidden
 //!   direct calls before any policy;
-//! - rendering of `{logs, result?}` and of `CODE_RUN_FAILED` failures.
+//! - rendering of `{logs, result?}` and of `CODE_RUN_FAILED` failures, capped like `bash`
+//!   output (30,000 bytes shown, the whole text saved in a private file the note names).
 //!
 //! It deliberately does NOT: schedule the model's own calls (dsh-scheduler does, and knows
 //! nothing about Code Mode beyond an opaque admission check), decide policy (dsh-guard), store
@@ -68,6 +69,7 @@ mod render;
 mod run_code;
 mod runtime;
 mod sdk;
+mod shown;
 mod subcall;
 
 pub use bindings::{ARGS_NOT_LOSSLESS, Bindings, Host, MISSING_ARGS};
@@ -85,7 +87,11 @@ pub use presentation::{
     UNLISTED_TOOLS,
 };
 pub use render::{PRETTY_DEPTH, render_failure, render_output, render_result};
-pub use run_code::{CallCard, NO_OUTPUT, NO_RUNTIME, code_run_failed, present_call, render_value};
+pub use run_code::{
+    CallCard, NO_OUTPUT, NO_RUNTIME, code_run_failed, present_call, render_value,
+    render_value_shown,
+};
 pub use runtime::CodeRuntime;
 pub use sdk::{MAX_TYPE_DEPTH, render_sdk};
+pub use shown::{DEFAULT_MAX_SHOWN_BYTES, ShownOutput, shown_failure, shown_success};
 pub use subcall::{CODE_MODE_PLUGIN, abandoned_message};

@@ -127,6 +127,7 @@ pub(crate) struct Inner {
     next_declaration: AtomicU64,
     live_runs: Mutex<HashSet<ExecutionToken>>,
     registration: Mutex<Option<Registration>>,
+    overflow: crate::shown::Overflow,
 }
 
 /// Marks a run as live for the admission check while it exists.
@@ -149,6 +150,9 @@ impl Inner {
     }
     pub(crate) fn runtime(&self) -> Option<Arc<Runtime>> {
         self.runtime.get().cloned()
+    }
+    pub(crate) fn overflow(&self) -> &crate::shown::Overflow {
+        &self.overflow
     }
     pub(crate) fn limits(&self) -> Limits {
         self.config.limits.clone()
@@ -287,6 +291,8 @@ impl CodeMode {
             .as_ref()
             .map_or(DEFAULT_LANGUAGE.to_owned(), |r| r.language().to_owned());
         let flavor = flavor(&language)?;
+        let max_shown = config.shown.max_bytes;
+        let overflow = crate::shown::Overflow::new(config.shown.clone());
         let inner = Arc::new(Inner {
             registry: registry.clone(),
             config,
@@ -296,8 +302,9 @@ impl CodeMode {
             next_declaration: AtomicU64::new(1),
             live_runs: Mutex::new(HashSet::new()),
             registration: Mutex::new(None),
+            overflow,
         });
-        let def = crate::run_code::definition(&flavor, Arc::downgrade(&inner))?;
+        let def = crate::run_code::definition(&flavor, Arc::downgrade(&inner), max_shown)?;
         let registration = registry.register_reserved(def)?;
         *inner.registration.lock() = Some(registration);
         Ok(CodeMode { inner })

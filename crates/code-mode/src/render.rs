@@ -1,7 +1,7 @@
 //! How a `run_code` outcome reads for the model (CODE-56, 58, 64, 65): the logs joined by
 //! newlines, then the result (a string raw, anything else pretty JSON with two-space indent);
 //! `(run_code completed with no output)` when there is neither; failures as
-//! `code run failed (<kind>): <message>` with the captured output.
+//! `code run failed (<kind>): <message>` with the captured output, if any.
 //!
 //! Guarantees: rendering is iterative, so a result of any depth renders without recursion;
 //! indentation stops growing after [`PRETTY_DEPTH`] levels and deeper containers are written
@@ -31,14 +31,23 @@ pub fn render_output(logs: &[String], result: Option<&Value>) -> String {
     }
 }
 
-/// The text of a failed run: `code run failed (<kind>): <message>\nCaptured output:\n<logs>`.
+/// The label between a failure's first line and the output captured before it.
+pub const CAPTURED_OUTPUT: &str = "\nCaptured output:\n";
+
+/// The text of a failed run: `code run failed (<kind>): <message>`, then
+/// `\nCaptured output:\n<logs>` when the run printed anything (nothing when it did not).
 pub fn render_failure(error: &CodeError, logs: &[String]) -> String {
-    format!(
-        "code run failed ({}): {}\nCaptured output:\n{}",
-        error.kind,
-        error.message,
-        logs.join("\n")
-    )
+    let head = failure_head(error);
+    if logs.is_empty() {
+        head
+    } else {
+        format!("{head}{CAPTURED_OUTPUT}{}", logs.join("\n"))
+    }
+}
+
+/// `code run failed (<kind>): <message>`.
+pub(crate) fn failure_head(error: &CodeError) -> String {
+    format!("code run failed ({}): {}", error.kind, error.message)
 }
 
 /// A result value as text: a string raw, anything else pretty JSON (two-space indent, capped).

@@ -1,7 +1,8 @@
 //! The reserved `run_code` tool (spec CM1, CM6): its definition for a language flavor, its
-//! output `{logs, result?}` and how that reads, and its body: validate, run the program against
+//! output `{logs, result?}` and how that reads (capped as `bash` output is), and its body: validate, run the program against
 //! the bindings, end the run (quiescence), defer the sub-calls' contexts, report.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 
 use dsh_core::codes::{self, messages};
@@ -15,19 +16,23 @@ use crate::error::CodeModeError;
 use crate::flavor::Flavor;
 use crate::outcome::{CodeErrorKind, CodeOutcome, CodeRun};
 use crate::presentation::Inner;
-use crate::render::{render_failure, render_output};
+use crate::render::{failure_head, render_failure, render_output};
+use crate::shown::{place, shown_failure, shown_success};
 use crate::subcall::{RunContext, SubCalls};
 
 /// The message of a run without a mounted interpreter (CODE-53).
 pub const NO_RUNTIME: &str = "run_code requires a code runtime, and none is mounted";
 
-/// The output schema: `{logs: string[], result?: any}`.
+/// The output schema: `{logs: string[], result?: any, outputFile?: string,
+/// outputFileError?: string}` (the last two when the text was longer than the model is shown).
 fn output_schema() -> Json {
     Json::from_shallow(json!({
         "type": "object",
         "properties": {
             "logs": {"type": "array", "items": {"type": "string"}},
             "result": {},
+            "outputFile": {"type": "string"},
+            "outputFileError": {"type": "string"},
         },
         "required": ["logs"],
     }))
@@ -48,6 +53,23 @@ pub fn render_value(value: &Json) -> String {
     render_output(&logs, v.get("result"))
 }
 
+/// Renders a `{logs, result?, outputFile?}` value as the model is shown it: at most
+/// `max_shown` bytes of its tail, after a note naming the file that holds all of it.
+pub fn render_value_shown(value: &Json, max_shown: usize) -> String {
+    let text = render_value(value);
+    if text.len() <= max_shown {
+        return text;
+    }
+    let v = value.value();
+    let field = |k: &str| v.get(k).and_then(Value::as_str);
+    let place = match (field("outputFile"), field("outputFileError")) {
+        (Some(path), _) => path.to_owned(),
+        (None, Some(why)) => format!("unavailable ({why})"),
+        (None, None) => "unavailable".to_owned(),
+    };
+    shown_success(&text, max_shown, &place)
+}
+
 /// The `CODE_RUN_FAILED` failure of a failed run, with its captured output.
 pub fn code_run_failed(outcome: &CodeOutcome) -> Option<Failure> {
     let error = outcome.error.as_ref()?;
@@ -60,11 +82,25 @@ pub fn code_run_failed(outcome: &CodeOutcome) -> Option<Failure> {
 
 /// The `{logs, result?}` value of a successful run, built as text so a result of any depth
 /// never meets a recursive copy.
-fn output_value(outcome: &CodeOutcome) -> Result<Json, Failure> {
+fn output_value(
+    outcome: &CodeOutcome,
+    saved: Option<&Result<PathBuf, String>>,
+) -> Result<Json, Failure> {
     let logs = serde_json::to_string(&outcome.logs).map_err(|e| Failure::new(e.to_string()))?;
+    let file = match saved {
+        None => String::new(),
+        Some(Ok(path)) => format!(
+            ",\"outputFile\":{}",
+            Value::String(path.display().to_string())
+        ),
+        Some(Err(why)) => format!(",\"outputFileError\":{}", Value::String(why.clone())),
+    };
     let text = match &outcome.value {
-        Some(v) => format!("{{\"logs\":{logs},\"result\":{}}}", v.to_json_string()),
-        None => format!("{{\"logs\":{logs}}}"),
+        Some(v) => format!(
+            "{{\"logs\":{logs},\"result\":{}{file}}}",
+            v.to_json_string()
+        ),
+        None => format!("{{\"logs\":{logs}{file}}}"),
     };
     Json::parse(&text).map_err(|e| {
         Failure::typed(
@@ -79,9 +115,12 @@ fn output_value(outcome: &CodeOutcome) -> Result<Json, Failure> {
 pub(crate) fn definition(
     flavor: &Flavor,
     inner: Weak<Inner>,
+    max_shown: usize,
 ) -> Result<ToolDefinition, CodeModeError> {
-    let output = ToolOutput::new(output_schema(), |v| {
-        Ok(Arc::from(vec![ContentBlock::text(render_value(v))]))
+    let output = ToolOutput::new(output_schema(), move |v| {
+        Ok(Arc::from(vec![ContentBlock::text(render_value_shown(
+            v, max_shown,
+        ))]))
     });
     let def = ToolDefinition::builder(RUN_CODE, &flavor.description)
         .validated_parameters(flavor.parameters.clone())
@@ -158,10 +197,39 @@ async fn run(inner: Weak<Inner>, ctx: ToolContext) -> Result<Json, Failure> {
     if effects.concludes_turn {
         ctx.conclude_turn();
     }
-    if let Some(f) = code_run_failed(&outcome) {
-        return Err(f);
+    let call_id = exec.call_id().to_owned();
+    if let Some(error) = &outcome.error {
+        let head = failure_head(error);
+        let logs = outcome.logs.join("\n");
+        let whole = render_failure(error, &outcome.logs);
+        let max = inner.overflow().max_bytes();
+        let message = if whole.len() <= max {
+            whole
+        } else {
+            let saved = save(&inner, whole, call_id).await;
+            shown_failure(&head, &logs, max, &place(&saved))
+        };
+        return Err(Failure::typed(
+            codes::CODE_RUN_FAILED_ERROR,
+            codes::CODE_RUN_FAILED,
+            message,
+        ));
     }
-    output_value(&outcome)
+    let text = render_output(&outcome.logs, outcome.value.as_ref().map(Json::value));
+    let saved = if text.len() > inner.overflow().max_bytes() {
+        Some(save(&inner, text, call_id).await)
+    } else {
+        None
+    };
+    output_value(&outcome, saved.as_ref())
+}
+
+/// Saves a run's whole output text off the async threads.
+async fn save(inner: &Arc<Inner>, text: String, call_id: String) -> Result<PathBuf, String> {
+    let inner = inner.clone();
+    tokio::task::spawn_blocking(move || inner.overflow().save_blocking(&text, &call_id))
+        .await
+        .unwrap_or_else(|e| Err(format!("the save did not finish: {e}")))
 }
 
 /// `(run_code completed with no output)`, re-exported for hosts that render outcomes.

@@ -19,6 +19,8 @@ use serde::Deserialize;
 
 use crate::error::GuardError;
 
+mod offer;
+
 /// What a rule (or the default) does with a call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PermissionAction {

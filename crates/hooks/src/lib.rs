@@ -64,6 +64,7 @@ pub mod fold;
 mod install;
 pub mod matcher;
 pub mod names;
+pub mod permissions;
 pub mod protocol;
 pub mod runner;
 pub mod settings;
@@ -74,6 +75,7 @@ pub use error::HooksError;
 pub use install::{ClaudeHooks, Installed};
 pub use matcher::Matcher;
 pub use names::{CLAUDE_NAMES, claude_name};
+pub use permissions::{ClaudeMatch, ClaudePermissions, ClaudeRule};
 pub use settings::{
     CommandHook, DEFAULT_TIMEOUT_SECS, HookEvent, HookSettings, MatcherGroup, OnFailure,
     SETTINGS_FILE, WORKSPACE_SETTINGS, user_config_dir,

@@ -53,8 +53,8 @@ pub use policy::ObservationPolicy;
 pub use remedy::apply_remedy;
 pub use replay::observation_from_meta;
 pub use seam::{
-    EditCondition, EditOutcome, FileContents, MAX_FILE_BYTES, OpCounts, Workspace, WriteCondition,
-    WriteOutcome,
+    EditCondition, EditOutcome, FileContents, LinePage, MAX_FILE_BYTES, OpCounts, Workspace,
+    WriteCondition, WriteOutcome,
 };
 pub use session::{FsContext, FsSessions};
 pub use version::FileVersion;

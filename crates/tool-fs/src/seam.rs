@@ -24,6 +24,9 @@ use crate::locks::PathLocks;
 use crate::text;
 use crate::version::FileVersion;
 
+mod stream;
+pub use stream::LinePage;
+
 /// The largest file read into memory (by `read`, `edit` and guarded writes): 64 MiB.
 pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 

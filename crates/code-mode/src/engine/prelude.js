@@ -1,7 +1,8 @@
 // The bridge between a program and the host, evaluated once per run before the program.
 // It receives three native functions (log a line; make a call of the binding at an index of
 // the names and get its native promise; report the settled program) and the binding names,
-// installs `console`, `tools` and `ToolCallError`, and returns the two entry points the host
+// installs `console`, `tools` (a name that is no tool rejects, listing the tools) and
+// `ToolCallError`, and returns the two entry points the host
 // drives: start, and failure (the rejection value of a failed call).
 // Every builtin it relies on is captured here, before the program can replace it.
 (function (hostLog, hostCall, hostDone, namesJson, argsPrefix, missingArgs) {
@@ -20,6 +21,8 @@
   const ErrorCtor = Error;
   const TypeErrorCtor = TypeError;
   const PromiseCtor = Promise;
+  const ProxyCtor = Proxy;
+  const hasOwn = Object.prototype.hasOwnProperty;
   const then = PromiseCtor.prototype.then;
   const promiseReject = PromiseCtor.reject;
   const call = Function.prototype.call;
@@ -202,7 +205,27 @@
     defineProperty(tools, name, { value: binding, enumerable: true });
   }
   freeze(tools);
-  defineProperty(globalThis, "tools", { value: tools });
+
+  // A name that is not a tool answers with a function that rejects, naming the tools there
+  // are, instead of `undefined` (whose call would be `TypeError: not a function`). `then` and
+  // `toJSON` stay absent, so `tools` is neither a thenable nor serialized through a call.
+  const known = names.length > 0 ? names.join(", ") : "(none)";
+  const absent = create(null);
+  absent.then = true;
+  absent.toJSON = true;
+  const handler = create(null);
+  handler.get = function (target, key) {
+    if (typeof key !== "string" || call.call(hasOwn, target, key) || absent[key] === true) {
+      return target[key];
+    }
+    const missing = function () {
+      return rejected(new ToolCallError(key, "unknown tool \"" + key + "\"; tools: " + known));
+    };
+    defineProperty(missing, "name", { value: key });
+    return missing;
+  };
+  freeze(handler);
+  defineProperty(globalThis, "tools", { value: new ProxyCtor(tools, handler) });
 
   function outcome(ok, kind, message, json) {
     const o = create(null);

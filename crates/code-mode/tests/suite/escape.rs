@@ -95,7 +95,8 @@ async fn escape_tools_cannot_be_polluted_or_replaced() {
          try { Object.setPrototypeOf(tools, {run_code: 1}) } catch (e) {} \
          try { globalThis.tools = {} } catch (e) {} \
          try { delete globalThis.tools } catch (e) {} \
-         return [typeof tools.run_code, typeof tools.write, Object.keys(tools), await tools.echo({value: 'x'}), \
+         const why = async (f) => { try { await f({}); return 'called' } catch (e) { return e.message } }; \
+         return [await why(tools.run_code), await why(tools.write), Object.keys(tools), await tools.echo({value: 'x'}), \
                  Object.getPrototypeOf(tools), Object.isFrozen(tools), 'run_code' in tools]",
         &["echo"],
         host.clone(),
@@ -105,8 +106,8 @@ async fn escape_tools_cannot_be_polluted_or_replaced() {
     assert_eq!(
         value(&o),
         json!([
-            "undefined",
-            "undefined",
+            "unknown tool \"run_code\"; tools: echo",
+            "unknown tool \"write\"; tools: echo",
             ["echo"],
             "echo:x",
             null,
@@ -375,16 +376,13 @@ mod pipeline {
             .run_code(
                 "const viaProto = Object.getPrototypeOf(tools); \
                  let direct; try { await tools['run_code']({code: 'return 1', description: 'x'}) } catch (e) { direct = e.message } \
-                 return [typeof tools.run_code, viaProto, direct]",
+                 return ['run_code' in tools, viaProto, direct]",
             )
             .await;
         let v = value_of(&r)["result"].clone();
-        assert_eq!(v[0], json!("undefined"));
+        assert_eq!(v[0], json!(false));
         assert_eq!(v[1], json!(null));
-        assert!(
-            v[2].as_str().is_some_and(|m| m.contains("not a function")),
-            "{v}"
-        );
+        assert_eq!(v[2], json!("unknown tool \"run_code\"; tools: echo"));
         // A runtime that asks the host for run_code by name is refused before dispatch.
         let refused = Arc::new(Mutex::new(None));
         let r2 = refused.clone();

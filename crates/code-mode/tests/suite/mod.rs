@@ -1,6 +1,7 @@
 //! Topics of the Code Mode suite.
 
 mod engine;
+mod ergonomics;
 mod escape;
 mod presentation;
 mod props;

@@ -174,7 +174,8 @@ async fn code_09_13_the_program_sees_exactly_the_visible_bindings() {
                 "call-1",
                 RUN_CODE,
                 json!({"code": "let p = tools, found = false; while (p) { if (Object.prototype.hasOwnProperty.call(p, 'run_code')) found = true; p = Object.getPrototypeOf(p) } \
-                        return [Object.keys(tools), found, typeof tools.run_code, typeof tools.hidden]",
+                        const why = async (f) => { try { await f({value: 'x'}); return 'called' } catch (e) { return e.message } }; \
+                        return [Object.keys(tools), found, 'run_code' in tools, 'hidden' in tools, await why(tools.run_code), await why(tools.hidden)]",
                        "description": "inspect"}),
             )
             .with_agent(agent),
@@ -182,7 +183,14 @@ async fn code_09_13_the_program_sees_exactly_the_visible_bindings() {
         .await;
     assert_eq!(
         value_of(&r)["result"],
-        json!([["echo"], false, "undefined", "undefined"]),
+        json!([
+            ["echo"],
+            false,
+            false,
+            false,
+            "unknown tool \"run_code\"; tools: echo",
+            "unknown tool \"hidden\"; tools: echo"
+        ]),
         "{r:?}"
     );
 }

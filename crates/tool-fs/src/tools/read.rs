@@ -1,6 +1,7 @@
 //! `read {file_path, offset?, limit?}`: line-numbered text in the reference's envelope, bounded
 //! (2,000 lines, 50 KiB of text, 2,000 characters a line) with a note on how to see more. It
 //! records what it saw (`fs/observed`): the version of the bytes read, or that the file is absent.
+//! A file over the size cap is streamed when `offset` or `limit` asks for a window of it.
 
 use std::sync::Arc;
 
@@ -137,8 +138,17 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
             path.display()
         )));
     }
+    let windowed = args.offset.is_some() || args.limit.is_some();
     let contents = match env.workspace.read(&path).await {
         Ok(c) => c,
+        Err(FsError::TooLarge { .. }) if windowed => {
+            return streamed(env, &fs, &path, offset, limit).await;
+        }
+        Err(e @ FsError::TooLarge { .. }) => {
+            return Err(e
+                .to_failure()
+                .with_suffix(" — read a window of it with offset and limit"));
+        }
         Err(e @ FsError::NotFound { .. }) => {
             env.observed(&fs, &path, Observation::Absent)?;
             return Err(e.to_failure());
@@ -155,6 +165,44 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     tokio::task::spawn_blocking(move || page(&bytes, shown, version, offset, limit))
         .await
         .map_err(|e| Failure::new(format!("read failed: {e}")))?
+}
+
+/// A window of a file too large to read whole: its lines streamed (issue 17 item 6), with the
+/// same value, range check and observation as a whole read.
+async fn streamed(
+    env: &ToolEnv,
+    fs: &crate::session::FsContext,
+    path: &std::path::Path,
+    offset: u64,
+    limit: u64,
+) -> Result<Json, Failure> {
+    let page = env
+        .workspace
+        .read_lines(path, offset, limit, MAX_READ_BYTES)
+        .await
+        .map_err(|e| e.to_failure())?;
+    env.observed(fs, path, Observation::Present(page.version))?;
+    let shown = page.path.to_string_lossy().into_owned();
+    if offset > 1 && offset > page.total {
+        return Err(FsError::InvalidRange {
+            path: Arc::from(shown.as_str()),
+            offset,
+            total: usize::try_from(page.total).unwrap_or(usize::MAX),
+        }
+        .to_failure());
+    }
+    let lines: Vec<Value> = page
+        .lines
+        .into_iter()
+        .map(|(number, text)| json!({"number": number, "text": text}))
+        .collect();
+    freeze(json!({
+        "path": shown,
+        "offset": offset,
+        "lines": Value::Array(lines),
+        "totalLines": page.total,
+        "version": page.version.to_string(),
+    }))
 }
 
 /// Files up to this size are decoded and paged on the calling task; larger ones on a blocking

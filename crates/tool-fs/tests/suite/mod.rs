@@ -20,5 +20,6 @@ mod read_format;
 mod remedy;
 mod replay;
 mod search;
+mod stream_read;
 mod through_scheduler;
 mod tools_unit;

@@ -1,0 +1,134 @@
+//! `dsh tools`: the tool definitions a model would be sent under the current policy and mode,
+//! in the shape of the API a user's own model loop passes them to.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use dsh::core::ToolSchema;
+use dsh::{Approvals, Harness};
+use serde_json::{Value, json};
+
+use super::run::{ModeArg, PresetArg};
+use super::{Exit, out};
+
+/// The shape of the printed definitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ToolsFormat {
+    /// Chat Completions `tools`: `[{type: "function", function: {name, description, parameters}}]`.
+    Openai,
+    /// Messages API `tools`: `[{name, description, input_schema}]`.
+    Anthropic,
+    /// An MCP `tools/list` result: `{tools: [{name, description, inputSchema}]}`.
+    Mcp,
+}
+
+#[derive(Args, Debug)]
+pub struct ToolsArgs {
+    /// The shape of the definitions.
+    #[arg(long, value_enum, default_value_t = ToolsFormat::Openai)]
+    pub format: ToolsFormat,
+    /// Print instead the system-prompt text that goes with them (Code Mode's `tools` SDK under
+    /// `--mode code|both`; nothing under `native`).
+    #[arg(long)]
+    pub system: bool,
+    /// The workspace (default: the current directory); its `.dsh/settings.json` is read once
+    /// the workspace is trusted.
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// A policy file (TOML); a tool every call of which its rules (or the settings' rules)
+    /// deny is left out.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// The permission preset (as for `dsh run`).
+    #[arg(long, value_enum)]
+    pub preset: Option<PresetArg>,
+    /// A settings file (Claude Code format), merged as for `dsh run`.
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
+    /// Apply the workspace's own `.dsh/settings.json` without asking, as for `dsh run`.
+    #[arg(long)]
+    pub trust_workspace: bool,
+    /// Tool presentation mode (overrides the policy).
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// Include the `echo`, `sleep` and `fail` tools.
+    #[arg(long)]
+    pub demo_tools: bool,
+}
+
+/// Prints the definitions (or, with `--system`, the prompt text); nothing is written to disk.
+pub async fn tools(args: ToolsArgs) -> Result<i32, Exit> {
+    let policy = super::options::load_policy(args.policy.as_deref(), None, args.mode, args.preset)?;
+    Harness::supports(&policy).map_err(|e| Exit::usage(e.to_string()))?;
+    let workspace = match &args.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
+    };
+    let workspace = workspace
+        .canonicalize()
+        .map_err(|e| Exit::usage(format!("workspace {}: {e}", workspace.display())))?;
+    let session = dsh::session::Session::in_memory("dsh-tools");
+    let harness = Harness::builder(session)
+        .policy(policy)
+        .approvals(Approvals::NoChannel)
+        .demo_tools(args.demo_tools)
+        .bash(dsh::BashOptions::default())
+        .workspace(&workspace)
+        .settings(args.settings.clone())
+        .workspace_trusted(super::trust::decide(&workspace, args.trust_workspace)?)
+        .build()
+        .await
+        .map_err(|e| match e {
+            dsh::HarnessError::Policy(_)
+            | dsh::HarnessError::Unsupported(_)
+            | dsh::HarnessError::Hooks(_) => Exit::usage(e.to_string()),
+            other => Exit::internal(other.to_string()),
+        })?;
+    let agent = harness.agent().clone();
+    let code = harness.code_mode();
+    if args.system {
+        if let Some(code) = code {
+            let assembly = code
+                .assemble(Some(&agent))
+                .map_err(|e| Exit::internal(e.to_string()))?;
+            let text: Vec<&str> = assembly.sections.iter().map(|s| s.text.as_str()).collect();
+            out(&text.join("\n\n"));
+        }
+        return Ok(0);
+    }
+    let mut schemas = match code {
+        Some(code) => code
+            .tools(Some(&agent))
+            .map_err(|e| Exit::internal(e.to_string()))?,
+        None => harness.registry().schemas(Some(&agent)),
+    };
+    schemas.retain(|s| !harness.denies_every_call(&s.name));
+    let printed = shape(&schemas, args.format);
+    let text = serde_json::to_string_pretty(&printed)
+        .map_err(|e| Exit::internal(format!("printing the tools: {e}")))?;
+    out(&text);
+    Ok(0)
+}
+
+/// The definitions in `format`'s shape.
+fn shape(schemas: &[ToolSchema], format: ToolsFormat) -> Value {
+    let each = schemas.iter().map(|s| {
+        let (name, description, schema) = (&*s.name, &*s.description, s.parameters.value());
+        match format {
+            ToolsFormat::Openai => json!({"type": "function", "function": {
+                "name": name, "description": description, "parameters": schema}}),
+            ToolsFormat::Anthropic => {
+                json!({"name": name, "description": description, "input_schema": schema})
+            }
+            ToolsFormat::Mcp => {
+                json!({"name": name, "description": description, "inputSchema": schema})
+            }
+        }
+    });
+    let list: Vec<Value> = each.collect();
+    match format {
+        ToolsFormat::Mcp => json!({ "tools": list }),
+        _ => Value::Array(list),
+    }
+}
