@@ -75,3 +75,53 @@ fn issue17_6_read_with_offset_streams_a_file_over_the_cap() {
         "{whole:?}"
     );
 }
+
+/// A large argument is stored as often as the reference format requires and no more: once in
+/// the `assistant/message` (its tool-call block) and once in the `tool/call`; the result's
+/// `meta` diff is bounded.
+#[test]
+fn issue17_6_a_large_argument_is_stored_twice_as_the_reference_format_requires() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let content: String = (0..500_000).map(|i| format!("R{i:07}\n")).collect();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai(
+            "",
+            &[call(
+                "w",
+                "write",
+                json!({"file_path": "big.txt", "content": content}),
+            )],
+        )],
+    );
+    let log = t.path().join("s.log");
+    let out = dsh_run(&["run", s(&sc), "--workspace", s(&ws), "--session", s(&log)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("big.txt")).unwrap(),
+        content
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let marker = "R0499999";
+    let holders: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains(marker))
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(holders, ["assistant/message", "tool/call"]);
+    // Each copy is the argument text as the script held it (one JSON string escaping level).
+    let once = std::fs::metadata(&sc).unwrap().len() as usize;
+    assert!(
+        text.len() < 2 * once + 1_000_000,
+        "{} bytes for an argument written in {once}",
+        text.len()
+    );
+}
