@@ -68,8 +68,9 @@ pub struct Pool<P> {
     /// Started, not yet committed calls; entry `k` is call number `first + k`.
     window: VecDeque<Entry<P>>,
     first: u64,
-    /// Bodies running as tasks, with their call numbers.
-    bodies: JoinSet<Candidate>,
+    /// Bodies running as tasks, with their call numbers; created with the first body that has
+    /// to wait (a step whose bodies all settle at once needs none).
+    bodies: Option<JoinSet<Candidate>>,
     numbers: HashMap<tokio::task::Id, u64>,
     running: usize,
     exclusive_open: bool,
@@ -83,7 +84,7 @@ impl<P> Pool<P> {
             cap: cap.max(1),
             window: VecDeque::new(),
             first: 0,
-            bodies: JoinSet::new(),
+            bodies: None,
             numbers: HashMap::new(),
             running: 0,
             exclusive_open: false,
@@ -161,7 +162,7 @@ impl<P> Pool<P> {
                         std::task::Poll::Ready(candidate) => Some(candidate),
                         std::task::Poll::Pending => {
                             self.running += 1;
-                            let task = self.bodies.spawn(body);
+                            let task = self.bodies.get_or_insert_with(JoinSet::new).spawn(body);
                             self.numbers.insert(task.id(), n);
                             None
                         }
@@ -211,14 +212,24 @@ impl<P> Pool<P> {
 
     /// Records every body that has finished, without waiting.
     pub fn settle_ready(&mut self) {
-        while let Some(joined) = self.bodies.try_join_next_with_id() {
+        if self.running == 0 {
+            return;
+        }
+        while let Some(joined) = self
+            .bodies
+            .as_mut()
+            .and_then(JoinSet::try_join_next_with_id)
+        {
             self.settle(joined);
         }
     }
 
     /// Waits for one running body to finish and records its outcome; `false` when none runs.
     pub async fn settle_next(&mut self) -> bool {
-        match self.bodies.join_next_with_id().await {
+        let Some(bodies) = self.bodies.as_mut() else {
+            return false;
+        };
+        match bodies.join_next_with_id().await {
             Some(joined) => {
                 self.settle(joined);
                 true
