@@ -86,21 +86,15 @@ pub async fn tools(args: ToolsArgs) -> Result<i32, Exit> {
             other => Exit::internal(other.to_string()),
         })?;
     let agent = harness.agent().clone();
-    let code = harness.code_mode();
+    let code = code_mode_offer(&harness, &agent)?;
     if args.system {
-        if let Some(code) = code {
-            let assembly = code
-                .assemble(Some(&agent))
-                .map_err(|e| Exit::internal(e.to_string()))?;
-            let text: Vec<&str> = assembly.sections.iter().map(|s| s.text.as_str()).collect();
-            out(&text.join("\n\n"));
+        if let Some((_, system)) = &code {
+            out(system);
         }
         return Ok(0);
     }
     let mut schemas = match code {
-        Some(code) => code
-            .tools(Some(&agent))
-            .map_err(|e| Exit::internal(e.to_string()))?,
+        Some((tools, _)) => tools,
         None => harness.registry().schemas(Some(&agent)),
     };
     schemas.retain(|s| !harness.denies_every_call(&s.name));
@@ -131,4 +125,33 @@ fn shape(schemas: &[ToolSchema], format: ToolsFormat) -> Value {
         ToolsFormat::Mcp => json!({ "tools": list }),
         _ => Value::Array(list),
     }
+}
+
+/// What Code Mode offers the model, when the mode shows `run_code`: its tools and the system text
+/// that goes with them.
+#[cfg(feature = "code-mode")]
+fn code_mode_offer(
+    harness: &Harness,
+    agent: &dsh::core::AgentId,
+) -> Result<Option<(Vec<dsh::core::ToolSchema>, String)>, Exit> {
+    let Some(code) = harness.code_mode() else {
+        return Ok(None);
+    };
+    let tools = code
+        .tools(Some(agent))
+        .map_err(|e| Exit::internal(e.to_string()))?;
+    let assembly = code
+        .assemble(Some(agent))
+        .map_err(|e| Exit::internal(e.to_string()))?;
+    let text: Vec<&str> = assembly.sections.iter().map(|s| s.text.as_str()).collect();
+    Ok(Some((tools, text.join("\n\n"))))
+}
+
+/// Without Code Mode in the build, the model is offered the native tools only.
+#[cfg(not(feature = "code-mode"))]
+fn code_mode_offer(
+    _harness: &Harness,
+    _agent: &dsh::core::AgentId,
+) -> Result<Option<(Vec<dsh::core::ToolSchema>, String)>, Exit> {
+    Ok(None)
 }

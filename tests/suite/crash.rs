@@ -104,16 +104,7 @@ fn a_run_on_a_crashed_log_repairs_resumes_and_keeps_stdout_json() {
         "next.jsonl",
         &[openai("", &[call("c1", "echo", json!({"text": "after"}))])],
     );
-    let out = dsh_run(&[
-        "run",
-        s(&sc),
-        "--workspace",
-        s(t.path()),
-        "--session",
-        s(&log),
-        "--demo-tools",
-        "--json",
-    ]);
+    let out = run_script(&sc, t.path(), &log, &["--demo-tools", "--json"]);
     assert_eq!(out.code, 0, "{}", out.both());
     assert!(
         out.stderr.contains("repaired before resuming"),
@@ -203,15 +194,7 @@ fn a_torn_last_line_is_reported_then_cut_by_repair() {
         "s.jsonl",
         &[openai("", &[call("c", "echo", json!({"text": "x"}))])],
     );
-    let out = dsh_run(&[
-        "run",
-        s(&sc),
-        "--workspace",
-        s(t.path()),
-        "--session",
-        s(&log),
-        "--demo-tools",
-    ]);
+    let out = run_script(&sc, t.path(), &log, &["--demo-tools"]);
     assert_eq!(out.code, 0, "{}", out.both());
     let lines = std::fs::read_to_string(&log).unwrap().lines().count();
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
@@ -351,15 +334,7 @@ fn l5_a_script_reusing_a_call_id_is_refused_with_its_line_and_so_is_a_resume_reu
             anthropic("done", &[]),
         ],
     );
-    let out = dsh_run(&[
-        "run",
-        s(&sc),
-        "--workspace",
-        s(t.path()),
-        "--session",
-        s(&log),
-        "--demo-tools",
-    ]);
+    let out = run_script(&sc, t.path(), &log, &["--demo-tools"]);
     assert_eq!(out.code, 2, "{}", out.both());
     assert!(
         out.stderr.contains("script line 2") && out.stderr.contains("already used on line 1"),
@@ -376,25 +351,9 @@ fn l5_a_script_reusing_a_call_id_is_refused_with_its_line_and_so_is_a_resume_reu
             anthropic("ok", &[]),
         ],
     );
-    let ok = dsh_run(&[
-        "run",
-        s(&first),
-        "--workspace",
-        s(t.path()),
-        "--session",
-        s(&log),
-        "--demo-tools",
-    ]);
+    let ok = run_script(&first, t.path(), &log, &["--demo-tools"]);
     assert_eq!(ok.code, 0, "{}", ok.both());
-    let resumed = dsh_run(&[
-        "run",
-        s(&first),
-        "--workspace",
-        s(t.path()),
-        "--session",
-        s(&log),
-        "--demo-tools",
-    ]);
+    let resumed = run_script(&first, t.path(), &log, &["--demo-tools"]);
     assert_eq!(resumed.code, 2, "{}", resumed.both());
     assert!(
         resumed.stderr.contains("script line 1")
@@ -420,15 +379,7 @@ fn i4_resuming_a_log_cut_after_an_assistant_message_answers_its_calls_before_goi
             anthropic("ok", &[]),
         ],
     );
-    let ok = dsh_run(&[
-        "run",
-        s(&first),
-        "--workspace",
-        s(t.path()),
-        "--session",
-        s(&log),
-        "--demo-tools",
-    ]);
+    let ok = run_script(&first, t.path(), &log, &["--demo-tools"]);
     assert_eq!(ok.code, 0, "{}", ok.both());
     let text = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -445,15 +396,7 @@ fn i4_resuming_a_log_cut_after_an_assistant_message_answers_its_calls_before_goi
             anthropic("ok", &[]),
         ],
     );
-    let resumed = dsh_run(&[
-        "run",
-        s(&next),
-        "--workspace",
-        s(t.path()),
-        "--session",
-        s(&log),
-        "--demo-tools",
-    ]);
+    let resumed = run_script(&next, t.path(), &log, &["--demo-tools"]);
     assert_eq!(resumed.code, 0, "{}", resumed.both());
     assert!(
         resumed.stderr.contains("answered call a1") && resumed.stderr.contains("answered call a2"),

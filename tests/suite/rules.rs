@@ -36,16 +36,7 @@ fn p1_a_read_deny_holds_for_every_spelling_and_link_of_the_file() {
         &[anthropic("", &calls), anthropic("done", &[])],
     );
     let log = t.path().join("log.jsonl");
-    let out = dsh_run(&[
-        "run",
-        s(&sc),
-        "--workspace",
-        s(&ws),
-        "--session",
-        s(&log),
-        "--policy",
-        s(&policy),
-    ]);
+    let out = run_script(&sc, &ws, &log, &["--policy", s(&policy)]);
     assert_eq!(out.code, 0, "{}", out.both());
     let ev = events(&log);
     for (i, p) in spellings.iter().enumerate() {
@@ -87,18 +78,12 @@ fn p1_a_bash_rule_holds_for_each_simple_command_and_an_unknowable_line_is_never_
         &[anthropic("", &calls), anthropic("done", &[])],
     );
     let log = t.path().join("log.jsonl");
-    let out = dsh_run(&[
-        "run",
-        s(&sc),
-        "--workspace",
-        s(&ws),
-        "--session",
-        s(&log),
-        "--policy",
-        s(&policy),
-        "--approve",
-        "never",
-    ]);
+    let out = run_script(
+        &sc,
+        &ws,
+        &log,
+        &["--policy", s(&policy), "--approve", "never"],
+    );
     assert_eq!(out.code, 0, "{}", out.both());
     let ev = events(&log);
     assert!(!result_of(&ev, "b0").is_error, "echo is allowed");
@@ -188,16 +173,7 @@ fn p1_grep_skips_a_file_read_may_not_see_and_says_so_and_bash_is_warned_about() 
         ],
     );
     let log = t.path().join("log.jsonl");
-    let out = dsh_run(&[
-        "run",
-        s(&sc),
-        "--workspace",
-        s(&ws),
-        "--session",
-        s(&log),
-        "--policy",
-        s(&policy),
-    ]);
+    let out = run_script(&sc, &ws, &log, &["--policy", s(&policy)]);
     assert_eq!(out.code, 0, "{}", out.both());
     let r = result_of(&events(&log), "g1");
     assert!(!r.is_error, "{r:?}");

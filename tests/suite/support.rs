@@ -92,6 +92,13 @@ pub fn run(cmd: &mut Command) -> Out {
 }
 
 /// `dsh <args>` with an empty stdin.
+/// `dsh run SCRIPT --workspace WS --session LOG` with more options.
+pub fn run_script(script: &Path, ws: &Path, log: &Path, extra: &[&str]) -> Out {
+    let mut args = vec!["run", s(script), "--workspace", s(ws), "--session", s(log)];
+    args.extend_from_slice(extra);
+    dsh_run(&args)
+}
+
 pub fn dsh_run(args: &[&str]) -> Out {
     run(dsh().args(args))
 }
