@@ -167,6 +167,7 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
     }
     let id = dsh::jsonl::session_id();
     let log = session.unwrap_or_else(|| dsh::jsonl::default_log_path(&workspace, &id));
+    let new_log = !log.exists();
     let (session, report) = dsh::jsonl::open_session(&log, &id, &workspace)
         .await
         .map_err(|e| {
@@ -207,12 +208,23 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         let trusted = super::trust::decide(&workspace, trust_workspace)?;
         builder = builder.settings(explicit).workspace_trusted(trusted);
     }
-    let harness = builder.build().await.map_err(|e| match e {
-        dsh::HarnessError::Policy(_)
-        | dsh::HarnessError::Unsupported(_)
-        | dsh::HarnessError::Hooks(_) => Exit::usage(e.to_string()),
-        other => Exit::internal(other.to_string()),
-    })?;
+    let built = builder.build().await;
+    let harness = match built {
+        Ok(h) => h,
+        Err(e) => {
+            // Refused before anything ran (a rule naming no tool, say): a log this run created
+            // holds only its header, and goes.
+            if new_log {
+                let _ = std::fs::remove_file(&log);
+            }
+            return Err(match e {
+                dsh::HarnessError::Policy(_)
+                | dsh::HarnessError::Unsupported(_)
+                | dsh::HarnessError::Hooks(_) => Exit::usage(e.to_string()),
+                other => Exit::internal(other.to_string()),
+            });
+        }
+    };
     for w in harness.warnings() {
         eprintln!("dsh: warning: {}", render::sanitize(w));
     }

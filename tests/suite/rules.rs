@@ -128,15 +128,10 @@ fn p1_a_rule_or_tool_table_naming_no_tool_is_refused_with_its_line_and_the_close
     ] {
         let policy = t.path().join("policy.toml");
         std::fs::write(&policy, text).unwrap();
-        let out = dsh_run(&[
-            "run",
-            s(&sc),
-            "--workspace",
-            s(t.path()),
-            "--policy",
-            s(&policy),
-        ]);
+        let log = t.path().join("refused.jsonl");
+        let out = run_script(&sc, t.path(), &log, &["--policy", s(&policy)]);
         assert_eq!(out.code, 2, "{}", out.both());
+        assert!(!log.exists(), "a refused run leaves no log");
         for w in wants {
             assert!(out.stderr.contains(w), "{w}: {}", out.both());
         }
