@@ -145,10 +145,15 @@ impl<P> Pool<P> {
                 .await
             {
                 Prepared::Decided(candidate) => Some(candidate),
+                // Boxed: the dispatch future is large, and left inline it would make every
+                // future that awaits this one (the adapters' loops) as large, copied whole at
+                // each level on every call.
                 Prepared::Ready if matches!(how, Start::RunAlone) => Some(
-                    contained(self.runtime.dispatch(&call))
-                        .instrument(crate::trace::stage("dispatch", &exec))
-                        .await,
+                    Box::pin(
+                        contained(self.runtime.dispatch(&call))
+                            .instrument(crate::trace::stage("dispatch", &exec)),
+                    )
+                    .await,
                 ),
                 Prepared::Ready => {
                     let runtime = self.runtime.clone();
