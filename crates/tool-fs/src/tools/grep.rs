@@ -202,7 +202,7 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
             let mut collected = 0usize;
             let mut binary = 0usize;
             let report = walk::files(NAME, &ws, &dir, include.as_ref(), &signal, |f| {
-                if gated && let Some(rule) = hooks.read_refused(&real_subject(&ws, &f.real)) {
+                if gated && let Some(rule) = hooks.read_refused(&super::spelled(&ws, &f.real)) {
                     denied.push((f.path.to_string_lossy().into_owned(), rule));
                     return true;
                 }
@@ -254,14 +254,6 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
         "ignored": super::glob::ignored_json(&ignored),
         "deniedFiles": denied.iter().map(|(p, r)| json!({"path": p, "rule": r})).collect::<Vec<_>>(),
     }))
-}
-
-/// The permission subject of a file the walk found (its real path, inside a root).
-fn real_subject(
-    ws: &crate::seam::Workspace,
-    real: &std::path::Path,
-) -> dsh_core::PermissionSubject {
-    super::file_subject(ws, ws.default_cwd(), real)
 }
 
 /// What the model is told of the files a permission rule kept the search out of.

@@ -132,6 +132,13 @@ pub(crate) fn file_subject(workspace: &Workspace, cwd: &Path, raw: &Path) -> Per
             std::fs::canonicalize(&joined).unwrap_or_else(|_| lexical(&joined))
         }
     };
+    spelled(workspace, &absolute)
+}
+
+/// The spellings of a canonical absolute path: relative to its root (when inside one), then
+/// absolute. For a path the tool already holds canonically (a file a walk found), with no
+/// further resolution.
+pub(crate) fn spelled(workspace: &Workspace, absolute: &Path) -> PermissionSubject {
     let mut forms = Vec::with_capacity(2);
     if let Some(rel) = workspace
         .roots()
