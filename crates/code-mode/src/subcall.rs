@@ -539,7 +539,7 @@ impl Coordinator {
         let sub_id: Arc<str> = Arc::from(sub_call_id(outer.call_id(), p.n));
         let name: Arc<str> = Arc::from(p.name.as_str());
         if let Some(session) = &self.cx.session {
-            let event = Event::code_dispatch_start_shared(
+            let event = Event::code_dispatch_start(
                 self.root_id.clone(),
                 self.parent_id.clone(),
                 sub_id.clone(),
@@ -600,7 +600,7 @@ impl Coordinator {
                 .cx
                 .log
                 .decide(&record, &|r: &DispatchRecord| r.result.content().clone());
-            let event = Event::code_dispatch_shared(
+            let event = Event::code_dispatch(
                 self.root_id.clone(),
                 self.parent_id.clone(),
                 exec.call_id_arc().clone(),

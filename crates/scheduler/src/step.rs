@@ -221,7 +221,7 @@ impl Runtime {
     ) -> Result<(), SchedulerError> {
         let call_seq = cx
             .session
-            .append(Event::tool_call_shared(
+            .append(Event::tool_call(
                 cx.turn,
                 cx.step,
                 block.call_id.clone(),
@@ -251,7 +251,7 @@ impl Runtime {
     ) -> Result<(), SchedulerError> {
         let ((block, call_seq), result) = (done.payload, done.result);
         cx.session
-            .append(Event::tool_result_shared(
+            .append(Event::tool_result(
                 cx.turn,
                 cx.step,
                 block.call_id.clone(),

@@ -562,10 +562,17 @@ mod tests {
                 let content = [ContentBlock::text(text)];
                 let meta = Json::new(v.clone()).ok();
                 match t % 3 {
-                    0 => Event::tool_call(t, s, &id, &id, &id),
-                    1 => {
-                        Event::tool_result(t, s, &id, 3, &content, s % 2 == 0, None, meta.as_ref())
-                    }
+                    0 => Event::tool_call(t, s, id.as_str(), id.as_str(), id.as_str()),
+                    1 => Event::tool_result(
+                        t,
+                        s,
+                        id.as_str(),
+                        3,
+                        &content[..],
+                        s % 2 == 0,
+                        None,
+                        meta.as_ref(),
+                    ),
                     _ => Event::assistant_message(
                         t,
                         s,

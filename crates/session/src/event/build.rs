@@ -47,44 +47,17 @@ impl Event {
     }
 
     /// `tool/call {turn, step, callId, name, arguments}`; `arguments` is the model's raw string,
-    /// exactly as it came (empty or invalid JSON included). The strings are copied once, into
-    /// the event's compact text.
+    /// exactly as it came (empty or invalid JSON included). The event keeps the strings it is
+    /// given (an `Arc<str>` is shared, a `&str` copied once) and writes its text the first time
+    /// it is needed.
     pub fn tool_call(
         turn: u32,
         step: u32,
-        call_id: &str,
-        name: &str,
-        raw_arguments: &str,
+        call_id: impl Into<Arc<str>>,
+        name: impl Into<Arc<str>>,
+        raw_arguments: impl Into<Arc<str>>,
     ) -> Event {
-        let (text, [call_id, name, arguments]) =
-            write_call(turn, step, call_id, name, raw_arguments);
-        let facts = Facts {
-            turn: Some(turn),
-            step: Some(step),
-            call_id: call_id.into(),
-            name: name.into(),
-            arguments: arguments.into(),
-            ..Facts::known()
-        };
-        // A flat object of strings and numbers: depth 1, whatever the (escaped) arguments hold.
-        let payload = Payload::from_text_at_depth(text.into_boxed_str(), 1, facts);
-        Event {
-            event_type: type_arc(types::TOOL_CALL),
-            data: Arc::new(payload),
-            source_event_seqs: None,
-            tail: Tail::new(None, 1, None),
-        }
-    }
-
-    /// [`Event::tool_call`] over strings the caller already shares: the event keeps them (no
-    /// copy) and writes its text the first time it is needed.
-    pub fn tool_call_shared(
-        turn: u32,
-        step: u32,
-        call_id: Arc<str>,
-        name: Arc<str>,
-        raw_arguments: Arc<str>,
-    ) -> Event {
+        let (call_id, name, raw_arguments) = (call_id.into(), name.into(), raw_arguments.into());
         let facts = Facts {
             turn: Some(turn),
             step: Some(step),
@@ -107,43 +80,21 @@ impl Event {
     }
 
     /// `tool/result {turn, step, message, error?, meta?}` with `surfaceOp: "append"` and
-    /// `sourceEventSeqs: [call_seq]` (spec F5, L2). The message gets a fresh id. The content is
-    /// copied once, into the event's compact text.
+    /// `sourceEventSeqs: [call_seq]` (spec F5, L2). The message gets a fresh id. The event keeps
+    /// the call id and content it is given (shared when they already are) and writes its text
+    /// the first time it is needed.
     #[allow(clippy::too_many_arguments)]
     pub fn tool_result(
         turn: u32,
         step: u32,
-        call_id: &str,
+        call_id: impl Into<Arc<str>>,
         call_seq: u64,
-        content: &[ContentBlock],
+        content: impl Into<Content>,
         is_error: bool,
         error: Option<&ErrorInfo>,
         meta: Option<&Json>,
     ) -> Event {
-        let facts = Facts {
-            turn: Some(turn),
-            step: Some(step),
-            ..Facts::known()
-        };
-        let mut w = TextWriter::with_capacity(256 + 2 * call_id.len() + content_len(content));
-        w.u32("turn", turn);
-        w.u32("step", step);
-        Event::finish_result(w, facts, call_id, call_seq, content, is_error, error, meta)
-    }
-
-    /// [`Event::tool_result`] over a call id and content the caller already shares: the event
-    /// keeps them (no copy) and writes its text the first time it is needed.
-    #[allow(clippy::too_many_arguments)]
-    pub fn tool_result_shared(
-        turn: u32,
-        step: u32,
-        call_id: Arc<str>,
-        call_seq: u64,
-        content: Content,
-        is_error: bool,
-        error: Option<&ErrorInfo>,
-        meta: Option<&Json>,
-    ) -> Event {
+        let (call_id, content) = (call_id.into(), content.into());
         let facts = Facts {
             turn: Some(turn),
             step: Some(step),
@@ -302,89 +253,49 @@ impl Event {
         Event::typed(types::ASSISTANT_MESSAGE, w, facts, Some(SurfaceOp::Append))
     }
 
-    /// `tool/code-dispatch-start {rootCallId, parentCallId, subCallId, name, arguments}` (log-only).
+    /// `tool/code-dispatch-start {rootCallId, parentCallId, subCallId, name, arguments}`
+    /// (log-only). The event keeps the ids, name and arguments it is given (shared when they
+    /// already are) and writes its text the first time it is needed.
     pub fn code_dispatch_start(
-        root_call_id: &str,
-        parent_call_id: &str,
-        sub_call_id: &str,
-        name: &str,
-        arguments: &Json,
-    ) -> Event {
-        let w = dispatch_writer(
-            root_call_id,
-            parent_call_id,
-            sub_call_id,
-            name,
-            arguments,
-            None,
-        );
-        Event::typed(types::CODE_DISPATCH_START, w, Facts::unknown(), None)
-    }
-
-    /// `tool/code-dispatch {rootCallId, parentCallId, subCallId, name, arguments, isError,
-    /// content}` (log-only).
-    pub fn code_dispatch(
-        root_call_id: &str,
-        parent_call_id: &str,
-        sub_call_id: &str,
-        name: &str,
-        arguments: &Json,
-        is_error: bool,
-        content: &[ContentBlock],
-    ) -> Event {
-        let w = dispatch_writer(
-            root_call_id,
-            parent_call_id,
-            sub_call_id,
-            name,
-            arguments,
-            Some((is_error, content)),
-        );
-        Event::typed(types::CODE_DISPATCH, w, Facts::unknown(), None)
-    }
-
-    /// [`Event::code_dispatch_start`] over ids, name and arguments the caller already shares:
-    /// the event keeps them (no copy) and writes its text the first time it is needed.
-    pub fn code_dispatch_start_shared(
-        root_call_id: Arc<str>,
-        parent_call_id: Arc<str>,
-        sub_call_id: Arc<str>,
-        name: Arc<str>,
+        root_call_id: impl Into<Arc<str>>,
+        parent_call_id: impl Into<Arc<str>>,
+        sub_call_id: impl Into<Arc<str>>,
+        name: impl Into<Arc<str>>,
         arguments: Json,
     ) -> Event {
         Event::dispatch_event(
             types::CODE_DISPATCH_START,
             DispatchFields {
-                root_call_id,
-                parent_call_id,
-                sub_call_id,
-                name,
+                root_call_id: root_call_id.into(),
+                parent_call_id: parent_call_id.into(),
+                sub_call_id: sub_call_id.into(),
+                name: name.into(),
                 arguments,
                 settled: None,
             },
         )
     }
 
-    /// [`Event::code_dispatch`] over ids, name, arguments and content the caller already
-    /// shares: the event keeps them (no copy) and writes its text the first time it is needed.
-    pub fn code_dispatch_shared(
-        root_call_id: Arc<str>,
-        parent_call_id: Arc<str>,
-        sub_call_id: Arc<str>,
-        name: Arc<str>,
+    /// `tool/code-dispatch {rootCallId, parentCallId, subCallId, name, arguments, isError,
+    /// content}` (log-only), keeping what it is given as [`Event::code_dispatch_start`] does.
+    pub fn code_dispatch(
+        root_call_id: impl Into<Arc<str>>,
+        parent_call_id: impl Into<Arc<str>>,
+        sub_call_id: impl Into<Arc<str>>,
+        name: impl Into<Arc<str>>,
         arguments: Json,
         is_error: bool,
-        content: Content,
+        content: impl Into<Content>,
     ) -> Event {
         Event::dispatch_event(
             types::CODE_DISPATCH,
             DispatchFields {
-                root_call_id,
-                parent_call_id,
-                sub_call_id,
-                name,
+                root_call_id: root_call_id.into(),
+                parent_call_id: parent_call_id.into(),
+                sub_call_id: sub_call_id.into(),
+                name: name.into(),
                 arguments,
-                settled: Some((is_error, content)),
+                settled: Some((is_error, content.into())),
             },
         )
     }

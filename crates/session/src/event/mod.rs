@@ -18,8 +18,8 @@ use dsh_core::{Content, ContentBlock, ContextMessage, ErrorInfo, Json};
 
 use crate::deep;
 use crate::deferred::{
-    CallFields, Deferred, DispatchFields, ResultFields, content_len, dispatch_depth,
-    dispatch_writer, result_depth, write_call, write_result_rest,
+    CallFields, Deferred, DispatchFields, ResultFields, content_len, dispatch_depth, result_depth,
+    write_result_rest,
 };
 use crate::payload::{Facts, Payload, StrFact, SubText, TextWriter};
 use crate::scan::{Scanned, Scratch, scan_line};

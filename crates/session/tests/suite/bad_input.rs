@@ -265,7 +265,7 @@ fn deep_values_pass_through_checks_history_and_exports_on_a_small_stack() {
                     ))
                     .await?;
                 let call = session
-                    .append(Event::tool_call(1, 1, "c", "echo", &args))
+                    .append(Event::tool_call(1, 1, "c", "echo", args.as_str()))
                     .await?;
                 session
                     .append(Event::tool_result(
@@ -273,7 +273,7 @@ fn deep_values_pass_through_checks_history_and_exports_on_a_small_stack() {
                         1,
                         "c",
                         call,
-                        &[block],
+                        &([block])[..],
                         false,
                         None,
                         Some(&deep),

@@ -17,16 +17,7 @@ fn log(events: &[Event]) -> String {
 }
 
 fn result(call_id: &str, call_seq: u64, turn: u32, step: u32) -> Event {
-    Event::tool_result(
-        turn,
-        step,
-        call_id,
-        call_seq,
-        &text("ok"),
-        false,
-        None,
-        None,
-    )
+    Event::tool_result(turn, step, call_id, call_seq, text("ok"), false, None, None)
 }
 
 fn lines(problems: &[Problem]) -> Vec<usize> {

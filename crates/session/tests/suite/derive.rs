@@ -38,7 +38,7 @@ async fn sample() -> Session {
     let c2 = put(&s, Event::tool_call(1, 1, "c2", "read", "not json")).await;
     put(
         &s,
-        Event::tool_result(1, 1, "c1", c1, &text("alpha"), false, None, None),
+        Event::tool_result(1, 1, "c1", c1, text("alpha"), false, None, None),
     )
     .await;
     let info = ErrorInfo {
@@ -47,12 +47,12 @@ async fn sample() -> Session {
     };
     put(
         &s,
-        Event::tool_result(1, 1, "c2", c2, &text("Error: bad"), true, Some(&info), None),
+        Event::tool_result(1, 1, "c2", c2, text("Error: bad"), true, Some(&info), None),
     )
     .await;
     put(
         &s,
-        Event::code_dispatch_start("c1", "c1", "c1:code:1", "x", &j(json!({}))),
+        Event::code_dispatch_start("c1", "c1", "c1:code:1", "x", j(json!({}))),
     )
     .await;
     put(
@@ -71,12 +71,20 @@ async fn code_68_code_dispatch_records_are_log_only() {
     let args = j(json!({"value": "v"}));
     put(
         &s,
-        Event::code_dispatch_start("r", "r", "r:code:1", "echo", &args),
+        Event::code_dispatch_start("r", "r", "r:code:1", "echo", args.clone()),
     )
     .await;
     put(
         &s,
-        Event::code_dispatch("r", "r", "r:code:1", "echo", &args, false, &text("echo:v")),
+        Event::code_dispatch(
+            "r",
+            "r",
+            "r:code:1",
+            "echo",
+            args.clone(),
+            false,
+            text("echo:v"),
+        ),
     )
     .await;
     let messages = derive_messages(&s.events());

@@ -82,7 +82,7 @@ fn log_16_typed_failure_result_carries_exactly_name_and_code() {
         1,
         "c1",
         4,
-        &text("Error: exploded"),
+        text("Error: exploded"),
         true,
         Some(&info),
         None,
@@ -103,7 +103,7 @@ fn log_16_typed_failure_result_carries_exactly_name_and_code() {
 #[test]
 fn log_17_presentation_meta_is_logged_on_the_result() {
     let meta = j(json!({"presentation": "diff-card"}));
-    let event = Event::tool_result(1, 1, "c1", 0, &text("ok"), false, None, Some(&meta));
+    let event = Event::tool_result(1, 1, "c1", 0, text("ok"), false, None, Some(&meta));
     let data = event.data().value();
     assert_eq!(data["meta"], json!({"presentation": "diff-card"}));
     assert_eq!(keys(data), ["turn", "step", "message", "meta"]);
@@ -112,7 +112,7 @@ fn log_17_presentation_meta_is_logged_on_the_result() {
 
 #[test]
 fn tool_result_points_at_its_call_and_appends_to_the_surface() {
-    let event = Event::tool_result(2, 3, "call_a", 18, &text("alpha"), false, None, None);
+    let event = Event::tool_result(2, 3, "call_a", 18, text("alpha"), false, None, None);
     assert_eq!(event.source_event_seqs(), Some(&[18u64][..]));
     assert_eq!(event.surface_op(), Some(&SurfaceOp::Append));
     let line = line_value(&event);
@@ -139,7 +139,7 @@ fn tool_result_points_at_its_call_and_appends_to_the_surface() {
         ("call_a", Some(18), Some(2), Some(3))
     );
     assert_eq!(view.is_error, Some(false));
-    let other = Event::tool_result(2, 3, "call_a", 18, &text("alpha"), false, None, None);
+    let other = Event::tool_result(2, 3, "call_a", 18, text("alpha"), false, None, None);
     assert_ne!(
         event.data().value()["message"]["id"],
         other.data().value()["message"]["id"],
@@ -185,7 +185,11 @@ fn framing_and_dispatch_events_have_the_reference_shapes() {
     );
     let args = j(json!({"command": "echo hi"}));
     let start = line_value(&Event::code_dispatch_start(
-        "r", "r", "r:code:1", "bash", &args,
+        "r",
+        "r",
+        "r:code:1",
+        "bash",
+        args.clone(),
     ));
     assert_eq!(
         keys(&start["data"]),
@@ -202,9 +206,9 @@ fn framing_and_dispatch_events_have_the_reference_shapes() {
         "r",
         "r:code:1",
         "bash",
-        &args,
+        args.clone(),
         false,
-        &text("hi\n"),
+        text("hi\n"),
     ));
     assert_eq!(
         keys(&done["data"]),
@@ -312,7 +316,7 @@ fn other_content_blocks_are_kept_verbatim_in_results() {
         1,
         "c",
         0,
-        &[odd, ContentBlock::text("t")],
+        &([odd, ContentBlock::text("t")])[..],
         false,
         None,
         None,

@@ -19,7 +19,7 @@ fn policy(p: &str) -> Event {
 }
 
 fn start(root: &str, parent: &str, sub: &str) -> Event {
-    Event::code_dispatch_start(root, parent, sub, "echo", &j(json!({})))
+    Event::code_dispatch_start(root, parent, sub, "echo", j(json!({})))
 }
 
 fn checked() -> Session {
@@ -194,7 +194,7 @@ async fn log_23_a_parent_must_belong_to_the_root_and_the_check_runs_before_the_a
     put(&s, Event::turn_start(1)).await;
     put(
         &s,
-        Event::code_dispatch_start("root", "root", "child", "run_code", &j(json!({}))),
+        Event::code_dispatch_start("root", "root", "child", "run_code", j(json!({}))),
     )
     .await;
     put(&s, start("root", "child", "grandchild")).await;
@@ -226,7 +226,15 @@ async fn log_24_dispatch_ids_are_non_empty_and_a_sub_call_keeps_its_root() {
     put(&s, start("root", "root", "child")).await;
     let m = rejected(&s, start("other-root", "other-root", "child")).await;
     assert!(m.contains("changed rootCallId for subCallId child"), "{m}");
-    let settled = Event::code_dispatch("root", "root", "child", "echo", &j(json!({})), false, &[]);
+    let settled = Event::code_dispatch(
+        "root",
+        "root",
+        "child",
+        "echo",
+        j(json!({})),
+        false,
+        &([])[..],
+    );
     put(&s, settled).await;
 }
 
@@ -247,7 +255,15 @@ fn log_25_a_record_of_a_session_no_store_knows_is_indexed_without_violation() {
 async fn log_26_a_late_checker_replays_a_valid_enclosed_record() {
     let s = Session::in_memory("late");
     put(&s, Event::turn_start(1)).await;
-    let done = Event::code_dispatch("root", "root", "child", "echo", &j(json!({})), false, &[]);
+    let done = Event::code_dispatch(
+        "root",
+        "root",
+        "child",
+        "echo",
+        j(json!({})),
+        false,
+        &([])[..],
+    );
     put(&s, done).await;
     put(&s, Event::turn_end(1, completed())).await;
     s.enable_invariants().expect("replayed records are valid");

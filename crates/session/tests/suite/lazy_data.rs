@@ -191,11 +191,11 @@ fn log_04_typed_constructors_give_the_eager_tree_and_line() {
         ),
         (Event::user_message(&ctx), ctx_value),
         (
-            Event::code_dispatch_start("r", "p", "s", "n", &args),
+            Event::code_dispatch_start("r", "p", "s", "n", args.clone()),
             dispatch(vec![]),
         ),
         (
-            Event::code_dispatch("r", "p", "s", "n", &args, true, &content),
+            Event::code_dispatch("r", "p", "s", "n", args.clone(), true, &content[..]),
             dispatch(vec![
                 ("isError", json!(true)),
                 ("content", content_value(&content)),
@@ -221,7 +221,16 @@ fn log_16_17_tool_results_give_the_eager_tree_and_line() {
         (None, Some(&meta)),
         (Some(&info), Some(&meta)),
     ] {
-        let e = Event::tool_result(3, 4, "call\\1", 7, &content, error.is_some(), error, meta);
+        let e = Event::tool_result(
+            3,
+            4,
+            "call\\1",
+            7,
+            &content[..],
+            error.is_some(),
+            error,
+            meta,
+        );
         let expected = result_expected(&e, "call\\1", &content, error.is_some(), error, meta);
         assert_same(&e, &expected);
         assert_eq!(e.source_event_seqs(), Some(&[7][..]));
@@ -271,7 +280,7 @@ async fn data_nested_past_the_limit_is_refused_and_still_readable() {
         "]".repeat(MAX_DEPTH)
     ))
     .expect("at the limit");
-    let e = Event::tool_result(1, 1, "c", 0, &[], false, None, Some(&deep));
+    let e = Event::tool_result(1, 1, "c", 0, &([])[..], false, None, Some(&deep));
     let session = Session::in_memory("s");
     let err = session.append(e.clone()).await.expect_err("too deep");
     assert!(matches!(err, SessionError::InvalidEvent(m) if m.contains("deeper")));
@@ -311,7 +320,7 @@ proptest! {
         turn in any::<u32>(), step in any::<u32>(),
         id in any::<String>(), name in any::<String>(), args in any::<String>(),
     ) {
-        let e = Event::tool_call(turn, step, &id, &name, &args);
+        let e = Event::tool_call(turn, step, id.as_str(), name.as_str(), args.as_str());
         let expected = obj(vec![
             ("turn", json!(turn)),
             ("step", json!(step)),
@@ -331,7 +340,7 @@ proptest! {
     ) {
         let meta = Json::new(meta).expect("shallow");
         let content = [ContentBlock::text(text), ContentBlock::Other(Json::new(other).expect("shallow"))];
-        let e = Event::tool_result(3, 4, &id, 1, &content, is_error, None, Some(&meta));
+        let e = Event::tool_result(3, 4, id.as_str(), 1, &content[..], is_error, None, Some(&meta));
         let expected = result_expected(&e, &id, &content, is_error, None, Some(&meta));
         assert_same(&e, &expected);
     }
@@ -343,8 +352,8 @@ proptest! {
 #[test]
 fn l2_results_written_late_keep_the_id_they_were_built_with() {
     let content: dsh_core::Content = Arc::from([ContentBlock::text("done")]);
-    let a = Event::tool_result_shared(1, 2, Arc::from("c1"), 7, content.clone(), false, None, None);
-    let b = Event::tool_result_shared(1, 2, Arc::from("c1"), 7, content, false, None, None);
+    let a = Event::tool_result(1, 2, Arc::from("c1"), 7, content.clone(), false, None, None);
+    let b = Event::tool_result(1, 2, Arc::from("c1"), 7, content, false, None, None);
     let clone = a.clone();
     let first = clone.to_json_line();
     assert_eq!(a.to_json_line(), first);
@@ -362,18 +371,15 @@ fn l2_results_written_late_keep_the_id_they_were_built_with() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// The shared constructors give exactly the events of the copying ones.
+    /// A result built over shared fields writes exactly the tree and line of its values.
     #[test]
-    fn l2_log_04_16_shared_constructors_match_the_copying_ones(
-        id in any::<String>(), name in any::<String>(), args in any::<String>(),
-        text in any::<String>(), is_error in any::<bool>(),
+    fn l2_log_16_results_kept_as_fields_match_the_tree(
+        id in any::<String>(), text in any::<String>(), is_error in any::<bool>(),
     ) {
-        let shared = Event::tool_call_shared(5, 6, Arc::from(&*id), Arc::from(&*name), Arc::from(&*args));
-        prop_assert_eq!(shared.to_json_line(), Event::tool_call(5, 6, &id, &name, &args).to_json_line());
         let content = [ContentBlock::text(text)];
         let info = ErrorInfo { name: Arc::from("AbortError"), code: Arc::from("ABORTED") };
         let error = is_error.then_some(&info);
-        let e = Event::tool_result_shared(3, 4, Arc::from(&*id), 9, Arc::from(content.clone()), is_error, error, None);
+        let e = Event::tool_result(3, 4, Arc::from(&*id), 9, Arc::from(content.clone()), is_error, error, None);
         let expected = result_expected(&e, &id, &content, is_error, error, None);
         assert_same(&e, &expected);
         prop_assert_eq!(e.source_event_seqs(), Some(&[9u64][..]));
@@ -392,7 +398,7 @@ fn i3_a_result_kept_as_fields_derives_the_message_its_line_holds() {
         name: Arc::from("Error"),
         code: Arc::from("E"),
     };
-    let e = Event::tool_result_shared(1, 2, Arc::from("c1"), 0, content, true, Some(&info), None);
+    let e = Event::tool_result(1, 2, Arc::from("c1"), 0, content, true, Some(&info), None);
     let live = dsh_session::derive_messages_from([(1, &e)]);
     let read = Event::from_json_line(&e.to_json_line()).expect("reads back");
     let from_line = dsh_session::derive_messages_from([(1, &read)]);
@@ -409,31 +415,42 @@ fn i3_a_result_kept_as_fields_derives_the_message_its_line_holds() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// The shared `tool/code-dispatch*` constructors keep their fields and give exactly the
-    /// events of the copying ones: tree, key order, line, and the depth a session checks.
+    /// `tool/code-dispatch*` records keep their fields and write exactly the tree, key order
+    /// and line of their values, at the depth a session checks.
     #[test]
-    fn shared_dispatch_records_match_the_copying_ones(
+    fn dispatch_records_kept_as_fields_match_the_tree(
         ids in (any::<String>(), any::<String>(), any::<String>(), any::<String>()),
         args in json_value(), other in json_value(), text in any::<String>(),
         is_error in any::<bool>(),
     ) {
         let (root, parent, sub, name) = ids;
         let args = Json::new(args).expect("shallow");
-        let start = Event::code_dispatch_start(&root, &parent, &sub, &name, &args);
-        let shared = Event::code_dispatch_start_shared(
+        let head = |more: Vec<(&str, Value)>| {
+            let mut entries = vec![
+                ("rootCallId", json!(root)),
+                ("parentCallId", json!(parent)),
+                ("subCallId", json!(sub)),
+                ("name", json!(name)),
+                ("arguments", args.value().clone()),
+            ];
+            entries.extend(more);
+            obj(entries)
+        };
+        let start = Event::code_dispatch_start(
             Arc::from(&*root), Arc::from(&*parent), Arc::from(&*sub), Arc::from(&*name), args.clone(),
         );
-        assert_same(&shared, start.data().value());
-        prop_assert_eq!(shared.data().depth(), start.data().depth());
+        let expected = head(vec![]);
+        assert_same(&start, &expected);
+        prop_assert_eq!(start.data().depth(), Json::new(expected).expect("shallow").depth());
         let content = [ContentBlock::text(text), ContentBlock::Other(Json::new(other).expect("shallow"))];
         for blocks in [&content[..], &content[..1], &[]] {
-            let settle = Event::code_dispatch(&root, &parent, &sub, &name, &args, is_error, blocks);
-            let shared = Event::code_dispatch_shared(
-                Arc::from(&*root), Arc::from(&*parent), Arc::from(&*sub), Arc::from(&*name),
-                args.clone(), is_error, Arc::from(blocks),
+            let settle = Event::code_dispatch(
+                root.as_str(), parent.as_str(), sub.as_str(), name.as_str(),
+                args.clone(), is_error, blocks,
             );
-            assert_same(&shared, settle.data().value());
-            prop_assert_eq!(shared.event_type(), settle.event_type());
+            let expected = head(vec![("isError", json!(is_error)), ("content", content_value(blocks))]);
+            assert_same(&settle, &expected);
+            prop_assert_eq!(settle.data().depth(), Json::new(expected).expect("shallow").depth());
         }
     }
 }
@@ -457,11 +474,11 @@ async fn a_shared_dispatch_record_past_the_limit_is_refused() {
         )
     };
     let (r, p, sub, t) = ids();
-    let e = Event::code_dispatch_start_shared(r, p, sub, t, deep.clone());
+    let e = Event::code_dispatch_start(r, p, sub, t, deep.clone());
     let session = Session::in_memory("s");
     let err = session.append(e.clone()).await.expect_err("too deep");
     assert!(matches!(err, SessionError::InvalidEvent(m) if m.contains("deeper")));
-    let copying = Event::code_dispatch_start("r", "p", "p:code:1", "t", &deep);
+    let copying = Event::code_dispatch_start("r", "p", "p:code:1", "t", deep.clone());
     assert!(session.append(copying).await.is_err());
     assert_eq!(e.data().depth(), MAX_DEPTH + 1);
 }

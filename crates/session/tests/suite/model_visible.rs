@@ -72,7 +72,13 @@ fn wide_log() -> Vec<u8> {
         while started < WIDE && started < done + WINDOW {
             let s = push(
                 &mut events,
-                Event::tool_call(1, 1, &id(started), "read", &format!("{{\"n\":{started}}}")),
+                Event::tool_call(
+                    1,
+                    1,
+                    id(started).as_str(),
+                    "read",
+                    format!("{{\"n\":{started}}}").as_str(),
+                ),
             );
             call_seqs.insert(started, s);
             started += 1;
@@ -82,9 +88,9 @@ fn wide_log() -> Vec<u8> {
             Event::tool_result(
                 1,
                 1,
-                &id(done),
+                id(done).as_str(),
                 call_seqs[&done],
-                &text("ok"),
+                text("ok"),
                 false,
                 None,
                 None,
@@ -259,12 +265,12 @@ fn l4_a_reused_call_id_is_reported_with_both_lines() {
         Event::step_start(1, 1),
         Event::assistant_message(1, 1, msg("same")),
         Event::tool_call(1, 1, "same", "read", "{}"),
-        Event::tool_result(1, 1, "same", 3, &text("a"), false, None, None),
+        Event::tool_result(1, 1, "same", 3, text("a"), false, None, None),
         Event::step_end(1, 1),
         Event::step_start(1, 2),
         Event::assistant_message(1, 2, msg("same")),
         Event::tool_call(1, 2, "same", "read", "{}"),
-        Event::tool_result(1, 2, "same", 8, &text("b"), false, None, None),
+        Event::tool_result(1, 2, "same", 8, text("b"), false, None, None),
         Event::step_end(1, 2),
         Event::turn_end(1, completed()),
     ];

@@ -50,7 +50,13 @@ fn any_event() -> impl Strategy<Value = Event> {
             ident(),
             any::<String>()
         )
-            .prop_map(|(t, s, id, n, args)| Event::tool_call(t, s, &id, &n, &args)),
+            .prop_map(|(t, s, id, n, args)| Event::tool_call(
+                t,
+                s,
+                id.as_str(),
+                n.as_str(),
+                args.as_str()
+            )),
         (
             any::<u32>(),
             any::<u32>(),
@@ -62,7 +68,16 @@ fn any_event() -> impl Strategy<Value = Event> {
         )
             .prop_map(|(t, s, id, seq, body, err, meta)| {
                 let meta = meta.map(j);
-                Event::tool_result(t, s, &id, seq, &text(&body), err, None, meta.as_ref())
+                Event::tool_result(
+                    t,
+                    s,
+                    id.as_str(),
+                    seq,
+                    text(&body),
+                    err,
+                    None,
+                    meta.as_ref(),
+                )
             }),
         (ident(), any::<String>())
             .prop_map(|(p, t)| Event::user_message(&ContextMessage::plugin_text(&p, t))),
@@ -71,11 +86,11 @@ fn any_event() -> impl Strategy<Value = Event> {
         (any::<u32>(), any::<u32>()).prop_map(|(t, s)| Event::step_start(t, s)),
         (any::<u32>(), any::<u32>()).prop_map(|(t, s)| Event::step_end(t, s)),
         (ident(), ident(), json_value()).prop_map(|(r, n, a)| Event::code_dispatch_start(
-            &r,
-            &r,
-            &format!("{r}:code:1"),
-            &n,
-            &j(a)
+            r.as_str(),
+            r.as_str(),
+            format!("{r}:code:1").as_str(),
+            n.as_str(),
+            j(a).clone()
         )),
         (
             "[a-z]{1,8}/[a-z-]{1,10}",
@@ -204,30 +219,35 @@ fn valid_events(turns: &[Vec<StepPlan>], first_turn: u32, mut seq: u64) -> Vec<E
             );
             let call_seqs: Vec<u64> = ids
                 .iter()
-                .map(|id| push(&mut out, Event::tool_call(turn, step, id, "echo", "{}")))
+                .map(|id| {
+                    push(
+                        &mut out,
+                        Event::tool_call(turn, step, id.as_str(), "echo", "{}"),
+                    )
+                })
                 .collect();
             if plan.dispatch && !ids.is_empty() {
                 let root = &ids[0];
                 push(
                     &mut out,
                     Event::code_dispatch_start(
-                        root,
-                        root,
-                        &format!("{root}:code:1"),
+                        root.as_str(),
+                        root.as_str(),
+                        format!("{root}:code:1").as_str(),
                         "echo",
-                        &j(json!({})),
+                        j(json!({})).clone(),
                     ),
                 );
                 push(
                     &mut out,
                     Event::code_dispatch(
-                        root,
-                        root,
-                        &format!("{root}:code:1"),
+                        root.as_str(),
+                        root.as_str(),
+                        format!("{root}:code:1").as_str(),
                         "echo",
-                        &j(json!({})),
+                        j(json!({})).clone(),
                         false,
-                        &text("x"),
+                        text("x"),
                     ),
                 );
             }
@@ -237,9 +257,9 @@ fn valid_events(turns: &[Vec<StepPlan>], first_turn: u32, mut seq: u64) -> Vec<E
                     Event::tool_result(
                         turn,
                         step,
-                        &ids[i],
+                        ids[i].as_str(),
                         call_seqs[i],
-                        &text(&format!("r{i}")),
+                        text(&format!("r{i}")),
                         i % 2 == 1,
                         None,
                         None,

@@ -42,22 +42,22 @@ fn sample_log() -> Vec<u8> {
         ), // 5
         Event::tool_call(1, 1, "c1", "echo", "{}"),                         // 6
         Event::tool_call(1, 1, "c2", "run_code", "{}"),                     // 7
-        Event::code_dispatch_start("c2", "c2", "c2:code:1", "echo", &args), // 8
-        Event::tool_result(1, 1, "c1", 6, &text("echo"), false, None, None), // 9
+        Event::code_dispatch_start("c2", "c2", "c2:code:1", "echo", args.clone()), // 8
+        Event::tool_result(1, 1, "c1", 6, text("echo"), false, None, None), // 9
         Event::code_dispatch(
             "c2",
             "c2",
             "c2:code:1",
             "echo",
-            &args,
+            args.clone(),
             false,
-            &text("echo:x"),
+            text("echo:x"),
         ), // 10
-        Event::tool_result(1, 1, "c2", 7, &text("done"), false, None, None), // 11
+        Event::tool_result(1, 1, "c2", 7, text("done"), false, None, None), // 11
         Event::step_end(1, 1),                                              // 12
         Event::step_start(1, 2),                                            // 13
         Event::tool_call(1, 2, "c3", "echo", "not json"),                   // 14
-        Event::tool_result(1, 2, "c3", 14, &text("Error: bad"), true, None, None), // 15
+        Event::tool_result(1, 2, "c3", 14, text("Error: bad"), true, None, None), // 15
         Event::step_end(1, 2),                                              // 16
         Event::turn_end(1, completed()),                                    // 17
     ];
@@ -161,7 +161,7 @@ async fn an_in_flight_call_gets_an_interrupted_result_and_the_step_and_turn_are_
         Event::turn_start(1),
         Event::step_start(1, 1),
         Event::tool_call(1, 1, "done", "echo", "{}"),
-        Event::tool_result(1, 1, "done", 2, &text("ok"), false, None, None),
+        Event::tool_result(1, 1, "done", 2, text("ok"), false, None, None),
         Event::tool_call(1, 1, "flying", "bash", "{\"command\":\"rm -rf build\"}"),
     ];
     let mut bytes = log_bytes(&events);
