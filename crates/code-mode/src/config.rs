@@ -4,8 +4,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use dsh_core::codes::messages::MAX_SUB_CALLS_POSITIVE;
-
 use crate::dispatch_log::{DispatchLog, SessionFor};
 use crate::error::CodeModeError;
 use crate::limits::Limits;
@@ -75,9 +73,10 @@ impl CodeModeConfig {
     pub fn validate(&self) -> Result<(), CodeModeError> {
         validate_max_parallel_sub_calls(self.max_parallel_sub_calls)?;
         if self.shown.max_bytes == 0 {
-            return Err(CodeModeError::Config(
-                "maxShownBytes must be a positive integer".to_owned(),
-            ));
+            return Err(CodeModeError::InvalidSetting {
+                setting: "maxShownBytes",
+                requirement: "a positive integer",
+            });
         }
         self.limits.validate()
     }
@@ -88,6 +87,9 @@ pub fn validate_max_parallel_sub_calls(n: usize) -> Result<usize, CodeModeError>
     if n >= 1 {
         Ok(n)
     } else {
-        Err(CodeModeError::Config(MAX_SUB_CALLS_POSITIVE.to_owned()))
+        Err(CodeModeError::InvalidSetting {
+            setting: "maxParallelSubCalls",
+            requirement: "a positive integer",
+        })
     }
 }

@@ -6,9 +6,18 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CodeModeError {
-    /// A bad setting (`maxParallelSubCalls must be a positive integer`, a limit...).
-    #[error("{0}")]
-    Config(String),
+    /// A bad setting: `maxParallelSubCalls must be a positive integer`, `memoryBytes must be at
+    /// least 1 MiB`...
+    #[error("{setting} must be {requirement}")]
+    InvalidSetting {
+        /// The setting's name, as the configuration spells it.
+        setting: &'static str,
+        /// What it must be.
+        requirement: &'static str,
+    },
+    /// Code Mode bound to a second runtime.
+    #[error("Code Mode is already bound to a runtime")]
+    AlreadyBound,
     /// A mode that needs a runtime, without one (`mode "code" requires a code runtime`).
     #[error("mode \"{0}\" requires a code runtime")]
     NoRuntime(&'static str),

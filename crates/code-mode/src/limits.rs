@@ -47,24 +47,29 @@ impl Limits {
     /// Checks that every limit is usable (positive; memory at least 1 MiB, stack at least
     /// 256 KiB, so the interpreter can start at all).
     pub fn validate(&self) -> Result<(), CodeModeError> {
-        let bad = |what: &str| Err(CodeModeError::Config(what.to_owned()));
+        let bad = |setting, requirement| {
+            Err(CodeModeError::InvalidSetting {
+                setting,
+                requirement,
+            })
+        };
         if self.memory_bytes < (1 << 20) {
-            return bad("memoryBytes must be at least 1 MiB");
+            return bad("memoryBytes", "at least 1 MiB");
         }
         if self.stack_bytes < (256 << 10) {
-            return bad("stackBytes must be at least 256 KiB");
+            return bad("stackBytes", "at least 256 KiB");
         }
         if self.wall_time.is_zero() {
-            return bad("wallTime must be positive");
+            return bad("wallTime", "positive");
         }
         if self.max_sub_calls == 0 {
-            return bad("maxSubCalls must be a positive integer");
+            return bad("maxSubCalls", "a positive integer");
         }
         if self.max_output_bytes == 0 {
-            return bad("maxOutputBytes must be a positive integer");
+            return bad("maxOutputBytes", "a positive integer");
         }
         if self.max_program_bytes == 0 {
-            return bad("maxProgramBytes must be a positive integer");
+            return bad("maxProgramBytes", "a positive integer");
         }
         Ok(())
     }

@@ -316,7 +316,7 @@ impl CodeMode {
         self.inner
             .runtime
             .set(Arc::new(runtime.clone()))
-            .map_err(|_| CodeModeError::Config("Code Mode is already bound to a runtime".into()))
+            .map_err(|_| CodeModeError::AlreadyBound)
     }
 
     /// The admission check to install with [`Runtime::with_admission`]: it refuses, before any

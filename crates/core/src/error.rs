@@ -50,9 +50,6 @@ pub enum CoreError {
     /// A bad budget.
     #[error(transparent)]
     Deadline(#[from] DeadlineError),
-    /// A pool size that is not a positive integer.
-    #[error("{0}")]
-    Config(String),
     /// Parameters that are not lossless JSON (a NaN or infinite number), naming the tool.
     #[error("tool \"{0}\" parameters must be lossless JSON before schema projection")]
     LossyParameters(String),

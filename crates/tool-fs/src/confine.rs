@@ -30,18 +30,17 @@ impl Roots {
     /// Canonicalizes each root; each must be an existing directory.
     pub(crate) fn new(roots: Vec<PathBuf>) -> Result<Roots, FsError> {
         if roots.is_empty() {
-            return Err(FsError::Config(Arc::from("at least one root is required")));
+            return Err(FsError::NoRoots);
         }
         let mut out = Vec::with_capacity(roots.len());
         for r in roots {
-            let c = std::fs::canonicalize(&r).map_err(|e| {
-                FsError::Config(Arc::from(format!("root \"{}\": {e}", r.display())))
+            let root = || Arc::from(r.display().to_string());
+            let c = std::fs::canonicalize(&r).map_err(|e| FsError::RootUnreadable {
+                root: root(),
+                message: Arc::from(e.to_string()),
             })?;
             if !c.is_dir() {
-                return Err(FsError::Config(Arc::from(format!(
-                    "root \"{}\" is not a directory",
-                    r.display()
-                ))));
+                return Err(FsError::RootNotADirectory { root: root() });
             }
             out.push(c);
         }

@@ -146,9 +146,23 @@ pub enum FsError {
     /// The operation was cancelled.
     #[error("tool call aborted")]
     Aborted,
-    /// A workspace that cannot be built (a root that is not a directory, no roots).
-    #[error("workspace configuration: {0}")]
-    Config(Arc<str>),
+    /// A workspace built with no root.
+    #[error("workspace configuration: at least one root is required")]
+    NoRoots,
+    /// A workspace root that cannot be opened (missing, unreadable).
+    #[error("workspace configuration: root \"{root}\": {message}")]
+    RootUnreadable {
+        /// The root as given.
+        root: Arc<str>,
+        /// The system's message.
+        message: Arc<str>,
+    },
+    /// A workspace root that is not a directory.
+    #[error("workspace configuration: root \"{root}\" is not a directory")]
+    RootNotADirectory {
+        /// The root as given.
+        root: Arc<str>,
+    },
 }
 
 impl FsError {
@@ -168,7 +182,10 @@ impl FsError {
             FsError::EditInvalid { .. } => codes::FS_EDIT_INVALID,
             FsError::InvalidRange { .. } => codes::FS_INVALID_RANGE,
             FsError::InvalidPattern { .. } => codes::FS_INVALID_PATTERN,
-            FsError::Io { .. } | FsError::Config(_) => codes::FS_IO,
+            FsError::Io { .. }
+            | FsError::NoRoots
+            | FsError::RootUnreadable { .. }
+            | FsError::RootNotADirectory { .. } => codes::FS_IO,
             FsError::Aborted => dsh_core::codes::ABORTED,
         }
     }
