@@ -52,7 +52,7 @@ pub(crate) struct Call {
     pub(crate) hooks: Arc<CallHooks>,
     pub(crate) chain: Vec<AgentId>,
     /// The stages this call has entered (spec order, checked in debug builds).
-    pub(crate) stages: Arc<crate::invariants::StageLog>,
+    pub(crate) stages: crate::invariants::StageLog,
 }
 
 impl Call {
@@ -159,7 +159,7 @@ impl Runtime {
             generation,
             hooks,
             chain,
-            stages: Arc::default(),
+            stages: Default::default(),
         }
     }
 

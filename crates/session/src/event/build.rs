@@ -41,7 +41,14 @@ impl Event {
 
     /// The same event with `sourceEventSeqs`.
     pub fn with_source_event_seqs(mut self, seqs: impl Into<Arc<[u64]>>) -> Event {
-        self.source_event_seqs = Some(seqs.into());
+        self.source_event_seqs = Some(Seqs::from(seqs.into()));
+        self.tail.set_verbatim(None);
+        self
+    }
+
+    /// The same event with `sourceEventSeqs: [seq]`, kept without an allocation.
+    fn with_source_event_seq(mut self, seq: u64) -> Event {
+        self.source_event_seqs = Some(Seqs::One(seq));
         self.tail.set_verbatim(None);
         self
     }
@@ -160,7 +167,7 @@ impl Event {
             source_event_seqs: None,
             tail: Tail::new(None, 1, None),
         }
-        .with_source_event_seqs([call_seq])
+        .with_source_event_seq(call_seq)
         .with_surface_op(SurfaceOp::Append)
     }
 

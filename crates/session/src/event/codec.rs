@@ -39,9 +39,9 @@ impl Event {
         let mut ok = serde_json::to_writer(&mut *out, &*self.event_type).is_ok();
         out.extend_from_slice(b",\"data\":");
         out.extend_from_slice(text.as_bytes());
-        if let Some(seqs) = &self.source_event_seqs {
+        if let Some(seqs) = self.source_event_seqs() {
             out.extend_from_slice(b",\"sourceEventSeqs\":");
-            ok &= serde_json::to_writer(&mut *out, &**seqs).is_ok();
+            ok &= serde_json::to_writer(&mut *out, seqs).is_ok();
         }
         if let Some(op) = self.tail.surface_op() {
             out.extend_from_slice(b",\"surfaceOp\":");
@@ -90,7 +90,7 @@ impl Event {
                         }
                     }
                 }
-                Some(Arc::from(seqs))
+                Some(Seqs::from(seqs))
             }
             Some(_) => return Err("`sourceEventSeqs` must be an array".to_owned()),
         };
@@ -140,7 +140,7 @@ impl Event {
                 line.data_depth,
                 line.facts,
             )),
-            source_event_seqs: line.source_event_seqs.map(Arc::from),
+            source_event_seqs: line.source_event_seqs.map(Seqs::from),
             tail: Tail::new(surface_op, 1, None),
         })
     }
