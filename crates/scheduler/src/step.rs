@@ -29,7 +29,7 @@ use tracing::Instrument;
 
 use crate::batch::ToolCallBlock;
 use crate::error::SchedulerError;
-use crate::pool::{Committed, Pool, Start};
+use crate::pool::{Pool, Start};
 use crate::runtime::Runtime;
 
 /// The default pool size (spec S3).
@@ -134,9 +134,17 @@ impl Runtime {
                 && pool.front_decided()
                 && let Some(done) = pool.commit_front().await
             {
-                match self.record(cx, done, &mut out).await {
-                    Ok(()) => committed += 1,
-                    Err(e) => failure = Some(e),
+                let ((block, call_seq), result) = (done.payload, done.result);
+                match cx
+                    .session
+                    .append(tool_result_event(cx, &block, call_seq, &result))
+                    .await
+                {
+                    Ok(_) => {
+                        fold(&mut out, result);
+                        committed += 1;
+                    }
+                    Err(e) => failure = Some(e.into()),
                 }
                 continue;
             }
@@ -184,8 +192,17 @@ impl Runtime {
                         let args = pending
                             .take()
                             .map_or_else(|| Arguments::from_raw(&block.arguments), |(_, a)| a);
-                        if let Err(e) = self.start(cx, &mut pool, block, args, mode, alone).await {
-                            failure = Some(e);
+                        // Recorded (`tool/call`, before any policy runs), then started. Written
+                        // here rather than in a helper `async fn`: the pool's start future is
+                        // large, and each level of `async fn` around it copies it once more.
+                        match cx.session.append(tool_call_event(cx, block)).await {
+                            Ok(call_seq) => {
+                                let input = call_input(cx, block, args);
+                                let how = if alone { Start::RunAlone } else { Start::Run };
+                                pool.start(input, mode, how, (block.clone(), call_seq))
+                                    .await;
+                            }
+                            Err(e) => failure = Some(e.into()),
                         }
                         continue;
                     }
@@ -208,64 +225,54 @@ impl Runtime {
             None => Ok(out),
         }
     }
+}
 
-    /// Records a call (`tool/call`, before any policy runs), then starts it in the pool.
-    async fn start(
-        &self,
-        cx: &StepContext,
-        pool: &mut Pool<(ToolCallBlock, u64)>,
-        block: &ToolCallBlock,
-        arguments: Arguments,
-        mode: ExecutionMode,
-        alone: bool,
-    ) -> Result<(), SchedulerError> {
-        let call_seq = cx
-            .session
-            .append(Event::tool_call(
-                cx.turn,
-                cx.step,
-                block.call_id.clone(),
-                block.name.clone(),
-                block.arguments.clone(),
-            ))
-            .await?;
-        let mut input = ToolExecutionInput::shared(
-            block.call_id.clone(),
-            block.name.clone(),
-            arguments,
-            cx.signal.clone(),
-        );
-        input.agent = cx.agent.clone();
-        let how = if alone { Start::RunAlone } else { Start::Run };
-        pool.start(input, mode, how, (block.clone(), call_seq))
-            .await;
-        Ok(())
-    }
+/// A block's `tool/call` event, over the block's shared strings.
+fn tool_call_event(cx: &StepContext, block: &ToolCallBlock) -> Event {
+    Event::tool_call(
+        cx.turn,
+        cx.step,
+        block.call_id.clone(),
+        block.name.clone(),
+        block.arguments.clone(),
+    )
+}
 
-    /// Appends a committed call's `tool/result` and folds it into the outcome.
-    async fn record(
-        &self,
-        cx: &StepContext,
-        done: Committed<(ToolCallBlock, u64)>,
-        out: &mut StepOutcome,
-    ) -> Result<(), SchedulerError> {
-        let ((block, call_seq), result) = (done.payload, done.result);
-        cx.session
-            .append(Event::tool_result(
-                cx.turn,
-                cx.step,
-                block.call_id.clone(),
-                call_seq,
-                result.content().clone(),
-                result.is_error(),
-                result.error().and_then(|e| e.info()),
-                result.meta(),
-            ))
-            .await?;
-        out.contexts
-            .extend(result.additional_contexts().iter().cloned());
-        out.concludes_turn |= result.concludes_turn();
-        out.results.push(result);
-        Ok(())
-    }
+/// The execution input of a block's call in this step.
+fn call_input(cx: &StepContext, block: &ToolCallBlock, arguments: Arguments) -> ToolExecutionInput {
+    let mut input = ToolExecutionInput::shared(
+        block.call_id.clone(),
+        block.name.clone(),
+        arguments,
+        cx.signal.clone(),
+    );
+    input.agent = cx.agent.clone();
+    input
+}
+
+/// A committed call's `tool/result` event.
+fn tool_result_event(
+    cx: &StepContext,
+    block: &ToolCallBlock,
+    call_seq: u64,
+    result: &ToolResult,
+) -> Event {
+    Event::tool_result(
+        cx.turn,
+        cx.step,
+        block.call_id.clone(),
+        call_seq,
+        result.content().clone(),
+        result.is_error(),
+        result.error().and_then(|e| e.info()),
+        result.meta(),
+    )
+}
+
+/// Folds a recorded result into the step's outcome.
+fn fold(out: &mut StepOutcome, result: Arc<ToolResult>) {
+    out.contexts
+        .extend(result.additional_contexts().iter().cloned());
+    out.concludes_turn |= result.concludes_turn();
+    out.results.push(result);
 }
