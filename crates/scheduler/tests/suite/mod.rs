@@ -3,8 +3,10 @@
 mod backstop;
 mod can_loop;
 mod can_registry;
-mod dsp;
-mod fin;
+mod dsp_results;
+mod dsp_wrappers;
+mod fin_contexts;
+mod fin_decisions;
 mod grd;
 mod interleavings;
 mod invariants;

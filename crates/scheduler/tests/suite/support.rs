@@ -1,18 +1,26 @@
 //! Helpers shared by the loop-level files (`sch_*`, `can_loop`, `log`, `loop_tool`, `props`,
 //! `interleavings`, `placement`, `tracing_spans`): assistant messages, log views, the pairing
-//! check, a driver on a spawned turn, and waiting for the runtime to go quiet.
+//! check, a driver on a spawned turn, and waiting for the runtime to go quiet; and those of the
+//! runtime-level files (`dsp_*`, `fin_*`): a runtime over some tools, tools that count or fail,
+//! a short-circuiting wrapper and fixed post-execute decisions.
 
 // Tests state their expectations with `unwrap`/`expect`: a panic is the failure report.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dsh_core::{Json, Signal, ToolExecution, ToolRegistry, ToolResult};
+use async_trait::async_trait;
+use dsh_core::{
+    ContextMessage, Dispatch, ExecuteNext, ExecuteWrapper, Failure, Json, PostToolDecision,
+    Replacement, Signal, ToolDefinition, ToolExecution, ToolOutput, ToolRegistry, ToolResult,
+};
 use dsh_guard::{Hooks, Scope};
 use dsh_scheduler::{Runtime, SchedulerError, TurnDriver, TurnReport};
 use dsh_session::{Event, Session, SurfaceOp};
 use dsh_test_support::{PostFn, PreFn, Recorder};
+use serde::{Serialize, Serializer};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -363,4 +371,86 @@ pub(super) fn seen(rec: &Recorder, prefix: &str) -> Vec<String> {
         .iter()
         .filter_map(|e| e.strip_prefix(prefix).map(str::to_owned))
         .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runtime-level helpers (`dsp_*`, `fin_*`): one call through `Runtime::execute`
+// ---------------------------------------------------------------------------------------------
+
+/// A runtime over a fresh registry holding `tools`, with no hooks.
+pub(super) fn runtime_of(tools: impl IntoIterator<Item = ToolDefinition>) -> Runtime {
+    let registry = ToolRegistry::new();
+    for t in tools {
+        registry.register(t).expect("registers").keep();
+    }
+    Runtime::new(registry, Hooks::new())
+}
+
+/// A text content block.
+pub(super) fn text(s: &str) -> Value {
+    json!({"type": "text", "text": s})
+}
+
+/// A string tool whose body counts its runs and returns `reply`.
+pub(super) fn counted(name: &str, reply: &str, runs: &Arc<AtomicUsize>) -> ToolDefinition {
+    let runs = runs.clone();
+    let reply = reply.to_owned();
+    ToolDefinition::builder(name, "counted")
+        .output(ToolOutput::string())
+        .execute(move |_ctx| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let r = reply.clone();
+            async move { Ok(Json::string(r)) }
+        })
+        .build()
+        .expect("builds")
+}
+
+/// A string tool whose body fails with `failure`.
+pub(super) fn failing(name: &str, failure: Failure) -> ToolDefinition {
+    ToolDefinition::builder(name, "fails")
+        .output(ToolOutput::string())
+        .execute(move |_ctx| {
+            let f = failure.clone();
+            async move { Err(f) }
+        })
+        .build()
+        .expect("builds")
+}
+
+/// A value whose `Serialize` always fails: the Rust analogue of a throwing getter.
+pub(super) struct Uncopyable(pub(super) String);
+
+impl Serialize for Uncopyable {
+    fn serialize<S: Serializer>(&self, _s: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom(&self.0))
+    }
+}
+
+/// A wrapper that never calls `next` and returns a fixed outcome.
+pub(super) struct ShortCircuit(pub(super) Result<ToolResult, Failure>);
+
+#[async_trait]
+impl ExecuteWrapper for ShortCircuit {
+    async fn around(&self, _call: Dispatch, _next: ExecuteNext<'_>) -> Result<ToolResult, Failure> {
+        self.0.clone()
+    }
+}
+
+/// Registers a post-execute listener that replaces whatever the waterfall decided.
+pub(super) fn post_decides(rt: &Runtime, decision: PostToolDecision) -> dsh_guard::HookHandle {
+    rt.hooks().on_post_execute(
+        Scope::Global,
+        PostFn(
+            move |_e: &ToolExecution, _r: &ToolResult, _d: PostToolDecision| Ok(decision.clone()),
+        ),
+    )
+}
+
+/// An accept decision.
+pub(super) fn accept(
+    replace: Option<Replacement>,
+    contexts: Vec<ContextMessage>,
+) -> PostToolDecision {
+    PostToolDecision::Accept { replace, contexts }
 }
