@@ -1,8 +1,12 @@
 //! Shared test fakes for the dsh crates: the conformance checklist's fixture tools (echo, content,
 //! gated), sync hook adapters, a recorder of what ran in which order, and checks that an exported
-//! history would be accepted by the providers' APIs ([`api_history`]). Dev-dependency only.
+//! history would be accepted by the providers' APIs ([`api_history`]), and [`quiescent`] for
+//! asserting that something has not happened. Dev-dependency only.
 
 pub mod api_history;
+mod quiet;
+
+pub use quiet::{quiescent, yield_until};
 
 use std::collections::HashMap;
 use std::sync::Arc;

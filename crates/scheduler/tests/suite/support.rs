@@ -282,43 +282,8 @@ pub(super) async fn wait_until(ms: u64, mut cond: impl FnMut() -> bool) -> bool 
     }
 }
 
-/// Lets every task run until none can make progress ("a few ticks later"), so a test can then
-/// assert that something has *not* happened. Callers run on a current-thread runtime with the
-/// clock paused (`#[tokio::test(start_paused = true)]`): there a timer fires only when the
-/// runtime has no task left to poll, so when this returns every task, including each running
-/// body and the driver, has run until it blocked. A call that would start, start. No wall-clock
-/// time is involved, so a slow machine cannot make the check pass or fail.
-pub(super) async fn quiescent() {
-    assert!(
-        is_paused_current_thread(),
-        "quiescent() proves nothing without a paused clock on a current-thread runtime"
-    );
-    tokio::time::sleep(Duration::from_millis(40)).await;
-}
-
-/// Yields until `cond` holds, without reading any clock: for waiting on work done by another
-/// thread (a session's writer) while the clock is paused. Panics after a million polls.
-pub(super) async fn yield_until(mut cond: impl FnMut() -> bool) {
-    for _ in 0..1_000_000 {
-        if cond() {
-            return;
-        }
-        tokio::task::yield_now().await;
-    }
-    panic!("the condition never held");
-}
-
-/// Whether the test runs on a current-thread runtime whose clock is paused.
-fn is_paused_current_thread() -> bool {
-    let flavor = tokio::runtime::Handle::current().runtime_flavor();
-    // A paused clock does not move while the runtime is busy: an instant taken twice across a
-    // yield is the same one.
-    flavor == tokio::runtime::RuntimeFlavor::CurrentThread && {
-        let a = tokio::time::Instant::now();
-        std::thread::sleep(Duration::from_millis(1));
-        tokio::time::Instant::now() == a
-    }
-}
+/// Waiting for the runtime to go quiet, shared with the other crates' suites.
+pub(super) use dsh_test_support::{quiescent, yield_until};
 
 /// A pre-execute listener that records every call id it sees.
 pub(super) fn record_pre(hooks: &Hooks, rec: &Recorder) {
