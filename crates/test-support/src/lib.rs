@@ -205,11 +205,28 @@ impl Gate {
 
     /// A tool named `name` whose body waits at this gate, then returns `<name>:<call id>`.
     pub fn tool(&self, name: &str, parallel: bool) -> ToolDefinition {
+        self.build(name, |b| b.concurrency_safe(parallel))
+    }
+
+    /// The gated tool of [`Gate::tool`], with `classify` deciding per call (from its arguments)
+    /// whether it may run in parallel.
+    pub fn tool_classified(
+        &self,
+        name: &str,
+        classify: impl Fn(&Value) -> bool + Send + Sync + 'static,
+    ) -> ToolDefinition {
+        self.build(name, |b| b.classify(classify))
+    }
+
+    fn build(
+        &self,
+        name: &str,
+        mode: impl FnOnce(dsh_core::tool::ToolBuilder) -> dsh_core::tool::ToolBuilder,
+    ) -> ToolDefinition {
         let gate = self.clone();
         let n = name.to_owned();
-        ToolDefinition::builder(name, "A gated test tool")
+        mode(ToolDefinition::builder(name, "A gated test tool"))
             .output(ToolOutput::string())
-            .concurrency_safe(parallel)
             .execute(move |ctx| {
                 let gate = gate.clone();
                 let n = n.clone();

@@ -203,21 +203,3 @@ fn sch_09_the_classifier_never_reaches_the_projection() {
     keys.sort();
     assert_eq!(keys, ["description", "name", "parameters"]);
 }
-
-#[test]
-fn sch_10_the_execution_mode_is_a_tagged_union() {
-    assert_eq!(
-        serde_json::to_value(ExecutionMode::Parallel).expect("serializes"),
-        json!({"kind": "parallel"})
-    );
-    assert_eq!(
-        serde_json::to_value(ExecutionMode::Exclusive).expect("serializes"),
-        json!({"kind": "exclusive"})
-    );
-    // Exhaustive: a third kind would not compile here.
-    let label = |m: ExecutionMode| match m {
-        ExecutionMode::Parallel => "parallel",
-        ExecutionMode::Exclusive => "exclusive",
-    };
-    assert_eq!(label(ExecutionMode::Parallel), "parallel");
-}

@@ -13,6 +13,55 @@ use dsh_guard::{Hooks, Scope};
 use dsh_scheduler::{DEFAULT_MAX_PARALLEL, TurnEnd};
 use dsh_test_support::Gate;
 use parking_lot::Mutex;
+use serde_json::json;
+
+// SCH-10's type test (a two-case enum) is the compiler's; what can fail at run time is that the
+// mode a classifier gives each call is how the scheduler runs it. One tool, classified per call
+// from its arguments: the parallel calls overlap, the exclusive one is a barrier between them.
+#[tokio::test(start_paused = true)]
+async fn sch_10_the_mode_the_classifier_gives_each_call_is_how_it_runs() {
+    let gate = Gate::new();
+    let registry = ToolRegistry::new();
+    registry
+        .register(gate.tool_classified("m", |args| args["parallel"] == json!(true)))
+        .unwrap()
+        .keep();
+    let rt = runtime(&registry, &Hooks::new());
+    let d = driver(&rt, DEFAULT_MAX_PARALLEL);
+    let session = d.session().clone();
+    let (p, x) = (r#"{"parallel":true}"#, r#"{"parallel":false}"#);
+    let msg = assistant(&[
+        ("p1", "m", p),
+        ("p2", "m", p),
+        ("x", "m", x),
+        ("p3", "m", p),
+    ]);
+    let h = spawn_turn(d, vec![msg, text_reply("done")], Signal::never());
+
+    assert!(gate.wait_started(2, 2000).await);
+    quiescent().await;
+    assert_eq!(gate.started(), ["p1", "p2"], "two parallel calls overlap");
+    gate.release("p1");
+    gate.release("p2");
+    assert!(gate.wait_started(3, 2000).await);
+    quiescent().await;
+    assert_eq!(
+        gate.started(),
+        ["p1", "p2", "x"],
+        "the exclusive call runs alone"
+    );
+    gate.release("x");
+    assert!(gate.wait_started(4, 2000).await);
+    gate.release("p3");
+    let (_, report) = h.await.unwrap();
+    assert_eq!(report.unwrap().end, TurnEnd::Completed);
+    let events = gate.events();
+    let pos = |e: &str| events.iter().position(|x| x == e).unwrap();
+    assert!(pos("start:p2") < pos("end:p1"), "{events:?}");
+    assert!(pos("end:p1") < pos("start:x") && pos("end:p2") < pos("start:x"));
+    assert!(pos("end:x") < pos("start:p3"));
+    assert_paired(&session);
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sch_11_three_safe_calls_all_start_before_any_release() {
