@@ -4,6 +4,9 @@
 //! included) through finalize and the observers exactly once. The pool's own scheduling rules
 //! are tested once, in `dsh-scheduler` (SCH-11..26).
 
+// CODE-26 (sub-calls obey the parallel and exclusive rules) is SCH-12 on the one pool; the Code
+// Mode side of it is CODE-37 and the record order of the three-tool test below.
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
-//! SCH-01..10: fail-closed classification (`ToolRegistry::execution_mode`,
+//! SCH-01..09: fail-closed classification (`ToolRegistry::execution_mode`,
 //! `ToolDefinition::is_concurrency_safe`): only an exact `true` for these arguments is parallel.
+//! SCH-10 is tested where the scheduler runs each mode (`dsh-scheduler`, `sch_barriers`).
 
 use std::sync::Arc;
 
