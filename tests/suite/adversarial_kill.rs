@@ -3,12 +3,13 @@
 //! for: a half-written file, a file state the log does not allow, a lost or altered event.
 
 #[allow(dead_code)]
-#[path = "../../xtask/src/kill_trials.rs"]
+#[path = "../../xtask/src/kill_trials/mod.rs"]
 mod kill_trials;
 
 use std::path::{Path, PathBuf};
 
-use kill_trials::{Config, Outcome, RunStats, build_session, check_run, prepare_dir, run_session};
+use kill_trials::run::{Outcome, Session};
+use kill_trials::{Config, RunStats, build_session, check_run, prepare_dir, run_session};
 
 use super::support::tmp;
 
@@ -37,7 +38,7 @@ fn adv_i4_l3_five_kill_trials_leave_clean_logs_with_every_printed_event_and_whol
     assert_eq!(report.files_checked, 5 * 4);
 }
 
-fn unkilled(dir: &Path) -> (kill_trials::Session, Outcome) {
+fn unkilled(dir: &Path) -> (Session, Outcome) {
     let session = build_session(10);
     prepare_dir(dir, &session).unwrap();
     let outcome = run_session(&dsh_bin(), dir, None).unwrap();
@@ -45,7 +46,7 @@ fn unkilled(dir: &Path) -> (kill_trials::Session, Outcome) {
     (session, outcome)
 }
 
-fn check(dir: &Path, session: &kill_trials::Session, outcome: &Outcome) -> Vec<String> {
+fn check(dir: &Path, session: &Session, outcome: &Outcome) -> Vec<String> {
     check_run(&dsh_bin(), dir, session, outcome, &mut RunStats::default())
 }
 
@@ -111,7 +112,7 @@ fn adv_i4_kill_trial_checks_catch_an_unanswered_model_call_and_a_history_an_api_
     let log = dsh::session::read_log(&bytes).unwrap();
     let messages = dsh::session::derive_messages_from(log.events.iter().map(|(s, e)| (*s, &**e)));
     assert_eq!(
-        kill_trials::model_visible_problems(&messages),
+        kill_trials::check::model_visible_problems(&messages),
         Vec::<String>::new()
     );
     // The wide step's message holds 30 calls.
@@ -123,7 +124,7 @@ fn adv_i4_kill_trial_checks_catch_an_unanswered_model_call_and_a_history_an_api_
                 .map_or(0, |b| b.iter().filter(|b| b["type"] == "tool-call").count())
         })
         .max();
-    assert_eq!(wide, Some(kill_trials::WIDE_STEP));
+    assert_eq!(wide, Some(kill_trials::run::WIDE_STEP));
     // Drop one result from the history: the call is unanswered and both APIs would refuse.
     let mut dropped = 0;
     let cut: Vec<dsh::core::Json> = messages
@@ -136,7 +137,7 @@ fn adv_i4_kill_trial_checks_catch_an_unanswered_model_call_and_a_history_an_api_
         })
         .cloned()
         .collect();
-    let reasons = kill_trials::model_visible_problems(&cut);
+    let reasons = kill_trials::check::model_visible_problems(&cut);
     assert!(
         reasons.iter().any(|r| r.contains("has 0 results")),
         "{reasons:?}"

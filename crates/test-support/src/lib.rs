@@ -1,8 +1,12 @@
 //! Shared test fakes for the dsh crates: the conformance checklist's fixture tools (echo, content,
 //! gated), sync hook adapters, a recorder of what ran in which order, and checks that an exported
-//! history would be accepted by the providers' APIs ([`api_history`]). Dev-dependency only.
+//! history would be accepted by the providers' APIs ([`api_history`]), and [`quiescent`] for
+//! asserting that something has not happened. Dev-dependency only.
 
 pub mod api_history;
+mod quiet;
+
+pub use quiet::{quiescent, yield_until};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -201,11 +205,28 @@ impl Gate {
 
     /// A tool named `name` whose body waits at this gate, then returns `<name>:<call id>`.
     pub fn tool(&self, name: &str, parallel: bool) -> ToolDefinition {
+        self.build(name, |b| b.concurrency_safe(parallel))
+    }
+
+    /// The gated tool of [`Gate::tool`], with `classify` deciding per call (from its arguments)
+    /// whether it may run in parallel.
+    pub fn tool_classified(
+        &self,
+        name: &str,
+        classify: impl Fn(&Value) -> bool + Send + Sync + 'static,
+    ) -> ToolDefinition {
+        self.build(name, |b| b.classify(classify))
+    }
+
+    fn build(
+        &self,
+        name: &str,
+        mode: impl FnOnce(dsh_core::tool::ToolBuilder) -> dsh_core::tool::ToolBuilder,
+    ) -> ToolDefinition {
         let gate = self.clone();
         let n = name.to_owned();
-        ToolDefinition::builder(name, "A gated test tool")
+        mode(ToolDefinition::builder(name, "A gated test tool"))
             .output(ToolOutput::string())
-            .concurrency_safe(parallel)
             .execute(move |ctx| {
                 let gate = gate.clone();
                 let n = n.clone();

@@ -6,5 +6,7 @@ mod escape;
 mod presentation;
 mod props;
 mod run_code;
-mod subdispatch;
+mod subdispatch_pool;
+mod subdispatch_results;
+mod subdispatch_run_end;
 mod support;

@@ -127,6 +127,27 @@ where
     })
 }
 
+/// A program that submits `calls` (tool name, JSON arguments) together, as `Promise.all` would,
+/// and waits for all of them. Unlike the engine, which runs on a thread of its own, it runs on
+/// the test's runtime: with the clock paused, [`quiescent`] then sees the whole run.
+pub fn submits_together(calls: &[(&str, &str)]) -> Arc<dyn CodeRuntime> {
+    let calls: Vec<(String, String)> = calls
+        .iter()
+        .map(|(n, a)| ((*n).to_owned(), (*a).to_owned()))
+        .collect();
+    scripted(move |run| {
+        let pending: Vec<_> = calls
+            .iter()
+            .map(|(n, a)| run.bindings.call(n, Some(a)))
+            .collect();
+        async move {
+            futures::future::join_all(pending).await;
+            CodeOutcome::default()
+        }
+        .boxed()
+    })
+}
+
 /// A runtime that returns a fixed outcome without calling anything.
 pub fn fixed(outcome: CodeOutcome) -> Arc<dyn CodeRuntime> {
     scripted(move |_run| {
@@ -305,6 +326,9 @@ pub fn value_of(result: &ToolResult) -> Value {
 use std::collections::HashSet;
 use tokio::sync::Notify;
 
+/// Proving that a sub-call has not started: see `dsh_test_support::quiescent`.
+pub use dsh_test_support::quiescent;
+
 /// Held tools: each body records `start:<label>`, waits until its label is released (or, for
 /// tools built with `ends_on_abort`, until its signal fires), then records `end:<label>` and
 /// returns `<name>:<label>`. The label is the `id` argument.
@@ -374,10 +398,6 @@ impl Board {
             );
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
-    }
-    /// Gives the scheduler time to (wrongly) start something.
-    pub async fn settle_a_moment(&self) {
-        tokio::time::sleep(std::time::Duration::from_millis(40)).await;
     }
 
     /// A held tool.
@@ -462,4 +482,19 @@ pub fn assert_paired(records: &[(String, Value)]) {
         }
     }
     assert!(open.is_empty(), "unsettled: {open:?}");
+}
+
+/// Runs `program` through `run_code` on a task of its own.
+pub fn spawn_run(h: &Arc<Harness>, program: &str) -> tokio::task::JoinHandle<Arc<ToolResult>> {
+    let h = h.clone();
+    let program = program.to_owned();
+    tokio::spawn(async move { h.run_code(&program).await })
+}
+
+/// The result of a run started by [`spawn_run`] (panics after 5 s).
+pub async fn finished(j: tokio::task::JoinHandle<Arc<ToolResult>>) -> Arc<ToolResult> {
+    tokio::time::timeout(Duration::from_secs(5), j)
+        .await
+        .expect("run_code finishes")
+        .expect("joins")
 }

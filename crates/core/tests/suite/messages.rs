@@ -163,16 +163,6 @@ fn approval_messages() {
 }
 
 #[test]
-fn code_mode_messages() {
-    assert_eq!(
-        messages::RUN_CODE_NO_OUTPUT,
-        "(run_code completed with no output)"
-    );
-    assert_eq!(codes::CODE_RUN_FAILED, "CODE_RUN_FAILED");
-    assert_eq!(codes::CODE_RUN_FAILED_ERROR, "CodeRunFailedError");
-}
-
-#[test]
 fn registration_errors() {
     assert!(
         CoreError::MissingOutput

@@ -204,10 +204,26 @@ async fn tmo_08_the_first_cause_wins_over_a_later_caller_abort() {
     assert_eq!(r.error().and_then(Failure::code), Some("TOOL_TIMEOUT"));
 }
 
-#[test]
-fn tmo_09_the_code_constant() {
-    assert_eq!(TimeoutPolicy::CODE, "TOOL_TIMEOUT");
-    assert_eq!(codes::TOOL_TIMEOUT, "TOOL_TIMEOUT");
+// TMO-09: the code is what a deadline puts on the body's signal and on the result, and only a
+// deadline puts it there.
+#[tokio::test(start_paused = true)]
+async fn tmo_09_the_deadline_and_only_the_deadline_carries_the_timeout_code() {
+    let t = cooperative();
+    let e = call("slow", AbortController::new().signal());
+    let r = run(&chain(budgeted(100.0)), &t, &e).await;
+    assert_eq!(r.error().and_then(Failure::code), Some(TimeoutPolicy::CODE));
+    assert_eq!(TimeoutPolicy::CODE, codes::TOOL_TIMEOUT);
+    assert!(timeout_of(&t.last_signal(), Some(TimeoutPolicy::CODE)).is_some());
+    // A call without a budget, cancelled by its caller, carries it nowhere.
+    let ctl = AbortController::new();
+    ctl.cancel();
+    let e = call("plain", ctl.signal());
+    let r = run(&chain(budgeted(100.0)), &t, &e).await;
+    assert_eq!(r.error().and_then(Failure::code), None);
+    assert_eq!(
+        timeout_of(&t.last_signal(), Some(TimeoutPolicy::CODE)),
+        None
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -21,10 +21,10 @@ use dsh_session::{Event, Session};
 use dsh_test_support::{Gate, PostFn, PreFn, Recorder, ctx};
 use serde_json::json;
 
-use super::sch::{
+use super::support::{
     assert_paired, assistant, calls_to, driver, inbox_texts, log, plugin_messages,
-    post_ctx_per_call, record_pre, result_error, result_event, result_ids, result_is_error,
-    runtime, seen, settle, spawn_turn, text_reply, tool_trace, types,
+    post_ctx_per_call, quiescent, record_pre, result_error, result_event, result_ids,
+    result_is_error, runtime, seen, spawn_turn, text_reply, tool_trace, types,
 };
 
 fn abort_error() -> serde_json::Value {
@@ -164,7 +164,7 @@ async fn can_19_pre_execute_cancelling_on_c1_aborts_both_before_dispatch() {
     assert_paired(&session);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn can_20_cancelled_batch_keeps_contexts_for_the_next_step() {
     let gate = Gate::new();
     let registry = ToolRegistry::new();
@@ -178,7 +178,7 @@ async fn can_20_cancelled_batch_keeps_contexts_for_the_next_step() {
     let h = spawn_turn(d, vec![calls_to("g", 4), text_reply("done")], ctl.signal());
     assert!(gate.wait_started(2, 2000).await);
     ctl.cancel();
-    settle().await;
+    quiescent().await;
     gate.release_all();
     let (mut d, report) = h.await.unwrap();
     let report = report.unwrap();
@@ -259,7 +259,7 @@ async fn can_21_exclusive_call_after_cancel_never_runs() {
         !gate.started().contains(&"c3".to_owned()),
         "x3's body never runs"
     );
-    assert_eq!(super::sch::call_ids(&session), ["c1", "c2", "c3"]);
+    assert_eq!(super::support::call_ids(&session), ["c1", "c2", "c3"]);
     assert_eq!(result_ids(&session).last().map(String::as_str), Some("c3"));
     let c3 = result_event(&session, "c3").1;
     assert!(result_is_error(&c3));
@@ -423,7 +423,7 @@ async fn can_24_disposed_mid_call_keeps_only_the_post_context() {
         json!({"kind": "aborted", "reason": {"kind": "disposed"}})
     );
     assert_eq!(
-        super::sch::result_code(&result_event(&session, "c1").1).as_deref(),
+        super::support::result_code(&result_event(&session, "c1").1).as_deref(),
         Some("ABORTED")
     );
     assert_paired(&session);

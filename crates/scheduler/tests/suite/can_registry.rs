@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_core::{
@@ -495,7 +494,7 @@ async fn can_14_post_execute_sees_the_callers_own_signal() {
     assert_eq!(saw.entries(), ["same=true code=UNKNOWN_TOOL"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn can_15_a_started_body_is_never_abandoned() {
     let latch = Latch::new();
     let l = latch.clone();
@@ -520,7 +519,7 @@ async fn can_15_a_started_body_is_never_abandoned() {
     });
     latch.reached().await;
     caller.cancel();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    dsh_test_support::quiescent().await;
     assert!(
         !task.is_finished(),
         "the call is still pending after the abort"

@@ -19,7 +19,7 @@
 use std::collections::HashSet;
 
 use super::props::{Batch, CallSpec, Outcome, Post, Pre, check, paused_runtime, run_batch};
-use super::sch::{log, result_code, result_is_error, result_text};
+use super::support::{log, result_code, result_is_error, result_text};
 
 /// A small seeded generator (SplitMix64).
 struct Rng(u64);
@@ -154,7 +154,7 @@ fn fingerprint(out: &Outcome) -> Vec<String> {
         .filter(|(_, e)| e.event_type() == "tool/result" || e.event_type() == "user/message")
         .map(|(_, e)| {
             if e.event_type() == "user/message" {
-                format!("ctx {}", super::sch::message_text(e))
+                format!("ctx {}", super::support::message_text(e))
             } else {
                 let r = e.as_tool_result().expect("result");
                 format!(

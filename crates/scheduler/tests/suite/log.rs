@@ -19,7 +19,7 @@ use dsh_test_support::{PostFn, PreFn, ctx, echo_tool};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use super::sch::{
+use super::support::{
     assert_paired, assistant, call_event, driver, log, plugin_messages, post_ctx_per_call,
     result_error, result_event, result_is_error, result_text, runtime, text_reply, types,
 };
@@ -123,7 +123,7 @@ async fn log_02_deferred_contexts_are_logged_after_the_result_in_order() {
     let result_seq = result_event(&session, "c1").0;
     let plugins: Vec<(u64, String)> = log(&session)
         .iter()
-        .filter(|(_, e)| super::sch::is_plugin_message(e))
+        .filter(|(_, e)| super::support::is_plugin_message(e))
         .map(|(s, e)| {
             (
                 *s,
@@ -224,7 +224,8 @@ async fn log_05_identity_comes_from_the_model_call_id() {
     assert_eq!(message["source"], json!({"kind": "tool", "callId": "c1"}));
     assert_eq!(message["content"][0]["toolCallId"], "c1");
     assert_eq!(result_text(&e), "replaced by policy");
-    let blocks = super::sch::tool_result_blocks(&super::sch::history_before(&session, u64::MAX));
+    let blocks =
+        super::support::tool_result_blocks(&super::support::history_before(&session, u64::MAX));
     assert_eq!(blocks.len(), 1);
     assert_eq!(
         blocks[0]["toolCallId"], "c1",
@@ -261,7 +262,8 @@ async fn log_07_tool_result_reaches_the_second_request() {
         .nth(1)
         .map(|(s, _)| *s)
         .unwrap();
-    let blocks = super::sch::tool_result_blocks(&super::sch::history_before(&session, second));
+    let blocks =
+        super::support::tool_result_blocks(&super::support::history_before(&session, second));
     assert_eq!(
         blocks,
         [
@@ -361,7 +363,7 @@ async fn log_14_invalid_json_arguments_are_logged_raw_and_passed_on_raw() {
     let c2 = result_event(&session, "c2").1;
     assert!(result_is_error(&c2));
     assert_eq!(
-        super::sch::result_code(&c2).as_deref(),
+        super::support::result_code(&c2).as_deref(),
         Some("INVALID_ARGS")
     );
     assert_paired(&session);
@@ -535,7 +537,7 @@ async fn f5_i1_every_result_appends_and_points_at_its_call() {
     }
     assert_eq!(checked, 8, "one result per call");
     let codes: Vec<Option<String>> = (1..=8)
-        .map(|i| super::sch::result_code(&result_event(&session, &format!("c{i}")).1))
+        .map(|i| super::support::result_code(&result_event(&session, &format!("c{i}")).1))
         .collect();
     assert_eq!(
         codes,

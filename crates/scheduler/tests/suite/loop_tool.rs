@@ -23,7 +23,7 @@ use dsh_test_support::{PostFn, PreFn, ctx, echo_tool};
 use parking_lot::Mutex;
 use serde_json::json;
 
-use super::sch::{
+use super::support::{
     assert_paired, assistant, call_event, driver, log, plugin_messages, result_event,
     result_is_error, runtime, spawn_turn, text_reply, types,
 };
@@ -89,7 +89,7 @@ async fn loop_15_cancel_at_assistant_message_pairs_the_call_and_replays_it() {
         .max()
         .unwrap();
     let replayed: Vec<(String, bool)> =
-        super::sch::tool_result_blocks(&super::sch::history_before(&session, answer))
+        super::support::tool_result_blocks(&super::support::history_before(&session, answer))
             .iter()
             .map(|b| {
                 (
@@ -160,7 +160,7 @@ async fn loop_33_tool_body_waiting_on_its_signal_settles_on_cancel() {
         json!({"kind": "aborted", "reason": {"kind": "user"}})
     );
     assert_eq!(
-        super::sch::result_code(&result_event(&session, "c1").1).as_deref(),
+        super::support::result_code(&result_event(&session, "c1").1).as_deref(),
         Some("ABORTED")
     );
     assert_paired(&session);

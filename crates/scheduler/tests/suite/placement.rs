@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use tokio::sync::Barrier;
 use tokio::task::Id;
 
-use super::sch::runtime;
+use super::support::runtime;
 
 /// The task a body observed: where its first poll ran, and where it resumed after waiting.
 #[derive(Default)]

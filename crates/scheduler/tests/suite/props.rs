@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use super::sch::{
+use super::support::{
     assert_paired, call_ids, inbox_texts, log, result_code, result_error, result_ids,
     result_is_error, result_text, runtime, text_reply,
 };
@@ -432,7 +432,7 @@ pub(super) fn check(batch: &Batch, out: &Outcome) {
     let logged: Vec<(u64, String)> = events
         .iter()
         .filter(|(seq, e)| e.event_type() == "user/message" && *seq < step_end)
-        .map(|(seq, e)| (*seq, super::sch::message_text(e)))
+        .map(|(seq, e)| (*seq, super::support::message_text(e)))
         .collect();
     for (seq, text) in &logged {
         assert!(

@@ -213,10 +213,42 @@ async fn tmo_08_a_timeout_is_not_replaced_by_a_later_caller_abort() {
     assert_eq!(shape(&r), timed_out(100));
 }
 
-#[test]
-fn tmo_09_the_code_constant() {
-    assert_eq!(codes::TOOL_TIMEOUT, "TOOL_TIMEOUT");
-    assert_eq!(TimeoutPolicy::CODE, "TOOL_TIMEOUT");
+// TMO-09: a call that runs out of time carries the policy's code in its result and in the
+// durable `tool/result`, although its body returned a success once aborted.
+#[tokio::test(start_paused = true)]
+async fn tmo_09_a_timed_out_call_carries_the_timeout_code_in_its_result_and_log() {
+    let cooperative = Body::Cooperative {
+        cleanup: Duration::ZERO,
+    };
+    let (rt, _policy) = with_policy([tool(Some(100.0), cooperative, &Arc::default())]);
+    let mut d = dsh_scheduler::TurnDriver::new(
+        Arc::new(rt),
+        dsh_session::Session::in_memory("tmo-09"),
+        None,
+    );
+    let report = d
+        .run_turn(
+            vec![
+                super::support::assistant(&[("c1", "fetch", "{}")]),
+                super::support::text_reply("done"),
+            ],
+            Signal::never(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.end, dsh_scheduler::TurnEnd::Completed);
+    let (_, e) = super::support::result_event(d.session(), "c1");
+    assert!(super::support::result_is_error(&e));
+    assert_eq!(
+        super::support::result_code(&e).as_deref(),
+        Some(TimeoutPolicy::CODE)
+    );
+    assert_eq!(TimeoutPolicy::CODE, codes::TOOL_TIMEOUT);
+    assert!(
+        super::support::result_text(&e).contains("timed out after 100ms"),
+        "{}",
+        super::support::result_text(&e)
+    );
 }
 
 #[tokio::test]

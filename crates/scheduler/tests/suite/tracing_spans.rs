@@ -13,7 +13,7 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
-use super::sch::{assistant, runtime, text_reply};
+use super::support::{assistant, runtime, text_reply};
 
 /// Every span opened, as `name field=value ...`, with fields recorded later appended.
 #[derive(Clone, Default)]

@@ -59,7 +59,7 @@ async fn fs_42_read_then_write() {
 }
 
 #[tokio::test]
-async fn fs_43_and_44_outside_change_is_stale_until_reread() {
+async fn fs_43_outside_change_is_stale() {
     let (env, _p) = Env::with_policy();
     let p = env.put("f.txt", "v1\n");
     env.call("read", json!({"file_path": "f.txt"})).await.ok();
@@ -75,11 +75,22 @@ async fn fs_43_and_44_outside_change_is_stale_until_reread() {
     );
     assert!(out.text().contains("re-read the file, then retry"));
     assert_eq!(env.get("f.txt"), "v2\n");
-    // FS-44: the remedy works.
+}
+
+#[tokio::test]
+async fn fs_44_after_a_stale_failure_a_reread_lets_the_write_succeed() {
+    let (env, _p) = Env::with_policy();
+    let p = env.put("f.txt", "v1\n");
     env.call("read", json!({"file_path": "f.txt"})).await.ok();
-    env.call("write", json!({"file_path": "f.txt", "content": "mine\n"}))
-        .await
-        .ok();
+    change_outside(&p, "v2\n");
+    let write = json!({"file_path": "f.txt", "content": "mine\n"});
+    env.call("write", write.clone()).await.err(FS_STALE_VERSION);
+    // Retrying without the remedy still fails: the failure did not refresh the observation.
+    env.call("write", write.clone()).await.err(FS_STALE_VERSION);
+    assert_eq!(env.get("f.txt"), "v2\n");
+    // The remedy the text names works.
+    env.call("read", json!({"file_path": "f.txt"})).await.ok();
+    env.call("write", write).await.ok();
     assert_eq!(env.get("f.txt"), "mine\n");
 }
 
@@ -319,32 +330,67 @@ async fn fs_59_missing_read_then_recovery_write() {
     assert_eq!(env.get("f.txt"), "made");
 }
 
+// FS-60..63 describe a deployment without the observation policy: `Env::new()` never mounts
+// it, and the second half of FS-62 and FS-63 unloads a mounted one. Each line also checks that
+// the same call is refused while the policy is in force, so the success is the policy's absence.
+
 #[tokio::test]
-async fn fs_60_to_63_without_policy_everything_is_unconditional() {
+async fn fs_60_without_policy_read_works() {
     let env = Env::new();
     env.put("r.txt", "read me\n");
-    // FS-60: read works.
-    env.call("read", json!({"file_path": "r.txt"})).await.ok();
-    // FS-61: create works.
-    env.call("write", json!({"file_path": "c.txt", "content": "c"}))
+    let t = env
+        .call("read", json!({"file_path": "r.txt"}))
+        .await
+        .ok()
+        .text();
+    assert!(t.contains("1: read me"), "{t}");
+}
+
+#[tokio::test]
+async fn fs_61_without_policy_create_works() {
+    let env = Env::new();
+    let out = env
+        .call("write", json!({"file_path": "c.txt", "content": "c"}))
         .await
         .ok();
+    assert_eq!(out.value()["operation"], json!("create"));
     assert_eq!(env.get("c.txt"), "c");
-    // FS-62: overwrite of an unread file succeeds.
+}
+
+#[tokio::test]
+async fn fs_62_without_policy_overwrite_of_an_unread_file_succeeds() {
+    let overwrite = json!({"file_path": "u.txt", "content": "new"});
+    let env = Env::new();
     env.put("u.txt", "old");
-    env.call("write", json!({"file_path": "u.txt", "content": "new"}))
-        .await
-        .ok();
+    env.call("write", overwrite.clone()).await.ok();
     assert_eq!(env.get("u.txt"), "new");
-    // FS-63: edit of an unread file succeeds.
-    env.put("e.txt", "old");
-    env.call(
-        "edit",
-        json!({"file_path": "e.txt", "old_string": "old", "new_string": "new"}),
-    )
-    .await
-    .ok();
-    assert_eq!(env.get("e.txt"), "new");
+
+    let (env, policy) = Env::with_policy();
+    env.put("u.txt", "old");
+    env.call("write", overwrite.clone())
+        .await
+        .err(FS_NOT_OBSERVED);
+    assert_eq!(env.get("u.txt"), "old");
+    policy.unload();
+    env.call("write", overwrite).await.ok();
+    assert_eq!(env.get("u.txt"), "new");
+}
+
+#[tokio::test]
+async fn fs_63_without_policy_edit_of_an_unread_file_succeeds() {
+    let edit_it = edit("old", "new");
+    let env = Env::new();
+    env.put("f.txt", "old");
+    env.call("edit", edit_it.clone()).await.ok();
+    assert_eq!(env.get("f.txt"), "new");
+
+    let (env, policy) = Env::with_policy();
+    env.put("f.txt", "old");
+    env.call("edit", edit_it.clone()).await.err(FS_NOT_OBSERVED);
+    assert_eq!(env.get("f.txt"), "old");
+    policy.unload();
+    env.call("edit", edit_it).await.ok();
+    assert_eq!(env.get("f.txt"), "new");
 }
 
 #[tokio::test]
