@@ -9,8 +9,12 @@
 //!   [`Pool::admits`] whether one of the given mode may;
 //! - an exclusive call starts only with nothing in progress, and nothing starts after it until
 //!   it is committed ([`Pool::commit_front`] releases it after finalize);
-//! - prepare ([`Pool::start`]) and finalize ([`Pool::commit_front`]) run one call at a time, in
-//!   submission order, in the adapter's own task; only bodies overlap, at most `cap` of them;
+//! - prepare ([`Pool::start`]) runs one call at a time and finalize ([`Pool::commit_front`]) one
+//!   call at a time, each in submission order, in the adapter's own task; only bodies overlap, at
+//!   most `cap` of them. A prepare that has to wait while earlier calls are in progress (an
+//!   approval, a slow hook) is parked in the pool: nothing else starts, but the calls before it
+//!   are finalized and committed meanwhile, so a finished call's result is final (observers,
+//!   durable log) without waiting for the next call's approval;
 //! - a body's first poll happens in [`Pool::start`], so a body that settles at once costs no
 //!   task; a call that runs alone is dispatched inline entirely; any other body that has to wait
 //!   becomes a task of the pool's `JoinSet`, owned by the pool and never detached (dropping the
@@ -74,6 +78,18 @@ pub struct Pool<P> {
     numbers: HashMap<tokio::task::Id, u64>,
     running: usize,
     exclusive_open: bool,
+    /// The call whose prepare is waiting (an approval, a slow hook) while earlier calls are
+    /// still in progress: parked here so that they can finish and be committed meanwhile.
+    preparing: Option<Parked>,
+    /// Set by [`Pool::halt`]: a parked prepare that finishes dispatches nothing.
+    halted: bool,
+}
+
+/// A prepare that has to wait, with what its call needs to be dispatched once it is done.
+struct Parked {
+    n: u64,
+    call: Arc<Call>,
+    prepare: BoxFuture<'static, Prepared>,
 }
 
 impl<P> Pool<P> {
@@ -88,7 +104,15 @@ impl<P> Pool<P> {
             numbers: HashMap::new(),
             running: 0,
             exclusive_open: false,
+            preparing: None,
+            halted: false,
         }
+    }
+
+    /// The adapter failed (spec S5): no body is dispatched from now on. A parked prepare is
+    /// still waited for, and its call is left without an outcome (nothing is fabricated).
+    pub fn halt(&mut self) {
+        self.halted = true;
     }
 
     /// The runtime the calls go through.
@@ -101,19 +125,23 @@ impl<P> Pool<P> {
         self.window.len()
     }
 
-    /// Bodies running as tasks.
+    /// Bodies running as tasks, and the prepare waiting in the pool: what
+    /// [`Pool::settle_next`] can wait for.
     pub fn running(&self) -> usize {
-        self.running
+        self.running + usize::from(self.preparing.is_some())
     }
 
     /// Whether some call could start now, in either mode.
     pub fn may_start(&self) -> bool {
-        !self.exclusive_open && (self.window.is_empty() || self.running < self.cap)
+        self.preparing.is_none()
+            && !self.exclusive_open
+            && (self.window.is_empty() || self.running < self.cap)
     }
 
     /// Whether a call of `mode` may start now.
     pub fn admits(&self, mode: ExecutionMode) -> bool {
-        !self.exclusive_open
+        self.preparing.is_none()
+            && !self.exclusive_open
             && match mode {
                 ExecutionMode::Exclusive => self.window.is_empty(),
                 _ => self.running < self.cap,
@@ -122,6 +150,11 @@ impl<P> Pool<P> {
 
     /// Starts a call the adapter admitted (and recorded): freezes it, runs prepare, then its
     /// body's first poll (or the whole body when it runs alone). Returns its execution.
+    ///
+    /// With earlier calls still in progress, a prepare that has to wait (an approval, a slow
+    /// hook) is parked in the pool instead of holding the adapter: the adapter goes on
+    /// committing the calls before it, and [`Pool::settle_next`] dispatches this one once its
+    /// prepare is done. No other call starts meanwhile (prepare runs one call at a time).
     pub async fn start(
         &mut self,
         input: ToolExecutionInput,
@@ -138,42 +171,46 @@ impl<P> Pool<P> {
         let n = self.first + self.window.len() as u64;
         let outcome = match how {
             Start::Refused(f) => Some(Candidate::final_failure(ToolResult::failure(f))),
-            Start::Run | Start::RunAlone => match self
-                .runtime
-                .prepare(&call)
-                .instrument(crate::trace::stage("prepare", &exec))
-                .await
-            {
-                Prepared::Decided(candidate) => Some(candidate),
-                // Boxed: the dispatch future is large, and left inline it would make every
-                // future that awaits this one (the adapters' loops) as large, copied whole at
-                // each level on every call.
-                Prepared::Ready if matches!(how, Start::RunAlone) => Some(
-                    Box::pin(
-                        contained(self.runtime.dispatch(&call))
-                            .instrument(crate::trace::stage("dispatch", &exec)),
-                    )
-                    .await,
-                ),
-                Prepared::Ready => {
-                    let runtime = self.runtime.clone();
-                    let running = call.clone();
-                    let span = crate::trace::stage("dispatch", &exec);
-                    let mut body: BoxFuture<'static, Candidate> =
-                        contained(async move { runtime.dispatch(&running).await })
-                            .instrument(span)
-                            .boxed();
-                    match futures::poll!(body.as_mut()) {
-                        std::task::Poll::Ready(candidate) => Some(candidate),
-                        std::task::Poll::Pending => {
-                            self.running += 1;
-                            let task = self.bodies.get_or_insert_with(JoinSet::new).spawn(body);
-                            self.numbers.insert(task.id(), n);
-                            None
-                        }
+            Start::Run if !self.window.is_empty() => {
+                let runtime = self.runtime.clone();
+                let preparing = call.clone();
+                let span = crate::trace::stage("prepare", &exec);
+                let mut prepare: BoxFuture<'static, Prepared> =
+                    async move { runtime.prepare(&preparing).await }
+                        .instrument(span)
+                        .boxed();
+                match futures::poll!(prepare.as_mut()) {
+                    std::task::Poll::Ready(prepared) => self.dispatch(&call, prepared, n).await,
+                    std::task::Poll::Pending => {
+                        self.preparing = Some(Parked {
+                            n,
+                            call: call.clone(),
+                            prepare,
+                        });
+                        None
                     }
                 }
-            },
+            }
+            Start::Run | Start::RunAlone => {
+                let prepared = self
+                    .runtime
+                    .prepare(&call)
+                    .instrument(crate::trace::stage("prepare", &exec))
+                    .await;
+                match prepared {
+                    // Boxed: the dispatch future is large, and left inline it would make every
+                    // future that awaits this one (the adapters' loops) as large, copied whole
+                    // at each level on every call.
+                    Prepared::Ready if matches!(how, Start::RunAlone) => Some(
+                        Box::pin(
+                            contained(self.runtime.dispatch(&call))
+                                .instrument(crate::trace::stage("dispatch", &exec)),
+                        )
+                        .await,
+                    ),
+                    prepared => self.dispatch(&call, prepared, n).await,
+                }
+            }
         };
         self.window.push_back(Entry {
             payload,
@@ -182,6 +219,35 @@ impl<P> Pool<P> {
             outcome,
         });
         exec
+    }
+
+    /// Dispatches a prepared call: its body's first poll here, then a task of the pool if it
+    /// has to wait. Returns its outcome when it is already decided.
+    async fn dispatch(
+        &mut self,
+        call: &Arc<Call>,
+        prepared: Prepared,
+        n: u64,
+    ) -> Option<Candidate> {
+        if let Prepared::Decided(candidate) = prepared {
+            return Some(candidate);
+        }
+        let runtime = self.runtime.clone();
+        let running = call.clone();
+        let span = crate::trace::stage("dispatch", call.exec());
+        let mut body: BoxFuture<'static, Candidate> =
+            contained(async move { runtime.dispatch(&running).await })
+                .instrument(span)
+                .boxed();
+        match futures::poll!(body.as_mut()) {
+            std::task::Poll::Ready(candidate) => Some(candidate),
+            std::task::Poll::Pending => {
+                self.running += 1;
+                let task = self.bodies.get_or_insert_with(JoinSet::new).spawn(body);
+                self.numbers.insert(task.id(), n);
+                None
+            }
+        }
     }
 
     /// Whether the oldest call in progress is decided, so [`Pool::commit_front`] will not wait.
@@ -229,18 +295,47 @@ impl<P> Pool<P> {
         }
     }
 
-    /// Waits for one running body to finish and records its outcome; `false` when none runs.
+    /// Waits for one running body to finish, or for the parked prepare to be done (then
+    /// dispatches its call), and records the outcome; `false` when nothing runs.
     pub async fn settle_next(&mut self) -> bool {
-        let Some(bodies) = self.bodies.as_mut() else {
+        if self.running() == 0 {
             return false;
-        };
-        match bodies.join_next_with_id().await {
-            Some(joined) => {
-                self.settle(joined);
-                true
-            }
-            None => false,
         }
+        let (bodies, preparing) = (&mut self.bodies, &mut self.preparing);
+        let body = async {
+            match bodies.as_mut() {
+                Some(bodies) if !bodies.is_empty() => bodies.join_next_with_id().await,
+                _ => std::future::pending().await,
+            }
+        };
+        let prepare = async {
+            match preparing.as_mut() {
+                Some(parked) => parked.prepare.as_mut().await,
+                None => std::future::pending().await,
+            }
+        };
+        let woke = tokio::select! {
+            biased;
+            joined = body => Woke::Body(joined),
+            prepared = prepare => Woke::Prepared(prepared),
+        };
+        match woke {
+            Woke::Body(Some(joined)) => self.settle(joined),
+            Woke::Body(None) => return false,
+            Woke::Prepared(prepared) => {
+                if let Some(parked) = self.preparing.take().filter(|_| !self.halted) {
+                    let outcome = self.dispatch(&parked.call, prepared, parked.n).await;
+                    let at = parked
+                        .n
+                        .checked_sub(self.first)
+                        .and_then(|k| usize::try_from(k).ok());
+                    if let Some(entry) = at.and_then(|k| self.window.get_mut(k)) {
+                        entry.outcome = outcome;
+                    }
+                }
+            }
+        }
+        true
     }
 
     fn settle(&mut self, joined: Result<(tokio::task::Id, Candidate), tokio::task::JoinError>) {
@@ -270,6 +365,12 @@ impl<P> Pool<P> {
             entry.outcome = Some(candidate);
         }
     }
+}
+
+/// What [`Pool::settle_next`] woke up for.
+enum Woke {
+    Body(Option<Result<(tokio::task::Id, Candidate), tokio::task::JoinError>>),
+    Prepared(Prepared),
 }
 
 /// A dispatch with a panic anywhere in the chain or the body turned into the call's failure.

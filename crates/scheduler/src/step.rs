@@ -144,7 +144,10 @@ impl Runtime {
                         fold(&mut out, result);
                         committed += 1;
                     }
-                    Err(e) => failure = Some(e.into()),
+                    Err(e) => {
+                        pool.halt();
+                        failure = Some(e.into());
+                    }
                 }
                 continue;
             }
@@ -202,7 +205,10 @@ impl Runtime {
                                 pool.start(input, mode, how, (block.clone(), call_seq))
                                     .await;
                             }
-                            Err(e) => failure = Some(e.into()),
+                            Err(e) => {
+                                pool.halt();
+                                failure = Some(e.into());
+                            }
                         }
                         continue;
                     }

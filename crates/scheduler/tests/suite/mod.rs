@@ -3,6 +3,7 @@
 mod backstop;
 mod can_loop;
 mod can_registry;
+mod commit_overlap;
 mod dsp_results;
 mod dsp_wrappers;
 mod fin_contexts;
