@@ -10,7 +10,10 @@
 //! - `payload/call` vs `payload/serialize`: one call with a 1 MB argument and a 1 MB string
 //!   result vs one `serde_json` serialization of the payload;
 //! - `overlap/beside` vs `overlap/alone`: when a 100 ms body ends, counted from the step's start,
-//!   beside a 1 s pre-execute of the next call vs alone.
+//!   beside a 1 s pre-execute of the next call vs alone; `overlap/final-beside` vs
+//!   `overlap/final-alone`: the same to when its result is final (its `tools/result` observer
+//!   ran); `overlap/blocking-beside`: the body's end beside a pre-execute that blocks its thread
+//!   for 1 s (vs `overlap/alone`).
 //!
 //! Timing is wall time measured inside the benchmark (criterion's `iter_custom`); no assertion
 //! is made about it.
@@ -208,10 +211,13 @@ fn payload(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     g.finish();
 }
 
-/// A pre-execute listener that takes `delay` for calls of `tool` and passes everything through.
+/// A pre-execute listener that takes `delay` for calls of `tool` and passes everything through;
+/// `blocking` makes it block its thread (`std::thread::sleep`, a listener's mistake) rather
+/// than wait as a task.
 struct SlowPrepare {
     tool: &'static str,
     delay: Duration,
+    blocking: bool,
 }
 
 #[async_trait]
@@ -222,10 +228,77 @@ impl PreExecuteHook for SlowPrepare {
         next: PreNext<'_>,
     ) -> Result<PreToolDecision, Failure> {
         if exec.name() == self.tool {
-            tokio::time::sleep(self.delay).await;
+            if self.blocking {
+                std::thread::sleep(self.delay);
+            } else {
+                tokio::time::sleep(self.delay).await;
+            }
         }
         next.run(exec).await
     }
+}
+
+/// When the slow body ended, and when its result became final (its `tools/result` observer).
+#[derive(Default)]
+struct Marks {
+    ended: Option<Instant>,
+    final_at: Option<Instant>,
+}
+
+/// A runtime with the 100 ms body tool and the next call's tool behind a 1 s pre-execute.
+fn overlap_runtime(
+    body: &'static str,
+    next: &'static str,
+    blocking: bool,
+    marks: &Arc<Mutex<Marks>>,
+) -> Arc<dsh::scheduler::Runtime> {
+    let reg = registry(1, &Json::string("ok"), true);
+    let slot = marks.clone();
+    reg.register(
+        dsh::core::ToolDefinition::builder(body, "sleeps 100 ms")
+            .output(dsh::core::ToolOutput::string())
+            .concurrency_safe(true)
+            .execute(move |_ctx| {
+                let slot = slot.clone();
+                async move {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    slot.lock().ended = Some(Instant::now());
+                    Ok(Json::string("done"))
+                }
+            })
+            .build()
+            .expect("slow tool"),
+    )
+    .expect("register slow tool")
+    .keep();
+    reg.register(fixtures::noop_tool(next, Json::string("ok"), true))
+        .expect("register next tool")
+        .keep();
+    let runtime = runtime(reg);
+    runtime
+        .hooks()
+        .on_pre_execute(
+            Scope::Global,
+            SlowPrepare {
+                tool: next,
+                delay: Duration::from_secs(1),
+                blocking,
+            },
+        )
+        .keep();
+    let slot = marks.clone();
+    runtime
+        .hooks()
+        .on_result(
+            Scope::Global,
+            move |e: &ToolExecution, _: &dsh::core::ToolResult| {
+                if e.name() == body {
+                    slot.lock().final_at = Some(Instant::now());
+                }
+            },
+        )
+        .keep();
+    runtime
 }
 
 fn overlap(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
@@ -236,40 +309,9 @@ fn overlap(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
         .measurement_time(Duration::from_secs(1))
         .sample_size(10)
         .sampling_mode(SamplingMode::Flat);
-    let reg = registry(1, &Json::string("ok"), true);
-    let ended: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
-    let slot = ended.clone();
-    reg.register(
-        dsh::core::ToolDefinition::builder(BODY, "sleeps 100 ms")
-            .output(dsh::core::ToolOutput::string())
-            .concurrency_safe(true)
-            .execute(move |_ctx| {
-                let slot = slot.clone();
-                async move {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    *slot.lock() = Some(Instant::now());
-                    Ok(Json::string("done"))
-                }
-            })
-            .build()
-            .expect("slow tool"),
-    )
-    .expect("register slow tool")
-    .keep();
-    reg.register(fixtures::noop_tool(NEXT, Json::string("ok"), true))
-        .expect("register next tool")
-        .keep();
-    let runtime = runtime(reg);
-    runtime
-        .hooks()
-        .on_pre_execute(
-            Scope::Global,
-            SlowPrepare {
-                tool: NEXT,
-                delay: Duration::from_secs(1),
-            },
-        )
-        .keep();
+    let marks: Arc<Mutex<Marks>> = Arc::default();
+    let waiting = overlap_runtime(BODY, NEXT, false, &marks);
+    let blocking = overlap_runtime(BODY, NEXT, true, &marks);
     let alone = Arc::new(blocks(1, BODY, "{}"));
     let mut beside = blocks(1, BODY, "{}");
     beside.extend(blocks(1, NEXT, "{}").into_iter().map(|mut b| {
@@ -277,19 +319,28 @@ fn overlap(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
         b
     }));
     let beside = Arc::new(beside);
-    for (id, calls) in [("beside", beside), ("alone", alone)] {
+    // (id, runtime, calls, whether the time runs to the result being final, not the body's end)
+    let cases = [
+        ("beside", &waiting, &beside, false),
+        ("alone", &waiting, &alone, false),
+        ("final-beside", &waiting, &beside, true),
+        ("final-alone", &waiting, &alone, true),
+        ("blocking-beside", &blocking, &beside, false),
+    ];
+    for (id, runtime, calls, to_final) in cases {
         g.bench_function(id, |b| {
             b.iter_custom(|iters| {
-                let (runtime, calls, ended) = (runtime.clone(), calls.clone(), ended.clone());
+                let (runtime, calls, marks) = (runtime.clone(), calls.clone(), marks.clone());
                 in_task(rt, move || async move {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
                         let cx = step(POOL);
-                        *ended.lock() = None;
+                        *marks.lock() = Marks::default();
                         let start = Instant::now();
                         runtime.run_step(&cx, &calls).await.expect("step");
-                        let end = ended.lock().take().expect("the body ran");
-                        total += end - start;
+                        let m = std::mem::take(&mut *marks.lock());
+                        let end = if to_final { m.final_at } else { m.ended };
+                        total += end.expect("the body ran and was observed") - start;
                     }
                     total
                 })

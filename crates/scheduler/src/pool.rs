@@ -245,6 +245,11 @@ impl<P> Pool<P> {
                 self.running += 1;
                 let task = self.bodies.get_or_insert_with(JoinSet::new).spawn(body);
                 self.numbers.insert(task.id(), n);
+                // A task spawned from a worker waits in that worker's own slot, which no other
+                // worker may take: should the adapter now block its thread (a listener calling
+                // `std::thread::sleep` by mistake), the body would wait with it. One yield lets
+                // this worker poll the body first; from then on its wake-ups go to any worker.
+                tokio::task::yield_now().await;
                 None
             }
         }

@@ -141,3 +141,73 @@ async fn s4_no_call_starts_while_a_prepare_waits_in_the_pool() {
     assert_eq!(result_ids(&session), ["c1", "c2", "c3"]);
     assert_paired(&session);
 }
+
+/// A pre-execute listener that blocks its thread (not its task) until told.
+struct BlockingPre {
+    call: &'static str,
+    entered: Arc<AtomicBool>,
+    release: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+#[async_trait]
+impl PreExecuteHook for BlockingPre {
+    async fn pre_execute(
+        &self,
+        exec: &ToolExecution,
+        next: PreNext<'_>,
+    ) -> Result<PreToolDecision, Failure> {
+        if exec.call_id() == self.call {
+            self.entered.store(true, Ordering::SeqCst);
+            // The listener's mistake under test: a blocking wait on the runtime's thread.
+            let _ = self.release.lock().recv();
+        }
+        next.run(exec).await
+    }
+}
+
+/// A listener that blocks the step driver's thread does not hold a body that already runs: the
+/// body is released and ends while the listener still blocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_a_listener_blocking_its_thread_does_not_hold_a_running_body() {
+    let gate = Gate::new();
+    let registry = ToolRegistry::new();
+    registry.register(gate.tool("g", true)).unwrap().keep();
+    let hooks = Hooks::new();
+    let entered = Arc::new(AtomicBool::new(false));
+    let (unblock, blocked) = std::sync::mpsc::channel();
+    hooks
+        .on_pre_execute(
+            Scope::Global,
+            BlockingPre {
+                call: "c2",
+                entered: entered.clone(),
+                release: Mutex::new(blocked),
+            },
+        )
+        .keep();
+    let rt = runtime(&registry, &hooks);
+    let d = driver(&rt, 2);
+    let session = d.session().clone();
+    let h = spawn_turn(
+        d,
+        vec![calls_to("g", 2), text_reply("done")],
+        Signal::never(),
+    );
+
+    yield_until(|| entered.load(Ordering::SeqCst)).await;
+    gate.release("c1");
+    // Waiting for something that must happen, bounded so that a stuck body fails the test.
+    let ended = wait_until(10_000, || gate.events().contains(&"end:c1".to_owned())).await;
+    assert!(
+        ended,
+        "c1's body is held by the blocked thread: {:?}",
+        gate.events()
+    );
+    unblock.send(()).unwrap();
+    assert!(gate.wait_started(2, 5000).await);
+    gate.release("c2");
+    let (_, report) = h.await.unwrap();
+    assert_eq!(report.unwrap().end, TurnEnd::Completed);
+    assert_eq!(result_ids(&session), ["c1", "c2"]);
+    assert_paired(&session);
+}
