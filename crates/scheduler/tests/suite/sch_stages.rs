@@ -191,10 +191,10 @@ async fn sch_26_scheduler_failure_stops_starting_drains_and_surfaces_the_first_e
         "the turn does not end while c2's started body runs"
     );
     gate.release("c2");
-    let (_, outcome) = tokio::time::timeout(Duration::from_secs(5), h)
-        .await
-        .unwrap()
-        .unwrap();
+    // The session's writer answers from its own thread, which a paused clock does not wait
+    // for (a clock-based timeout would fire while it writes): yield until the turn is done.
+    yield_until(|| h.is_finished()).await;
+    let (_, outcome) = h.await.unwrap();
     let err = outcome.expect_err("the scheduler failure is reported");
     assert!(
         matches!(
