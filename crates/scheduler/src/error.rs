@@ -11,4 +11,7 @@ pub enum SchedulerError {
     /// integer`).
     #[error("{0}")]
     MaxParallel(&'static str),
+    /// A broken invariant of the scheduler itself: a bug, reported rather than hidden.
+    #[error("scheduler invariant broken: {0}")]
+    Internal(&'static str),
 }

@@ -24,7 +24,7 @@ use dsh_core::codes::messages;
 use dsh_core::{
     AgentId, Arguments, ContextMessage, ExecutionMode, Signal, ToolExecutionInput, ToolResult,
 };
-use dsh_session::{Event, Session};
+use dsh_session::{Event, Session, SessionError};
 use tracing::Instrument;
 
 use crate::batch::ToolCallBlock;
@@ -126,6 +126,16 @@ impl Runtime {
         // generation it was made under), so a waiting call is parsed once.
         let mut pending: Option<(usize, Arguments)> = None;
         let mut classified: Option<(usize, u64, ExecutionMode)> = None;
+        // Durability is paid per group, not per call (a durable session only; in memory an
+        // append costs nothing to wait for). Calls `[0, recorded)` have their `tool/call`;
+        // `ahead` holds the seqs of those recorded before they start (calls that could start
+        // beside the one being started are recorded with it, in one group). A `tool/result`
+        // is not waited for on its own: the next group's record being durable means it is
+        // (the log is written in order), and the step waits for the rest before it returns.
+        let durable = cx.session.is_durable();
+        let mut recorded = 0usize;
+        let mut ahead: std::collections::VecDeque<u64> = std::collections::VecDeque::new();
+        let mut unsynced = Vec::new();
 
         loop {
             pool.settle_ready();
@@ -135,11 +145,16 @@ impl Runtime {
                 && let Some(done) = pool.commit_front().await
             {
                 let ((block, call_seq), result) = (done.payload, done.result);
-                match cx
+                let ack = cx
                     .session
-                    .append(tool_result_event(cx, &block, call_seq, &result))
-                    .await
-                {
+                    .append(tool_result_event(cx, &block, call_seq, &result));
+                let acked = if durable {
+                    unsynced.push(ack);
+                    Ok(0)
+                } else {
+                    ack.await
+                };
+                match acked {
                     Ok(_) => {
                         fold(&mut out, result);
                         committed += 1;
@@ -198,7 +213,36 @@ impl Runtime {
                         // Recorded (`tool/call`, before any policy runs), then started. Written
                         // here rather than in a helper `async fn`: the pool's start future is
                         // large, and each level of `async fn` around it copies it once more.
-                        match cx.session.append(tool_call_event(cx, block)).await {
+                        let i = next_start - 1;
+                        if recorded <= i {
+                            // This call and, when it may run beside others, the calls after
+                            // it that could start beside it now: one group, one sync.
+                            let mut upto = i + 1;
+                            if durable && mode == ExecutionMode::Parallel {
+                                let room = cx.max_parallel.saturating_sub(pool.running());
+                                while upto < n
+                                    && upto - i < room
+                                    && self.classify(cx, &blocks[upto]) == ExecutionMode::Parallel
+                                {
+                                    upto += 1;
+                                }
+                            }
+                            match self.record(cx, &blocks[i..upto], &mut ahead).await {
+                                Ok(()) => {
+                                    recorded = upto;
+                                    unsynced.clear();
+                                }
+                                Err(e) => {
+                                    pool.halt();
+                                    failure = Some(first_error(unsynced, e).await);
+                                    unsynced = Vec::new();
+                                    continue;
+                                }
+                            }
+                        }
+                        match ahead.pop_front().ok_or(SchedulerError::Internal(
+                            "a started call has no recorded seq",
+                        )) {
                             Ok(call_seq) => {
                                 let input = call_input(cx, block, args);
                                 let how = if alone { Start::RunAlone } else { Start::Run };
@@ -207,7 +251,7 @@ impl Runtime {
                             }
                             Err(e) => {
                                 pool.halt();
-                                failure = Some(e.into());
+                                failure = Some(e);
                             }
                         }
                         continue;
@@ -226,11 +270,62 @@ impl Runtime {
                 break;
             }
         }
+        // The results not waited for yet: the step ends once they are durable.
+        for ack in unsynced {
+            if let Err(e) = ack.await
+                && failure.is_none()
+            {
+                failure = Some(e.into());
+            }
+        }
         match failure {
             Some(e) => Err(e),
             None => Ok(out),
         }
     }
+
+    /// Appends the `tool/call`s of `blocks` as one group and queues their seqs in `ahead`;
+    /// returns once all are durable.
+    async fn record(
+        &self,
+        cx: &StepContext,
+        blocks: &[ToolCallBlock],
+        ahead: &mut std::collections::VecDeque<u64>,
+    ) -> Result<(), SessionError> {
+        if let [block] = blocks {
+            ahead.push_back(cx.session.append(tool_call_event(cx, block)).await?);
+            return Ok(());
+        }
+        let acks: Vec<_> = blocks
+            .iter()
+            .map(|b| cx.session.append(tool_call_event(cx, b)))
+            .collect();
+        for ack in acks {
+            ahead.push_back(ack.await?);
+        }
+        Ok(())
+    }
+
+    /// How `block`'s call would run now, as its start will read it again.
+    fn classify(&self, cx: &StepContext, block: &ToolCallBlock) -> ExecutionMode {
+        let args = Arguments::from_raw(&block.arguments);
+        self.registry
+            .execution_mode(&block.name, cx.agent.as_ref(), &args)
+    }
+}
+
+/// The error that stopped the step: a `tool/result` append that failed before `later` (whose
+/// failure then only says the log was already broken), else `later`.
+async fn first_error<F>(unsynced: Vec<F>, later: SessionError) -> SchedulerError
+where
+    F: std::future::Future<Output = Result<u64, SessionError>>,
+{
+    for ack in unsynced {
+        if let Err(e) = ack.await {
+            return e.into();
+        }
+    }
+    later.into()
 }
 
 /// A block's `tool/call` event, over the block's shared strings.

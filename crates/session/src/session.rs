@@ -289,6 +289,12 @@ impl Session {
         self.inner.shared.path.as_deref()
     }
 
+    /// Whether an append is acknowledged only once a sink holds it (a file, a store) rather
+    /// than at once (in memory): only then does grouping appends save work.
+    pub fn is_durable(&self) -> bool {
+        self.inner.writer.is_some()
+    }
+
     /// Appends an event and returns its seq.
     ///
     /// The seq is assigned when `append` is CALLED (so seqs follow call order even if the

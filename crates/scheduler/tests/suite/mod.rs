@@ -9,6 +9,7 @@ mod dsp_wrappers;
 mod fin_contexts;
 mod fin_decisions;
 mod grd;
+mod group_durability;
 mod interleavings;
 mod invariants;
 mod log;

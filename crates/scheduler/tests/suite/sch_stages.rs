@@ -151,7 +151,9 @@ impl dsh_session::LogSink for FailOnce {
 }
 
 // SCH-26: the stages cannot be swapped for fault injectors here; the scheduler's own failure
-// is the session log refusing an append. c3's `tool/call` append fails while c2's body runs.
+// is the session log refusing an append. With a cap of 2, c1 and c2 are recorded (one group)
+// and run; c1 ends, and c3's `tool/call` append, made for the slot c1 freed, fails while c2's
+// body runs.
 // The session's writer is a thread of its own, so the test waits for it by yielding (a paused
 // clock would move while the runtime waits for that thread) and calls `quiescent()` only once
 // the failing write is done (the writer's answer to it is what wakes the driver next).
@@ -174,17 +176,16 @@ async fn sch_26_scheduler_failure_stops_starting_drains_and_surfaces_the_first_e
         },
     )
     .unwrap();
-    let d = TurnDriver::new(rt.clone(), session.clone(), None).with_max_parallel(3);
+    let d = TurnDriver::new(rt.clone(), session.clone(), None).with_max_parallel(2);
     let h = spawn_turn(
         d,
         vec![calls_to("g", 3), text_reply("done")],
         Signal::never(),
     );
 
-    yield_until(|| gate.started().len() == 2 && fired.load(Ordering::SeqCst)).await;
-    quiescent().await;
-    assert!(!h.is_finished(), "the turn waits for the started bodies");
+    yield_until(|| gate.started().len() == 2).await;
     gate.release("c1");
+    yield_until(|| fired.load(Ordering::SeqCst)).await;
     quiescent().await;
     assert!(
         !h.is_finished(),
@@ -216,9 +217,11 @@ async fn sch_26_scheduler_failure_stops_starting_drains_and_surfaces_the_first_e
         gate.events().contains(&"end:c2".to_owned()),
         "c2's body was drained"
     );
-    // Nothing is fabricated: no result follows the failure.
+    // Nothing is fabricated: no result follows the failure (c1's, written before it, may be
+    // there, in a write of its own).
+    let results = result_ids(&session);
     assert!(
-        result_ids(&session).is_empty(),
+        results.is_empty() || results == ["c1"],
         "{:?}",
         tool_trace(&session)
     );
