@@ -14,7 +14,13 @@ use crate::report::{self, Run, TargetRun};
 use crate::results::{self, Results};
 
 /// The bench targets of the root package, in the order they run.
-const TARGETS: &[&str] = &["pipeline", "session", "session_memory", "code_mode"];
+const TARGETS: &[&str] = &[
+    "pipeline",
+    "session",
+    "session_memory",
+    "code_mode",
+    "cli_run",
+];
 
 /// Where a target's absence is explained, when its source file does not exist yet.
 fn absent_reason(name: &str) -> String {

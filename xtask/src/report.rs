@@ -176,6 +176,15 @@ pub const ROWS: &[Row] = &[
         command: "cargo bench -p dsh --bench pipeline -- overlap/",
     },
     Row {
+        name: "`dsh run`: one step of 1,000 no-op calls, the log on disk",
+        figure: timed("cli/wide-step-disk", 1.0, "run"),
+        baseline_name: "the same run with the log on tmpfs (`/dev/shm`)",
+        baseline: timed("cli/wide-step-tmpfs", 1.0, "run"),
+        target: Target::AtMost(2.0),
+        bench: "cli_run",
+        command: "cargo bench -p dsh --bench cli_run",
+    },
+    Row {
         name: "Code Mode: 1,000 sub-calls of a no-op tool from one program",
         figure: timed("code_mode/program", 1.0, "1,000 calls"),
         baseline_name: "1,000 direct pipeline calls",
