@@ -114,8 +114,10 @@ pub const ROWS: &[Row] = &[
     Row {
         name: "session append at 1M events (1,000 appends onto an in-memory log holding 1M)",
         figure: timed("append/1000000", 1_000.0, "event"),
-        baseline_name: "the same onto a log holding 1k",
-        baseline: timed("append/1000", 1_000.0, "event"),
+        // Against 100k, not 1k: a 1k log fits the CPU caches, so the 1k ratio measured the
+        // cache, not the append; past the cache (100k) the append must stay flat.
+        baseline_name: "the same onto a log holding 100k",
+        baseline: timed("append/100000", 1_000.0, "event"),
         target: Target::ThroughputAtLeast(0.9),
         bench: "session",
         command: "cargo bench -p dsh --bench session -- append/",
