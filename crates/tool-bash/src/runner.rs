@@ -63,8 +63,8 @@ pub struct RunOutcome {
     pub stdout: SharedStream,
     /// stderr as captured.
     pub stderr: SharedStream,
-    /// Where the output was spooled (`Err`: spooling failed, why).
-    pub spool: Result<SpoolPaths, String>,
+    /// Where the output is spooled (files exist only for a stream that outgrew its tail).
+    pub spool: SpoolPaths,
     /// Whether the group was fully ended.
     pub ended: Ended,
     /// The helper could not contain the command (nothing ran): why.
@@ -150,28 +150,17 @@ pub async fn run(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, Spawn
 
     let stdout = capture::stream(config.max_output_bytes);
     let stderr = capture::stream(config.max_output_bytes);
-    let paths = SpoolPaths::new(&config.output_dir, &spec.stem);
-    let (spool_out, spool_err, spool) = match paths.open().await {
-        Ok((o, e)) => (Some(o), Some(e), Ok(paths)),
-        Err(e) => (None, None, Err(e.to_string())),
-    };
+    let spool = SpoolPaths::new(&config.output_dir, &spec.stem);
+    let (spool_out, spool_err) = spool.spools(config.max_spool_bytes);
     let pumps = [
-        child.stdout.take().map(|r| {
-            tokio::spawn(capture::pump(
-                r,
-                stdout.clone(),
-                spool_out,
-                config.max_spool_bytes,
-            ))
-        }),
-        child.stderr.take().map(|r| {
-            tokio::spawn(capture::pump(
-                r,
-                stderr.clone(),
-                spool_err,
-                config.max_spool_bytes,
-            ))
-        }),
+        child
+            .stdout
+            .take()
+            .map(|r| tokio::spawn(capture::pump(r, stdout.clone(), Some(spool_out)))),
+        child
+            .stderr
+            .take()
+            .map(|r| tokio::spawn(capture::pump(r, stderr.clone(), Some(spool_err)))),
     ];
 
     let watchdog = async {
