@@ -36,13 +36,23 @@ use fixtures::{blocks, in_task, pass_through_hooks, step, tokio_runtime};
 /// The command that prints 1 MB.
 const MB_COMMAND: &str = "head -c 1000000 /dev/zero | tr '\\0' a";
 
-/// The helper the `dsh` program finds beside itself.
+/// The helper the `dsh` program uses: the `dsh-sandbox-exec` built beside it.
 fn helper() -> SandboxHelper {
-    SandboxHelper::dsh(env!("CARGO_BIN_EXE_dsh"))
+    let helper = SandboxHelper::for_dsh(std::path::Path::new(env!("CARGO_BIN_EXE_dsh")));
+    assert_eq!(
+        helper.program(),
+        std::path::Path::new(env!("CARGO_BIN_EXE_dsh-sandbox-exec")),
+        "dsh finds the helper built beside it"
+    );
+    helper
 }
 
-/// A pipeline with `bash` mounted over a workspace in `dir`, under `mode`.
-fn pipeline(dir: &std::path::Path, mode: SandboxMode) -> Arc<Runtime> {
+/// A pipeline with `bash` mounted over a workspace in `dir`, under `mode`, through `helper`.
+fn pipeline(
+    dir: &std::path::Path,
+    mode: SandboxMode,
+    helper: Option<SandboxHelper>,
+) -> Arc<Runtime> {
     let ws = dir.join("ws");
     let out = dir.join("out");
     let tmp = dir.join("tmp");
@@ -50,7 +60,7 @@ fn pipeline(dir: &std::path::Path, mode: SandboxMode) -> Arc<Runtime> {
         std::fs::create_dir_all(d).expect("bench dirs");
     }
     let workspace = Workspace::new([&ws]).expect("workspace");
-    let mut config = BashConfig::new(workspace).with_helper(Some(helper()));
+    let mut config = BashConfig::new(workspace).with_helper(helper);
     config.output_dir = out;
     config.temp_parent = tmp;
     let tool = BashTool::with_settings(
@@ -122,8 +132,22 @@ fn bare(rt: &tokio::runtime::Runtime, command: &'static str, iters: u64) -> Dura
 
 fn bash_calls(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let full = pipeline(&dir.path().join("full"), SandboxMode::DangerFullAccess);
-    let contained = pipeline(&dir.path().join("contained"), SandboxMode::WorkspaceWrite);
+    let full = pipeline(
+        &dir.path().join("full"),
+        SandboxMode::DangerFullAccess,
+        Some(helper()),
+    );
+    let contained = pipeline(
+        &dir.path().join("contained"),
+        SandboxMode::WorkspaceWrite,
+        Some(helper()),
+    );
+    // What a host that passes no helper gets: the shell spawned directly (no supervisor).
+    let direct = pipeline(
+        &dir.path().join("direct"),
+        SandboxMode::DangerFullAccess,
+        None,
+    );
     let mut g = c.benchmark_group("bash");
     g.warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(4))
@@ -138,6 +162,9 @@ fn bash_calls(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
         });
         g.bench_function(format!("{name}-workspace-write"), |b| {
             b.iter_custom(|iters| calls(rt, &contained, command, iters))
+        });
+        g.bench_function(format!("{name}-no-helper"), |b| {
+            b.iter_custom(|iters| calls(rt, &direct, command, iters))
         });
     }
     g.finish();

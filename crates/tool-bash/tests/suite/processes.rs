@@ -244,7 +244,7 @@ fn helper_child(command: &str, parent: u32, ws: &std::path::Path) -> std::proces
     );
     args.roots.push(ws.to_path_buf());
     args.parent_pid = Some(parent);
-    std::process::Command::new(env!("CARGO_BIN_EXE_dsh-sandbox-exec"))
+    std::process::Command::new(env!("CARGO_BIN_EXE_dsh-tool-bash-helper"))
         .args(args.to_args())
         .current_dir(ws)
         .stdin(std::process::Stdio::null())
