@@ -13,6 +13,31 @@ async fn stdout_is_returned_as_is() {
     assert_eq!(text(&r), "hello\n");
 }
 
+/// The shell is found on `PATH` once and started by its path, under the name it was
+/// configured with: `$0` and bash's own messages still say `bash`, with the helper or without.
+#[tokio::test]
+async fn the_shell_still_calls_itself_bash() {
+    let contained = fixture();
+    let direct = fixture_with(
+        dsh_tool_bash::SandboxSettings {
+            mode: dsh_tool_bash::SandboxMode::DangerFullAccess,
+            ..Default::default()
+        },
+        |c| c.helper = None,
+    );
+    for f in [&contained, &direct] {
+        for _ in 0..2 {
+            let t = text(&f.sh("echo $0; no-such-command-4711").await);
+            assert!(
+                t.starts_with(
+                    "bash\n[stderr]\nbash: line 1: no-such-command-4711: command not found"
+                ),
+                "{t}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_command_without_output_says_so() {
     let f = fixture();
