@@ -18,8 +18,9 @@ use crate::policy::Policy;
 /// How the harness mounts the `bash` tool ([`crate::HarnessBuilder::bash`]).
 #[derive(Clone, Debug, Default)]
 pub struct BashOptions {
-    /// The sandbox helper; `None`: the running `dsh` binary when this is it, else no helper
-    /// (contained calls then fail closed with `SANDBOX_UNAVAILABLE`).
+    /// The sandbox helper; `None`: when this is the `dsh` binary, the `dsh-sandbox-exec`
+    /// installed beside it or else the binary itself, otherwise no helper (contained calls then
+    /// fail closed with `SANDBOX_UNAVAILABLE`).
     pub helper: Option<SandboxHelper>,
     /// What to do when the kernel cannot contain a command (default: fail closed).
     pub unavailable: Unavailable,

@@ -136,6 +136,11 @@ fn install_tracing() {
 }
 
 pub fn main() -> i32 {
+    // The sandbox helper starts once per `bash` call: it skips building the whole parser.
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == dsh::bash::DSH_SUBCOMMAND) {
+        dsh::bash::sandbox::exec_sandboxed(args)
+    }
     let cli = Cli::parse();
     // The sandbox helper contains itself and execs before any runtime thread exists.
     let command = match cli.command {

@@ -20,6 +20,7 @@ const TARGETS: &[&str] = &[
     "session_memory",
     "code_mode",
     "cli_run",
+    "bash",
 ];
 
 /// Where a target's absence is explained, when its source file does not exist yet.
@@ -127,6 +128,95 @@ pub fn run_all(root: &Path) -> Result<()> {
     if !failed.is_empty() {
         let names: Vec<&str> = failed.iter().map(|t| t.name.as_str()).collect();
         bail!("bench targets failed: {}", names.join(", "));
+    }
+    Ok(())
+}
+
+/// Builds and runs only the bench targets that measure `rows` (numbers as in the table), then
+/// replaces just those rows' lines in BENCHMARKS.md; the other rows, the machine line of the
+/// last full run and the notes stay as they are. Earlier results of other targets are kept.
+pub fn run_rows(root: &Path, spec: &str) -> Result<()> {
+    let start = Instant::now();
+    let rows = report::parse_rows(spec).map_err(anyhow::Error::msg)?;
+    let mut names: Vec<&str> = Vec::new();
+    for &n in &rows {
+        let bench = report::ROWS[n - 1].bench;
+        if !names.contains(&bench) {
+            names.push(bench);
+        }
+    }
+    let dir = out_dir(root);
+    std::fs::create_dir_all(&dir)?;
+    let machine = Machine::current(root);
+    let mut build = vec!["bench", "-p", "dsh", "--no-run"];
+    for t in &names {
+        build.extend(["--bench", t]);
+    }
+    eprintln!("$ cargo {}", build.join(" "));
+    let built = Command::new("cargo")
+        .args(&build)
+        .current_dir(root)
+        .status()
+        .context("could not start cargo bench")?
+        .success();
+    let mut targets = Vec::new();
+    for name in &names {
+        let t0 = Instant::now();
+        let failure = if !built {
+            Some("failed to build (see `cargo bench -p dsh --no-run`)".to_owned())
+        } else {
+            match run_target(root, &dir, name) {
+                Ok((true, _)) => None,
+                Ok((false, _)) => Some(format!(
+                    "failed to run (output in target/dsh-bench/{name}.out)"
+                )),
+                Err(e) => Some(format!("failed to run: {e}")),
+            }
+        };
+        targets.push(TargetRun {
+            name: (*name).to_owned(),
+            failure,
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+    }
+    let mut results = Results {
+        criterion: results::read_criterion(&dir.join("criterion"))?,
+        records: Vec::new(),
+    };
+    for t in &targets {
+        if let Ok(out) = std::fs::read_to_string(dir.join(format!("{}.out", t.name))) {
+            results.records.extend(results::records_of(&out));
+        }
+    }
+    let run = Run {
+        machine: &machine,
+        targets: &targets,
+        results: &results,
+        total_seconds: start.elapsed().as_secs_f64(),
+    };
+    let path = root.join("BENCHMARKS.md");
+    let existing = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "read {} (run `cargo xtask bench` once first)",
+            path.display()
+        )
+    })?;
+    std::fs::write(&path, report::update_rows(&existing, &rows, &run))
+        .with_context(|| format!("write {}", path.display()))?;
+    eprintln!(
+        "updated rows {spec} of {} ({:.1} min; commit {}, {})",
+        path.display(),
+        run.total_seconds / 60.0,
+        machine.commit,
+        machine.date
+    );
+    let failed: Vec<&str> = targets
+        .iter()
+        .filter(|t| t.failure.is_some())
+        .map(|t| t.name.as_str())
+        .collect();
+    if !failed.is_empty() {
+        bail!("bench targets failed: {}", failed.join(", "));
     }
     Ok(())
 }

@@ -85,7 +85,9 @@ const USAGE: &str = "usage: cargo xtask <ci | check-rules [--write] | bench [--r
   check-rules          every id a comment or test name cites is described in docs/rules.md
   check-rules --write  refresh docs/rules.md's lists of where each id is held, then check
   bench                build and run every benchmark, then rewrite BENCHMARKS.md
-  bench --report-only  rewrite BENCHMARKS.md from the results of the last run";
+  bench --report-only  rewrite BENCHMARKS.md from the results of the last run
+  bench --rows 12-15   run only the bench targets of these rows (e.g. 12-15 or 1,4,12-15)
+                       and update just their lines of BENCHMARKS.md";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -97,6 +99,10 @@ fn main() -> Result<()> {
         Some("bench") => match args.get(1).map(String::as_str) {
             None => bench::run_all(&root()),
             Some("--report-only") => bench::report_only(&root()),
+            Some("--rows") => match args.get(2) {
+                Some(spec) => bench::run_rows(&root(), spec),
+                None => bail!("--rows needs row numbers, e.g. --rows 12-15\n{USAGE}"),
+            },
             Some(other) => bail!("unknown option `{other}`\n{USAGE}"),
         },
         Some(other) => bail!("unknown task `{other}`\n{USAGE}"),

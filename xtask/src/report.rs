@@ -204,7 +204,68 @@ pub const ROWS: &[Row] = &[
         bench: "session",
         command: "cargo bench -p dsh --bench session -- derive/",
     },
+    Row {
+        name: "`bash` call of `true` through the full pipeline, `danger-full-access` (through the sandbox helper, which supervises the command in every mode)",
+        figure: timed("bash/true-full-access", 1.0, "call"),
+        baseline_name: "bare `tokio::process::Command` spawn + wait of `bash -c true`",
+        baseline: timed("bash/true-bare", 1.0, "spawn"),
+        target: Target::AtMost(1.5),
+        bench: "bash",
+        command: "cargo bench -p dsh --bench bash -- bash/true-",
+    },
+    Row {
+        name: "`bash` call of `true` through the full pipeline, `workspace-write` (sandbox helper: Landlock + seccomp)",
+        figure: timed("bash/true-workspace-write", 1.0, "call"),
+        baseline_name: "bare `tokio::process::Command` spawn + wait of `bash -c true`",
+        baseline: timed("bash/true-bare", 1.0, "spawn"),
+        target: Target::AtMost(2.0),
+        bench: "bash",
+        command: "cargo bench -p dsh --bench bash -- bash/true-",
+    },
+    Row {
+        name: "`bash` call printing 1 MB through the full pipeline, `danger-full-access` (helper; tail shown, all of it saved to a file)",
+        figure: timed("bash/mb-full-access", 1.0, "call"),
+        baseline_name: "bare spawn of the same `bash -c`, reading stdout to its end, + wait",
+        baseline: timed("bash/mb-bare", 1.0, "spawn"),
+        target: Target::AtMost(1.5),
+        bench: "bash",
+        command: "cargo bench -p dsh --bench bash -- bash/mb-",
+    },
+    Row {
+        name: "`bash` call printing 1 MB through the full pipeline, `workspace-write` (helper; tail shown, all of it saved to a file)",
+        figure: timed("bash/mb-workspace-write", 1.0, "call"),
+        baseline_name: "bare spawn of the same `bash -c`, reading stdout to its end, + wait",
+        baseline: timed("bash/mb-bare", 1.0, "spawn"),
+        target: Target::AtMost(2.0),
+        bench: "bash",
+        command: "cargo bench -p dsh --bench bash -- bash/mb-",
+    },
 ];
+
+/// Parses a selection of rows, `12-15` or `1,4,12-15` (numbers as in the table, from 1).
+pub fn parse_rows(spec: &str) -> Result<Vec<usize>, String> {
+    let mut rows = Vec::new();
+    for part in spec.split(',').map(str::trim) {
+        let num = |t: &str| {
+            t.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=ROWS.len()).contains(n))
+                .ok_or_else(|| format!("`{t}` is not a row number (1-{})", ROWS.len()))
+        };
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(part)?, num(part)?),
+        };
+        if a > b {
+            return Err(format!("`{part}` is an empty range"));
+        }
+        rows.extend(a..=b);
+    }
+    rows.sort_unstable();
+    rows.dedup();
+    Ok(rows)
+}
 
 /// How a bench target's run went.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -350,16 +411,8 @@ pub fn render(run: &Run<'_>) -> String {
         s,
         "| # | benchmark | figure | baseline | ratio | target | result |\n| --- | --- | --- | --- | --- | --- | --- |"
     );
-    for (i, row) in ROWS.iter().enumerate() {
-        let (f, b, r, v) = verdict(row, run);
-        let _ = writeln!(
-            s,
-            "| {} | {} | {f} | {}: {b} | {r} | {} | {v} |",
-            i + 1,
-            row.name,
-            row.baseline_name,
-            target_text(row.target),
-        );
+    for n in 1..=ROWS.len() {
+        let _ = writeln!(s, "{}", table_line(n, run));
     }
     let _ = writeln!(s, "\n## Reproduce\n");
     let _ = writeln!(
@@ -367,8 +420,8 @@ pub fn render(run: &Run<'_>) -> String {
         "Everything: `cargo xtask bench` (builds the bench targets in release mode, runs them \
          one after the other, rewrites this file). One row:\n"
     );
-    for (i, row) in ROWS.iter().enumerate() {
-        let _ = writeln!(s, "{}. `{}`", i + 1, row.command);
+    for n in 1..=ROWS.len() {
+        let _ = writeln!(s, "{}", reproduce_line(n));
     }
     let _ = writeln!(
         s,
@@ -380,6 +433,74 @@ pub fn render(run: &Run<'_>) -> String {
     }
     let _ = writeln!(s, "\n{NOTES_MARKER}");
     s
+}
+
+/// The table line of row `n` (from 1).
+fn table_line(n: usize, run: &Run<'_>) -> String {
+    let row = &ROWS[n - 1];
+    let (f, b, r, v) = verdict(row, run);
+    format!(
+        "| {n} | {} | {f} | {}: {b} | {r} | {} | {v} |",
+        row.name,
+        row.baseline_name,
+        target_text(row.target),
+    )
+}
+
+/// The line of row `n` (from 1) in the list of commands that reproduce one row.
+fn reproduce_line(n: usize) -> String {
+    format!("{n}. `{}`", ROWS[n - 1].command)
+}
+
+/// `existing` (a BENCHMARKS.md) with the table and reproduce lines of `rows` replaced by what
+/// `run` measured, or added after the last line of their list when missing. Everything else
+/// (the other rows, the machine line of the last full run, the notes) is kept as it is.
+pub fn update_rows(existing: &str, rows: &[usize], run: &Run<'_>) -> String {
+    let mut lines: Vec<String> = existing.lines().map(str::to_owned).collect();
+    for &n in rows {
+        put(&mut lines, &format!("| {n} | "), "| ", table_line(n, run));
+        put(&mut lines, &format!("{n}. `"), "", reproduce_line(n));
+    }
+    let mut out = lines.join("\n");
+    if existing.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// Replaces the line starting with `key`, or inserts `line` after the last numbered line whose
+/// list it belongs to (lines starting with `list` then a number), in number order.
+/// Only the generated part (above [`NOTES_MARKER`]) is looked at.
+fn put(lines: &mut Vec<String>, key: &str, list: &str, line: String) {
+    let end = lines
+        .iter()
+        .position(|l| l == NOTES_MARKER)
+        .unwrap_or(lines.len());
+    if let Some(at) = lines[..end].iter().position(|l| l.starts_with(key)) {
+        lines[at] = line;
+        return;
+    }
+    let number = |l: &str| -> Option<usize> {
+        let rest = l.strip_prefix(list)?;
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let after = &rest[digits.len()..];
+        let shaped = if list.is_empty() {
+            after.starts_with(". `")
+        } else {
+            after.starts_with(" | ")
+        };
+        if shaped { digits.parse().ok() } else { None }
+    };
+    let ours = key
+        .strip_prefix(list)
+        .and_then(|k| k.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|d| d.parse::<usize>().ok())
+        .unwrap_or(usize::MAX);
+    let at = lines[..end]
+        .iter()
+        .rposition(|l| number(l).is_some_and(|m| m < ours))
+        .map(|i| i + 1);
+    lines.insert(at.unwrap_or(end), line);
 }
 
 /// The hand-written notes of an existing BENCHMARKS.md (everything after the marker line).
@@ -464,6 +585,57 @@ mod tests {
         assert_eq!(b, "1.00 µs / event (±0 %)");
         assert_eq!(r, "0.50× throughput");
         assert_eq!(v, "**MISS**");
+    }
+
+    #[test]
+    fn rows_parse_as_numbers_and_ranges() {
+        assert_eq!(parse_rows("12-14,1").unwrap(), vec![1, 12, 13, 14]);
+        assert_eq!(parse_rows("3").unwrap(), vec![3]);
+        assert!(parse_rows("0").is_err());
+        assert!(parse_rows("5-4").is_err());
+        assert!(parse_rows(&format!("{}", ROWS.len() + 1)).is_err());
+    }
+
+    #[test]
+    fn updating_rows_keeps_every_other_line() {
+        let res = results(&[("bash/true-bare", 1e6), ("bash/true-full-access", 2e6)]);
+        let targets = [TargetRun {
+            name: "bash".into(),
+            failure: None,
+            seconds: 1.0,
+        }];
+        let m = machine();
+        let run = Run {
+            machine: &m,
+            targets: &targets,
+            results: &res,
+            total_seconds: 1.0,
+        };
+        let n = 1 + ROWS
+            .iter()
+            .position(|r| r.name.starts_with("`bash` call of `true`"))
+            .unwrap();
+        let existing = format!(
+            "# B\n\n| # | h |\n| --- | --- |\n| 1 | one |\n| {} | before |\n\n## Reproduce\n\n1. `a`\n\nnotes\n",
+            n - 1
+        );
+        let once = update_rows(&existing, &[n], &run);
+        let lines: Vec<&str> = once.lines().collect();
+        assert_eq!(lines[5], format!("| {} | before |", n - 1));
+        assert!(lines[6].starts_with(&format!("| {n} | `bash` call of `true`")));
+        assert!(
+            lines[6].contains("| 2.00× | ≤ 1.5× | **MISS** |"),
+            "{}",
+            lines[6]
+        );
+        assert_eq!(lines[10], "1. `a`");
+        assert_eq!(
+            lines[11],
+            format!("{n}. `cargo bench -p dsh --bench bash -- bash/true-`")
+        );
+        assert!(once.ends_with("\nnotes\n"));
+        // A second update replaces the lines it added.
+        assert_eq!(update_rows(&once, &[n], &run), once);
     }
 
     #[test]

@@ -1,9 +1,14 @@
 //! Output capture: each stream keeps a bounded tail in memory (what the model may see) and is
-//! spooled to a file as it arrives (what a truncated result points to), up to a byte limit.
+//! spooled to a file (what a truncated result points to), up to a byte limit.
+//!
+//! A stream is spooled only once it outgrows its tail: until then memory holds every byte it
+//! produced, so a call whose output fits opens, writes and removes no file at all. When the
+//! output as a whole is truncated, [`SpoolPaths::keep`] writes what is still only in memory.
 //!
 //! Guarantees: memory per stream is at most twice the tail size whatever the command prints;
 //! the spool stops growing at its limit (the rest is counted, not written); what was captured is
-//! readable at any time, so a killed command still reports its output so far.
+//! readable at any time, so a killed command still reports its output so far; a spool that
+//! could not be written is reported, never passed off as the full output.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,6 +23,7 @@ pub struct StreamState {
     keep: usize,
     total: u64,
     spooled: u64,
+    spool_opened: bool,
     spool_error: Option<String>,
 }
 
@@ -60,6 +66,11 @@ impl StreamState {
         self.spooled
     }
 
+    /// Whether a spool file was opened for this stream.
+    pub fn spool_opened(&self) -> bool {
+        self.spool_opened
+    }
+
     /// Why the spool stopped, if it failed.
     pub fn spool_error(&self) -> Option<&str> {
         self.spool_error.as_deref()
@@ -74,40 +85,115 @@ pub fn stream(keep: usize) -> SharedStream {
     Arc::new(Mutex::new(StreamState::new(keep)))
 }
 
-/// Reads `reader` to its end into `state`, spooling to `spool` up to `limit` bytes.
+/// Where one stream spools, and up to how many bytes. The file is created on first use.
+#[derive(Debug)]
+pub struct Spool {
+    path: PathBuf,
+    limit: u64,
+    file: Option<tokio::fs::File>,
+}
+
+impl Spool {
+    /// A spool into `path` (not created yet) holding at most `limit` bytes.
+    pub fn new(path: PathBuf, limit: u64) -> Spool {
+        Spool {
+            path,
+            limit,
+            file: None,
+        }
+    }
+
+    /// Writes as much of `chunk` as the limit allows; on failure records why and stops.
+    async fn write(&mut self, state: &SharedStream, chunk: &[u8]) {
+        let Some(file) = self.file.as_mut() else {
+            return;
+        };
+        let room = self.limit.saturating_sub(state.lock().spooled);
+        let take = usize::try_from(room).unwrap_or(usize::MAX).min(chunk.len());
+        if take == 0 {
+            return;
+        }
+        match file.write_all(&chunk[..take]).await {
+            Ok(()) => state.lock().spooled += take as u64,
+            Err(e) => {
+                state.lock().spool_error = Some(e.to_string());
+                self.file = None;
+            }
+        }
+    }
+
+    /// Creates the file (and its private directory) and writes what memory holds so far,
+    /// which is everything the stream produced: it has not outgrown its tail yet.
+    async fn open(&mut self, state: &SharedStream) {
+        state.lock().spool_opened = true;
+        let opened = async {
+            if let Some(dir) = self.path.parent() {
+                private_dir_async(dir).await?;
+            }
+            tokio::fs::File::create(&self.path).await
+        };
+        match opened.await {
+            Ok(file) => {
+                self.file = Some(file);
+                let held = state.lock().tail.clone();
+                self.write(state, &held).await;
+            }
+            Err(e) => state.lock().spool_error = Some(e.to_string()),
+        }
+    }
+}
+
+/// Reads `reader` to its end into `state`, spooling through `spool` once the stream outgrows
+/// the tail `state` keeps.
 pub async fn pump(
     mut reader: impl AsyncRead + Unpin,
     state: SharedStream,
-    mut spool: Option<tokio::fs::File>,
-    limit: u64,
+    mut spool: Option<Spool>,
 ) {
-    let mut buf = vec![0u8; 16 * 1024];
+    // A pipe holds 64 KiB: one read takes whatever the writer managed to put in it.
+    let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match reader.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         let chunk = &buf[..n];
-        state.lock().push(chunk);
-        if let Some(file) = spool.as_mut() {
-            let room = limit.saturating_sub(state.lock().spooled);
-            let take = usize::try_from(room).unwrap_or(usize::MAX).min(n);
-            if take > 0 {
-                match file.write_all(&chunk[..take]).await {
-                    Ok(()) => state.lock().spooled += take as u64,
-                    Err(e) => {
-                        state.lock().spool_error = Some(e.to_string());
-                        spool = None;
-                    }
-                }
+        if let Some(spool) = spool.as_mut() {
+            let outgrows = {
+                let st = state.lock();
+                !st.spool_opened && st.total + n as u64 > st.keep as u64
+            };
+            if outgrows {
+                spool.open(&state).await;
             }
         }
+        state.lock().push(chunk);
+        if let Some(spool) = spool.as_mut() {
+            spool.write(&state, chunk).await;
+        }
     }
-    if let Some(mut file) = spool
+    if let Some(mut file) = spool.and_then(|s| s.file)
         && let Err(e) = file.flush().await
     {
         state.lock().spool_error = Some(e.to_string());
     }
+}
+
+/// Creates `dir` (and its parents) for outputs, which may hold secrets: the user's alone.
+async fn private_dir_async(dir: &Path) -> std::io::Result<()> {
+    tokio::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .await
+}
+
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }
 
 /// The files one call spools to: stdout into the file that becomes the full-output file, stderr
@@ -120,6 +206,32 @@ pub struct SpoolPaths {
     pub stderr: PathBuf,
 }
 
+/// What [`SpoolPaths::keep`] needs of one stream: what was spooled, or the bytes memory holds.
+enum Held {
+    /// The stream spooled to its file.
+    Spooled(u64),
+    /// Every byte the stream produced is in memory (up to the spool limit).
+    Memory(Vec<u8>),
+}
+
+impl Held {
+    fn of(stream: &SharedStream, limit: u64) -> Result<Held, String> {
+        let st = stream.lock();
+        if let Some(e) = &st.spool_error {
+            return Err(e.clone());
+        }
+        if st.spool_opened {
+            return Ok(Held::Spooled(st.spooled));
+        }
+        if !st.complete_in_memory() {
+            return Err("output outgrew memory before it could be spooled".to_owned());
+        }
+        // The spool keeps the first `limit` bytes.
+        let take = usize::try_from(limit).unwrap_or(usize::MAX);
+        Ok(Held::Memory(st.tail[..take.min(st.tail.len())].to_vec()))
+    }
+}
+
 impl SpoolPaths {
     /// Paths in `dir` for a call named `stem`.
     pub fn new(dir: &Path, stem: &str) -> SpoolPaths {
@@ -129,42 +241,74 @@ impl SpoolPaths {
         }
     }
 
-    /// Opens both spool files (creating the directory).
-    pub async fn open(&self) -> std::io::Result<(tokio::fs::File, tokio::fs::File)> {
-        if let Some(dir) = self.full.parent() {
-            // Outputs may hold secrets: the directory is the user's alone.
-            tokio::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .await?;
-        }
-        let out = tokio::fs::File::create(&self.full).await?;
-        let err = tokio::fs::File::create(&self.stderr).await?;
-        Ok((out, err))
+    /// Spools for stdout and stderr, each holding at most `limit` bytes.
+    pub fn spools(&self, limit: u64) -> (Spool, Spool) {
+        (
+            Spool::new(self.full.clone(), limit),
+            Spool::new(self.stderr.clone(), limit),
+        )
     }
 
-    /// Keeps the full output: appends `[stderr]` and the stderr spool (if any) to the full file.
-    pub async fn keep(&self, stderr_bytes: u64) -> std::io::Result<PathBuf> {
+    /// Keeps the full output of `stdout` and `stderr` (spooled with `limit`): the full file
+    /// holds stdout, then `[stderr]` and stderr if it printed anything. `Err` when a spool
+    /// failed: no partial file is passed off as the full output.
+    pub async fn keep(
+        &self,
+        stdout: &SharedStream,
+        stderr: &SharedStream,
+        limit: u64,
+    ) -> std::io::Result<PathBuf> {
+        let out = Held::of(stdout, limit).map_err(std::io::Error::other);
+        let err = Held::of(stderr, limit).map_err(std::io::Error::other);
         let paths = self.clone();
         tokio::task::spawn_blocking(move || {
-            if stderr_bytes > 0 {
-                let mut full = std::fs::OpenOptions::new().append(true).open(&paths.full)?;
-                let mut err = std::fs::File::open(&paths.stderr)?;
-                use std::io::Write;
-                full.write_all(b"\n[stderr]\n")?;
-                std::io::copy(&mut err, &mut full)?;
-            }
+            use std::io::Write;
+            let kept = (|| {
+                let (out, err) = (out?, err?);
+                let mut full = match out {
+                    Held::Spooled(_) => {
+                        std::fs::OpenOptions::new().append(true).open(&paths.full)?
+                    }
+                    Held::Memory(bytes) => {
+                        if let Some(dir) = paths.full.parent() {
+                            private_dir(dir)?;
+                        }
+                        let mut f = std::fs::File::create(&paths.full)?;
+                        f.write_all(&bytes)?;
+                        f
+                    }
+                };
+                match err {
+                    Held::Spooled(0) => {}
+                    Held::Memory(bytes) if bytes.is_empty() => {}
+                    Held::Spooled(_) => {
+                        full.write_all(b"\n[stderr]\n")?;
+                        std::io::copy(&mut std::fs::File::open(&paths.stderr)?, &mut full)?;
+                    }
+                    Held::Memory(bytes) => {
+                        full.write_all(b"\n[stderr]\n")?;
+                        full.write_all(&bytes)?;
+                    }
+                }
+                Ok(paths.full.clone())
+            })();
             let _ = std::fs::remove_file(&paths.stderr);
-            Ok(paths.full)
+            if kept.is_err() {
+                let _ = std::fs::remove_file(&paths.full);
+            }
+            kept
         })
         .await
         .map_err(std::io::Error::other)?
     }
 
-    /// Drops both spool files (the output fit in the result).
-    pub async fn discard(&self) {
-        let _ = tokio::fs::remove_file(&self.full).await;
-        let _ = tokio::fs::remove_file(&self.stderr).await;
+    /// Drops the spool files that were opened (the output fit in the result, or nothing ran).
+    pub async fn discard(&self, stdout: &SharedStream, stderr: &SharedStream) {
+        if stdout.lock().spool_opened {
+            let _ = tokio::fs::remove_file(&self.full).await;
+        }
+        if stderr.lock().spool_opened {
+            let _ = tokio::fs::remove_file(&self.stderr).await;
+        }
     }
 }

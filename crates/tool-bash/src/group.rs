@@ -63,6 +63,18 @@ impl ProcessGroup {
             .count()
     }
 
+    /// Whether no process, not even a zombie, is in the group (`kill(-pgid, 0)` answers
+    /// `ESRCH`): then there is nothing to end, and no `/proc` scan is needed. `false` when
+    /// anything is left, or when the kernel will not say.
+    pub fn is_gone(&self) -> bool {
+        match Pid::from_raw(self.pgid) {
+            Some(pid) => {
+                rustix::process::test_kill_process_group(pid) == Err(rustix::io::Errno::SRCH)
+            }
+            None => true,
+        }
+    }
+
     /// Live members, counted on a blocking thread.
     pub async fn live_members(&self) -> usize {
         let g = *self;
@@ -72,17 +84,23 @@ impl ProcessGroup {
     }
 
     /// `SIGTERM`, up to `grace` for the members to leave, then `SIGKILL` until none is left.
+    ///
+    /// The usual case, a command that left nothing behind, costs one `kill(-pgid, 0)`: the
+    /// group is already gone and nothing is scanned or signalled.
     pub async fn terminate(&self, grace: Duration) -> Ended {
-        if self.live_members().await == 0 {
+        if self.is_gone() || self.live_members().await == 0 {
             return Ended::Empty;
         }
         self.signal(Signal::TERM);
         // A stopped member would never act on SIGTERM.
         self.signal(Signal::CONT);
         let until = tokio::time::Instant::now() + grace;
+        // Most members die at once on SIGTERM: look again soon, then every 20 ms.
+        let mut pause = Duration::from_millis(1);
         while tokio::time::Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            if self.live_members().await == 0 {
+            tokio::time::sleep(pause.min(until - tokio::time::Instant::now())).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
+            if self.is_gone() || self.live_members().await == 0 {
                 return Ended::Empty;
             }
         }
@@ -92,9 +110,14 @@ impl ProcessGroup {
     /// `SIGKILL` rounds until no member is left (at most about two seconds).
     pub async fn kill(&self) -> Ended {
         let mut left = 0;
-        for _ in 0..100 {
+        for round in 0..100 {
             self.signal(Signal::KILL);
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            // The first look comes soon: SIGKILL takes effect at once unless a member is stuck.
+            let pause = if round == 0 { 1 } else { 20 };
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            if self.is_gone() {
+                return Ended::Empty;
+            }
             left = self.live_members().await;
             if left == 0 {
                 return Ended::Empty;

@@ -8,9 +8,10 @@
 //!   roots — in `workspace-write` — and a private temp dir; `/dev/null` reachable; TCP bind and
 //!   connect refused) and a seccomp filter (no socket but `AF_UNIX`, no `io_uring`, no leaving
 //!   the process group, no owner changes), with `no_new_privs` and every capability dropped.
-//!   These are applied by a small helper ([`sandbox::exec_sandboxed`]: the `dsh` binary's hidden
-//!   `__sandbox-exec` subcommand, or this crate's `dsh-sandbox-exec`) that then `exec`s the
-//!   shell, so the library needs no `unsafe` `pre_exec` code.
+//!   These are applied by a small helper ([`sandbox::exec_sandboxed`]: the `dsh-sandbox-exec`
+//!   program, installed beside `dsh` and built by this crate too, or the `dsh` binary's hidden
+//!   `__sandbox-exec` subcommand) that then `exec`s the shell, so the library needs no `unsafe`
+//!   `pre_exec` code.
 //! - [`SandboxPolicy`]: the pre-execute listener that picks each call's mode; a request for a
 //!   wider mode (`sandbox_permissions` + `justification`) becomes a fresh approval question.
 //!   Without kernel support a contained call fails closed with `SANDBOX_UNAVAILABLE` unless the
@@ -50,7 +51,7 @@ pub mod tool;
 
 pub use config::BashConfig;
 pub use error::BashError;
-pub use helper::{DSH_SUBCOMMAND, Probe, SandboxHelper};
+pub use helper::{DSH_SUBCOMMAND, HELPER_PROGRAM, Probe, SandboxHelper};
 pub use mode::SandboxMode;
 pub use mount::{BashMount, mount};
 pub use policy::{CallSandbox, SandboxPolicy, SandboxSettings, Unavailable};

@@ -63,8 +63,8 @@ pub struct RunOutcome {
     pub stdout: SharedStream,
     /// stderr as captured.
     pub stderr: SharedStream,
-    /// Where the output was spooled (`Err`: spooling failed, why).
-    pub spool: Result<SpoolPaths, String>,
+    /// Where the output is spooled (files exist only for a stream that outgrew its tail).
+    pub spool: SpoolPaths,
     /// Whether the group was fully ended.
     pub ended: Ended,
     /// The helper could not contain the command (nothing ran): why.
@@ -97,6 +97,39 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(50);
 /// pipe open forever).
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
+/// Shells named without a `/`, as found on `PATH` the first time each was run.
+static SHELLS: parking_lot::Mutex<Vec<(PathBuf, PathBuf)>> = parking_lot::Mutex::new(Vec::new());
+
+/// `shell` as a path: a name without a `/` is looked up on `PATH` once per process (as `execvp`
+/// would: the first executable file of that name), so that each call's spawn (and the helper's)
+/// does not try every `PATH` entry again; a failed `execve` costs tens of µs. A name not found
+/// is left as it is: the spawn then reports it.
+fn shell_path(shell: &std::path::Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if shell.as_os_str().is_empty() || shell.components().count() != 1 || shell.is_absolute() {
+        return shell.to_path_buf();
+    }
+    if let Some((_, found)) = SHELLS.lock().iter().find(|(name, _)| name == shell) {
+        return found.clone();
+    }
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join(shell))
+            .find(|p| {
+                std::fs::metadata(p)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    });
+    match found {
+        Some(found) => {
+            SHELLS.lock().push((shell.to_path_buf(), found.clone()));
+            found
+        }
+        None => shell.to_path_buf(),
+    }
+}
+
 /// Runs `spec` under `config`.
 pub async fn run(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, SpawnError> {
     let parent = config.temp_parent.clone();
@@ -108,8 +141,11 @@ pub async fn run(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, Spawn
     .await
     .map_err(|e| SpawnError::TempDir(e.to_string()))?
     .map_err(|e| SpawnError::TempDir(e.to_string()))?;
+    let shell = shell_path(&config.shell);
+    // Found on `PATH`: the shell still starts under the name it was configured with.
+    let arg0 = (shell != config.shell).then(|| config.shell.clone().into_os_string());
     let shell_args: Vec<OsString> = vec![
-        config.shell.clone().into_os_string(),
+        shell.clone().into_os_string(),
         "-c".into(),
         spec.command.clone().into(),
     ];
@@ -121,12 +157,18 @@ pub async fn run(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, Spawn
             sa.max_file_size = config.max_file_size;
             sa.simulate_no_landlock = config.simulate_no_landlock;
             sa.parent_pid = Some(std::process::id());
+            sa.arg0 = arg0.clone();
             (helper.program().to_path_buf(), helper.command_args(&sa))
         }
-        (None, SandboxMode::DangerFullAccess) => (config.shell.clone(), shell_args[1..].to_vec()),
+        (None, SandboxMode::DangerFullAccess) => (shell.clone(), shell_args[1..].to_vec()),
         (None, _) => return Err(SpawnError::NoHelper),
     };
     let mut cmd = tokio::process::Command::new(&program);
+    if program == shell
+        && let Some(arg0) = &arg0
+    {
+        cmd.arg0(arg0);
+    }
     cmd.args(&args)
         .current_dir(&spec.cwd)
         .env("TMPDIR", tmp.path())
@@ -150,28 +192,17 @@ pub async fn run(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, Spawn
 
     let stdout = capture::stream(config.max_output_bytes);
     let stderr = capture::stream(config.max_output_bytes);
-    let paths = SpoolPaths::new(&config.output_dir, &spec.stem);
-    let (spool_out, spool_err, spool) = match paths.open().await {
-        Ok((o, e)) => (Some(o), Some(e), Ok(paths)),
-        Err(e) => (None, None, Err(e.to_string())),
-    };
+    let spool = SpoolPaths::new(&config.output_dir, &spec.stem);
+    let (spool_out, spool_err) = spool.spools(config.max_spool_bytes);
     let pumps = [
-        child.stdout.take().map(|r| {
-            tokio::spawn(capture::pump(
-                r,
-                stdout.clone(),
-                spool_out,
-                config.max_spool_bytes,
-            ))
-        }),
-        child.stderr.take().map(|r| {
-            tokio::spawn(capture::pump(
-                r,
-                stderr.clone(),
-                spool_err,
-                config.max_spool_bytes,
-            ))
-        }),
+        child
+            .stdout
+            .take()
+            .map(|r| tokio::spawn(capture::pump(r, stdout.clone(), Some(spool_out)))),
+        child
+            .stderr
+            .take()
+            .map(|r| tokio::spawn(capture::pump(r, stderr.clone(), Some(spool_err)))),
     ];
 
     let watchdog = async {

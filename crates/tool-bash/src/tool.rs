@@ -275,9 +275,10 @@ async fn execute(
         other => Failure::new(other.to_string()),
     })?;
     if let Some(why) = &outcome.setup_failure {
-        if let Ok(paths) = &outcome.spool {
-            paths.discard().await;
-        }
+        outcome
+            .spool
+            .discard(&outcome.stdout, &outcome.stderr)
+            .await;
         return Err(unavailable(call.mode, why));
     }
 
@@ -321,18 +322,22 @@ async fn execute(
 
     let (out_total, err_total) = (outcome.stdout.lock().total(), outcome.stderr.lock().total());
     let truncated = out_total + err_total > config.max_output_bytes as u64;
-    let err_spooled = outcome.stderr.lock().spooled();
-    let full_output: Option<String> = match (&outcome.spool, truncated) {
-        (Ok(paths), true) => match paths.keep(err_spooled).await {
-            Ok(p) => Some(p.display().to_string()),
-            Err(e) => Some(format!("unavailable ({e})")),
-        },
-        (Ok(paths), false) => {
-            paths.discard().await;
-            None
-        }
-        (Err(e), true) => Some(format!("unavailable ({e})")),
-        (Err(_), false) => None,
+    let full_output: Option<String> = if truncated {
+        let kept = outcome
+            .spool
+            .keep(&outcome.stdout, &outcome.stderr, config.max_spool_bytes)
+            .await;
+        Some(match kept {
+            Ok(p) => p.display().to_string(),
+            Err(e) => format!("unavailable ({e})"),
+        })
+    } else {
+        // Output that fits was never spooled (a stream spools only past the cap).
+        outcome
+            .spool
+            .discard(&outcome.stdout, &outcome.stderr)
+            .await;
+        None
     };
     let assembled = {
         let out = outcome.stdout.lock();

@@ -1,5 +1,5 @@
 //! The helper's command line: `--mode M [--root R]... [--tmp T] [--max-file-size N]
-//! [--simulate-no-landlock] [--parent-pid P] (--probe | -- PROGRAM ARGS...)`. Parsing and printing round-trip, so
+//! [--simulate-no-landlock] [--parent-pid P] [--arg0 NAME] (--probe | -- PROGRAM ARGS...)`. Parsing and printing round-trip, so
 //! the tool builds exactly what the helper reads.
 
 use std::ffi::{OsStr, OsString};
@@ -27,6 +27,10 @@ pub struct SandboxArgs {
     /// (that process died, even before the helper started), the command's group is killed.
     /// `None`: whatever parent the helper finds when it starts.
     pub parent_pid: Option<u32>,
+    /// The name the program is started under (its `argv[0]`; `None`: the program as given).
+    /// Lets the tool pass a shell already found on `PATH` while the shell still calls itself
+    /// `bash` in its messages.
+    pub arg0: Option<OsString>,
     /// The program and its arguments (empty for a probe).
     pub command: Vec<OsString>,
 }
@@ -42,6 +46,7 @@ impl SandboxArgs {
             simulate_no_landlock: false,
             probe: false,
             parent_pid: None,
+            arg0: None,
             command,
         }
     }
@@ -81,6 +86,7 @@ impl SandboxArgs {
                     out.max_file_size = Some(n);
                 }
                 Some("--simulate-no-landlock") => out.simulate_no_landlock = true,
+                Some("--arg0") => out.arg0 = Some(value(&mut it, "--arg0")?),
                 Some("--probe") => out.probe = true,
                 Some("--parent-pid") => {
                     let v = value(&mut it, "--parent-pid")?;
@@ -131,6 +137,10 @@ impl SandboxArgs {
         if let Some(p) = self.parent_pid {
             v.push("--parent-pid".into());
             v.push(p.to_string().into());
+        }
+        if let Some(a) = &self.arg0 {
+            v.push("--arg0".into());
+            v.push(a.clone());
         }
         if self.probe {
             v.push("--probe".into());

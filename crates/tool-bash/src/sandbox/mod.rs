@@ -1,5 +1,5 @@
 //! The sandbox helper: a small program (the `dsh` binary re-executed as `dsh __sandbox-exec`, or
-//! this crate's `dsh-sandbox-exec`) that contains itself and then `exec`s the command, so no
+//! the `dsh-sandbox-exec` program) that contains itself and then `exec`s the command, so no
 //! `unsafe` `pre_exec` code is needed anywhere.
 //!
 //! Order of steps: file-size limit, `no_new_privs`, capabilities dropped, Landlock, seccomp,
@@ -127,7 +127,7 @@ where
     let Some((program, rest)) = args.command.split_first() else {
         fail("no command");
     };
-    supervise(program, rest, args.parent_pid)
+    supervise(program, args.arg0.as_deref(), rest, args.parent_pid)
 }
 
 /// How often the supervisor checks that dsh is still its parent.
@@ -147,11 +147,21 @@ const PARENT_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 /// The supervisor outlives the `SIGTERM` that a timeout or a cancellation sends the group (it
 /// catches it and keeps waiting; the command, with its own dispositions, gets it as before), so
 /// it still watches during the grace that follows, until the command exits or `SIGKILL` comes.
-fn supervise(program: &std::ffi::OsStr, rest: &[OsString], expected_parent: Option<u32>) -> ! {
+fn supervise(
+    program: &std::ffi::OsStr,
+    arg0: Option<&std::ffi::OsStr>,
+    rest: &[OsString],
+    expected_parent: Option<u32>,
+) -> ! {
+    use std::os::unix::process::CommandExt;
     let parent = expected_parent.unwrap_or_else(std::os::unix::process::parent_id);
     // Installed before the command is spawned; its exec restores the default disposition.
     let _term = survive_sigterm();
-    let mut child = match std::process::Command::new(program).args(rest).spawn() {
+    let mut command = std::process::Command::new(program);
+    if let Some(arg0) = arg0 {
+        command.arg0(arg0);
+    }
+    let mut child = match command.args(rest).spawn() {
         Ok(c) => c,
         Err(err) => {
             eprintln!(
@@ -186,7 +196,6 @@ fn supervise(program: &std::ffi::OsStr, rest: &[OsString], expected_parent: Opti
     // default dispositions; the pid, which dsh waits on, stays the same).
     let signal = status.signal().unwrap_or(0);
     if signal > 0 {
-        use std::os::unix::process::CommandExt;
         let _ = std::process::Command::new("/bin/sh")
             .arg("-c")
             .arg(format!("kill -{signal} $$"))

@@ -13,6 +13,31 @@ async fn stdout_is_returned_as_is() {
     assert_eq!(text(&r), "hello\n");
 }
 
+/// The shell is found on `PATH` once and started by its path, under the name it was
+/// configured with: `$0` and bash's own messages still say `bash`, with the helper or without.
+#[tokio::test]
+async fn the_shell_still_calls_itself_bash() {
+    let contained = fixture();
+    let direct = fixture_with(
+        dsh_tool_bash::SandboxSettings {
+            mode: dsh_tool_bash::SandboxMode::DangerFullAccess,
+            ..Default::default()
+        },
+        |c| c.helper = None,
+    );
+    for f in [&contained, &direct] {
+        for _ in 0..2 {
+            let t = text(&f.sh("echo $0; no-such-command-4711").await);
+            assert!(
+                t.starts_with(
+                    "bash\n[stderr]\nbash: line 1: no-such-command-4711: command not found"
+                ),
+                "{t}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_command_without_output_says_so() {
     let f = fixture();
@@ -125,6 +150,68 @@ async fn long_output_keeps_its_tail_and_saves_all_of_it_to_a_reported_file() {
     assert_eq!(value["truncated"], json!(true));
     assert_eq!(value["fullOutputPath"], json!(path));
     assert!(path.starts_with(&*f.tool.config().output_dir.to_string_lossy()));
+}
+
+/// Each stream alone fits its tail, so neither was spooled while it ran: the full file is
+/// written from memory once the two together are found to be over the cap.
+#[tokio::test]
+async fn streams_that_fit_alone_but_not_together_are_saved_whole() {
+    let f = fixture_with(Default::default(), |c| c.max_output_bytes = 1000);
+    let r = f.sh("seq 1 150; seq 1001 1150 >&2").await;
+    assert!(!r.is_error(), "{r:?}");
+    let value = r.value().unwrap().value();
+    assert_eq!(value["truncated"], json!(true));
+    let path = value["fullOutputPath"].as_str().unwrap().to_owned();
+    let stdout: String = (1..=150).map(|i| format!("{i}\n")).collect();
+    let stderr: String = (1001..=1150).map(|i| format!("{i}\n")).collect();
+    assert!(stdout.len() < 1000 && stderr.len() < 1000);
+    let full = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(full, format!("{stdout}\n[stderr]\n{stderr}"));
+    let left: Vec<_> = std::fs::read_dir(&f.tool.config().output_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::path::PathBuf::from(&path)],
+        "no side file is left"
+    );
+}
+
+/// stderr outgrew its tail and was spooled while it ran; stdout (empty) never was.
+#[tokio::test]
+async fn a_long_stderr_alone_is_saved_whole() {
+    let f = fixture_with(Default::default(), |c| c.max_output_bytes = 1000);
+    let r = f.sh("seq 1 5000 >&2").await;
+    let value = r.value().unwrap().value();
+    assert_eq!(value["truncated"], json!(true));
+    let path = value["fullOutputPath"].as_str().unwrap().to_owned();
+    let stderr: String = (1..=5000).map(|i| format!("{i}\n")).collect();
+    let full = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(full, format!("\n[stderr]\n{stderr}"));
+}
+
+/// The spool keeps the first `max_spool_bytes` of a stream, whether it was spooled as the
+/// command ran or written from memory at the end.
+#[tokio::test]
+async fn the_full_file_stops_at_the_spool_limit() {
+    let f = fixture_with(Default::default(), |c| {
+        c.max_output_bytes = 1000;
+        c.max_spool_bytes = 100;
+    });
+    let r = f.sh("seq 1 5000; seq 1 300 >&2").await;
+    let path = r.value().unwrap().value()["fullOutputPath"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let stdout: String = (1..=5000).map(|i| format!("{i}\n")).collect();
+    let stderr: String = (1..=300).map(|i| format!("{i}\n")).collect();
+    let full = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        full,
+        format!("{}\n[stderr]\n{}", &stdout[..100], &stderr[..100])
+    );
 }
 
 #[tokio::test]

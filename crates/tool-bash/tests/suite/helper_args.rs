@@ -20,6 +20,7 @@ fn word() -> impl Strategy<Value = String> {
         Just("--mode".to_owned()),
         Just("--probe".to_owned()),
         Just("--parent-pid".to_owned()),
+        Just("--arg0".to_owned()),
     ]
 }
 
@@ -33,6 +34,7 @@ proptest! {
         max in prop::option::of(any::<u64>()),
         simulate in any::<bool>(),
         parent in prop::option::of(1_u32..),
+        arg0 in prop::option::of("[a-z/ ]{1,12}"),
         command in prop::collection::vec(word(), 1..5),
     ) {
         let mut args = SandboxArgs::new(mode, command.iter().map(OsString::from).collect());
@@ -41,6 +43,7 @@ proptest! {
         args.max_file_size = max;
         args.simulate_no_landlock = simulate;
         args.parent_pid = parent;
+        args.arg0 = arg0.map(OsString::from);
         prop_assert_eq!(SandboxArgs::parse(args.to_args()).unwrap(), args);
     }
 }
@@ -85,4 +88,32 @@ fn bad_command_lines_are_refused() {
             .to_string();
         assert!(e.contains(want), "{argv:?}: {e}");
     }
+}
+
+/// `dsh` uses the stand-alone helper installed beside it, and re-executes itself as
+/// `dsh __sandbox-exec` when there is none (or it is not an executable file).
+#[test]
+fn dsh_prefers_the_helper_program_beside_it() {
+    use dsh_tool_bash::{DSH_SUBCOMMAND, HELPER_PROGRAM, SandboxHelper};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let dsh = dir.path().join("dsh");
+    std::fs::write(&dsh, "").unwrap();
+    let alone = SandboxHelper::for_dsh(&dsh);
+    assert_eq!(alone, SandboxHelper::dsh(&dsh));
+    let args = SandboxArgs::new(SandboxMode::ReadOnly, vec![OsString::from("true")]);
+    assert_eq!(alone.command_args(&args)[0], OsString::from(DSH_SUBCOMMAND));
+
+    let beside = dir.path().join(HELPER_PROGRAM);
+    std::fs::write(&beside, "").unwrap();
+    std::fs::set_permissions(&beside, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(
+        SandboxHelper::for_dsh(&dsh),
+        SandboxHelper::dsh(&dsh),
+        "not executable"
+    );
+    std::fs::set_permissions(&beside, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let helper = SandboxHelper::for_dsh(&dsh);
+    assert_eq!(helper, SandboxHelper::new(&beside, Vec::new()));
+    assert_eq!(helper.command_args(&args), args.to_args());
 }

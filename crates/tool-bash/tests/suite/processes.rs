@@ -244,7 +244,7 @@ fn helper_child(command: &str, parent: u32, ws: &std::path::Path) -> std::proces
     );
     args.roots.push(ws.to_path_buf());
     args.parent_pid = Some(parent);
-    std::process::Command::new(env!("CARGO_BIN_EXE_dsh-sandbox-exec"))
+    std::process::Command::new(env!("CARGO_BIN_EXE_dsh-tool-bash-helper"))
         .args(args.to_args())
         .current_dir(ws)
         .stdin(std::process::Stdio::null())
@@ -297,4 +297,43 @@ fn item3_a_command_whose_starter_died_before_the_helper_looked_is_killed() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+}
+
+/// The fast path of the teardown: a group whose every member was reaped is gone (nothing to
+/// scan or signal), one with a member left is not, and ending that member leaves it gone.
+#[tokio::test]
+async fn a_group_is_gone_only_once_no_member_is_left() {
+    use dsh_tool_bash::group::{Ended, ProcessGroup};
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    // The leader exits at once; its background child holds stdout open until it is killed.
+    let mut leader = std::process::Command::new("bash")
+        .args(["-c", "sleep 987.6545 & echo started"])
+        .stdout(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let group = ProcessGroup::new(leader.id()).unwrap();
+    let mut out = leader.stdout.take().unwrap();
+    let mut first = [0u8; 8];
+    out.read_exact(&mut first).unwrap();
+    leader.wait().unwrap();
+    assert!(
+        !group.is_gone(),
+        "the background sleep is still in the group"
+    );
+    assert_eq!(group.terminate(Duration::from_secs(5)).await, Ended::Empty);
+    // The pipe reaches EOF only when the last member holding it is dead.
+    let mut rest = Vec::new();
+    out.read_to_end(&mut rest).unwrap();
+    assert!(gone("987.6545").await);
+
+    let mut alone = std::process::Command::new("true")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let group = ProcessGroup::new(alone.id()).unwrap();
+    alone.wait().unwrap();
+    assert!(group.is_gone());
+    assert_eq!(group.terminate(Duration::from_secs(5)).await, Ended::Empty);
 }

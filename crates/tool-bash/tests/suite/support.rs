@@ -1,4 +1,4 @@
-//! Fixtures: a workspace in a temp dir, a tool whose helper is this crate's `dsh-sandbox-exec`,
+//! Fixtures: a workspace in a temp dir, a tool whose helper is this crate's `dsh-tool-bash-helper`,
 //! and a runtime to call it through the whole pipeline.
 
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use serde_json::Value;
 
 /// The helper built with this crate.
 pub fn helper() -> SandboxHelper {
-    SandboxHelper::new(env!("CARGO_BIN_EXE_dsh-sandbox-exec"), Vec::new())
+    SandboxHelper::new(env!("CARGO_BIN_EXE_dsh-tool-bash-helper"), Vec::new())
 }
 
 /// A temp dir holding `workspace/`, `outside/`, `out/` (full outputs) and `tmp/` (private temp

@@ -1,0 +1,178 @@
+//! `bash` call benchmarks, each beside its baseline measured in the same run (`cargo xtask
+//! bench` turns them into the ratios of BENCHMARKS.md):
+//!
+//! - `bash/true-full-access` and `bash/true-workspace-write` vs `bash/true-bare`: one `bash`
+//!   call of `true` through the whole pipeline (step scheduler, pass-through hooks, a guard, the
+//!   sandbox policy, in-memory session) under `danger-full-access` and under `workspace-write`,
+//!   both through the sandbox helper the `dsh` program uses, vs a bare
+//!   `tokio::process::Command` spawn + wait of `bash -c true`;
+//! - `bash/mb-full-access` and `bash/mb-workspace-write` vs `bash/mb-bare`: the same for a
+//!   command that prints 1 MB, vs its bare spawn reading stdout to the end.
+//!
+//! Timing is wall time measured inside the benchmark (criterion's `iter_custom`); no assertion
+//! is made about it.
+
+// A benchmark whose setup fails must stop loudly.
+#![allow(clippy::expect_used)]
+
+#[path = "fixtures/pipeline.rs"]
+#[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
+mod fixtures;
+
+use std::hint::black_box;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, SamplingMode};
+use dsh::bash::{BashConfig, BashTool, SandboxHelper, SandboxMode, SandboxSettings, Unavailable};
+use dsh::core::ToolRegistry;
+use dsh::fs::Workspace;
+use dsh::scheduler::Runtime;
+use tokio::io::AsyncReadExt;
+
+use fixtures::{blocks, in_task, pass_through_hooks, step, tokio_runtime};
+
+/// The command that prints 1 MB.
+const MB_COMMAND: &str = "head -c 1000000 /dev/zero | tr '\\0' a";
+
+/// The helper the `dsh` program uses: the `dsh-sandbox-exec` built beside it.
+fn helper() -> SandboxHelper {
+    let helper = SandboxHelper::for_dsh(std::path::Path::new(env!("CARGO_BIN_EXE_dsh")));
+    assert_eq!(
+        helper.program(),
+        std::path::Path::new(env!("CARGO_BIN_EXE_dsh-sandbox-exec")),
+        "dsh finds the helper built beside it"
+    );
+    helper
+}
+
+/// A pipeline with `bash` mounted over a workspace in `dir`, under `mode`, through `helper`.
+fn pipeline(
+    dir: &std::path::Path,
+    mode: SandboxMode,
+    helper: Option<SandboxHelper>,
+) -> Arc<Runtime> {
+    let ws = dir.join("ws");
+    let out = dir.join("out");
+    let tmp = dir.join("tmp");
+    for d in [&ws, &out, &tmp] {
+        std::fs::create_dir_all(d).expect("bench dirs");
+    }
+    let workspace = Workspace::new([&ws]).expect("workspace");
+    let mut config = BashConfig::new(workspace).with_helper(helper);
+    config.output_dir = out;
+    config.temp_parent = tmp;
+    let tool = BashTool::with_settings(
+        config,
+        SandboxSettings {
+            mode,
+            escalation: false,
+            unavailable: Unavailable::Fail,
+        },
+    );
+    let registry = ToolRegistry::new();
+    let hooks = pass_through_hooks();
+    dsh::bash::mount(&tool, &registry, &hooks)
+        .expect("mount bash")
+        .keep();
+    Arc::new(Runtime::new(registry, hooks))
+}
+
+/// One `bash` call of `command` per iteration, through the pipeline.
+fn calls(
+    rt: &tokio::runtime::Runtime,
+    runtime: &Arc<Runtime>,
+    command: &str,
+    iters: u64,
+) -> Duration {
+    let args = serde_json::json!({ "command": command }).to_string();
+    let calls = Arc::new(blocks(1, "bash", &args));
+    let runtime = runtime.clone();
+    in_task(rt, move || async move {
+        let mut total = Duration::ZERO;
+        for _ in 0..iters {
+            let cx = step(1);
+            let start = Instant::now();
+            let out = runtime.run_step(&cx, &calls).await.expect("step");
+            total += start.elapsed();
+            assert!(
+                !out.results[0].is_error(),
+                "the bash call failed: {:?}",
+                out.results[0]
+            );
+            black_box(out);
+        }
+        total
+    })
+}
+
+/// One bare `bash -c command` per iteration: spawn, read stdout to its end, wait.
+fn bare(rt: &tokio::runtime::Runtime, command: &'static str, iters: u64) -> Duration {
+    in_task(rt, move || async move {
+        let mut buf = Vec::with_capacity(1 << 20);
+        let start = Instant::now();
+        for _ in 0..iters {
+            let mut child = tokio::process::Command::new("bash")
+                .args(["-c", command])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn bash");
+            let mut stdout = child.stdout.take().expect("stdout");
+            buf.clear();
+            stdout.read_to_end(&mut buf).await.expect("read stdout");
+            let status = child.wait().await.expect("wait");
+            assert!(status.success());
+            black_box(buf.len());
+        }
+        start.elapsed()
+    })
+}
+
+fn bash_calls(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let full = pipeline(
+        &dir.path().join("full"),
+        SandboxMode::DangerFullAccess,
+        Some(helper()),
+    );
+    let contained = pipeline(
+        &dir.path().join("contained"),
+        SandboxMode::WorkspaceWrite,
+        Some(helper()),
+    );
+    // What a host that passes no helper gets: the shell spawned directly (no supervisor).
+    let direct = pipeline(
+        &dir.path().join("direct"),
+        SandboxMode::DangerFullAccess,
+        None,
+    );
+    let mut g = c.benchmark_group("bash");
+    g.warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(20)
+        .sampling_mode(SamplingMode::Flat);
+    for (name, command) in [("true", "true"), ("mb", MB_COMMAND)] {
+        g.bench_function(format!("{name}-bare"), |b| {
+            b.iter_custom(|iters| bare(rt, command, iters))
+        });
+        g.bench_function(format!("{name}-full-access"), |b| {
+            b.iter_custom(|iters| calls(rt, &full, command, iters))
+        });
+        g.bench_function(format!("{name}-workspace-write"), |b| {
+            b.iter_custom(|iters| calls(rt, &contained, command, iters))
+        });
+        g.bench_function(format!("{name}-no-helper"), |b| {
+            b.iter_custom(|iters| calls(rt, &direct, command, iters))
+        });
+    }
+    g.finish();
+}
+
+fn main() {
+    let rt = tokio_runtime();
+    let mut c = Criterion::default().configure_from_args();
+    bash_calls(&mut c, &rt);
+    c.final_summary();
+}

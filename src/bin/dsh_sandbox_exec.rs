@@ -1,0 +1,10 @@
+//! `dsh-sandbox-exec`: the `bash` tool's sandbox helper as a program of its own, installed beside
+//! `dsh`, which starts it for every `bash` call when it is there (else it re-executes itself as
+//! `dsh __sandbox-exec`, which runs the same code). It contains itself (Landlock, seccomp,
+//! `no_new_privs`, capabilities dropped), then runs and supervises the command; it never
+//! returns. It is kept apart from `dsh` only because it starts in about half the time: the loader
+//! maps and relocates far less.
+
+fn main() {
+    dsh_tool_bash::sandbox::exec_sandboxed(std::env::args_os().skip(1))
+}
