@@ -41,4 +41,4 @@ pub use runtime::{Admission, Runtime, RuntimeConfig};
 pub use step::{
     DEFAULT_MAX_PARALLEL, StepContext, StepOutcome, max_parallel_from_config, validate_max_parallel,
 };
-pub use turn::{TurnDriver, TurnEnd, TurnReport};
+pub use turn::{Script, SourceContext, Sourced, StepSource, TurnDriver, TurnEnd, TurnReport};

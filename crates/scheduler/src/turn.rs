@@ -1,5 +1,6 @@
-//! A minimal turn driver (the loop the CLI and tests use): takes assistant messages one step at a
-//! time from a scripted model and writes the reference framing: `turn/start`, `step/start`, the
+//! The turn driver (the loop the CLI, the tests and the agent loop use): takes assistant
+//! messages one step at a time from a [`StepSource`] (a script, or a model behind the agent
+//! loop) and writes the reference framing: `turn/start`, `step/start`, the
 //! next-step inbox as `user/message`s, `assistant/message`, the batch, its contexts, `step/end`,
 //! `turn/end {reason}`. A cancel of the turn stops it after the batch in flight.
 //!
@@ -58,6 +59,85 @@ pub struct TurnReport {
     pub end: TurnEnd,
     /// Each step's batch outcome.
     pub steps: Vec<StepOutcome>,
+}
+
+/// What a [`StepSource`] sees when asked for the next step's message.
+pub struct SourceContext<'a> {
+    /// The session, holding everything logged so far (a model source derives the history it
+    /// sends from it, and logs its own stream events there).
+    pub session: &'a Session,
+    /// The turn number.
+    pub turn: u32,
+    /// The step number the message will have.
+    pub step: u32,
+    /// The turn's signal: a source stops (and says so with [`Sourced::interrupted`]) once it
+    /// is aborted.
+    pub signal: &'a Signal,
+}
+
+/// One step's assistant message, as its source made it.
+pub struct Sourced {
+    /// The message in the reference shape (`{role: "assistant", content: [...]}`), with each
+    /// tool call's arguments as the raw text the model produced.
+    pub message: Json,
+    /// Token usage, logged with the message.
+    pub usage: Option<Json>,
+    /// The seqs of the events the message was assembled from (stream chunks), logged as its
+    /// `sourceEventSeqs`.
+    pub source_event_seqs: Vec<u64>,
+}
+
+/// Where a turn's assistant messages come from: a script (`dsh run`, tests) or a model.
+///
+/// The driver asks for one message per step, after `step/start` and the step's inbox are
+/// logged, and logs what it gets as the step's `assistant/message`. A source that gets no
+/// message (a script that ran out) returns `None` and the turn ends. A source that failed (a
+/// model request) returns an error: the turn ends with reason `error` and the error is
+/// returned.
+#[async_trait::async_trait]
+pub trait StepSource: Send {
+    /// Whether the source knows, before a step opens, that it has no message left (a script
+    /// that ran out): the turn then ends without opening another step. A model never knows.
+    fn exhausted(&mut self) -> bool {
+        false
+    }
+
+    /// The next step's message.
+    async fn next_message(
+        &mut self,
+        cx: &SourceContext<'_>,
+    ) -> Result<Option<Sourced>, SchedulerError>;
+}
+
+/// A scripted model: one message per step, in order.
+pub struct Script<I: Iterator>(std::iter::Peekable<I>);
+
+impl<I: Iterator<Item = Json>> Script<I> {
+    /// A script of the given messages.
+    pub fn new(messages: impl IntoIterator<IntoIter = I>) -> Script<I> {
+        Script(messages.into_iter().peekable())
+    }
+}
+
+#[async_trait::async_trait]
+impl<I> StepSource for Script<I>
+where
+    I: Iterator<Item = Json> + Send,
+{
+    fn exhausted(&mut self) -> bool {
+        self.0.peek().is_none()
+    }
+
+    async fn next_message(
+        &mut self,
+        _cx: &SourceContext<'_>,
+    ) -> Result<Option<Sourced>, SchedulerError> {
+        Ok(self.0.next().map(|message| Sourced {
+            message,
+            usage: None,
+            source_event_seqs: Vec::new(),
+        }))
+    }
 }
 
 /// Drives turns of one agent over one session.
@@ -162,16 +242,29 @@ impl TurnDriver {
     }
 
     /// Runs one turn over the given assistant messages (one per step).
-    pub async fn run_turn(
+    pub async fn run_turn<I>(
         &mut self,
-        steps: impl IntoIterator<Item = Json>,
+        steps: I,
+        signal: Signal,
+    ) -> Result<TurnReport, SchedulerError>
+    where
+        I: IntoIterator<Item = Json>,
+        I::IntoIter: Send,
+    {
+        self.run_turn_from(&mut Script::new(steps), signal).await
+    }
+
+    /// Runs one turn, asking `source` for each step's assistant message.
+    pub async fn run_turn_from(
+        &mut self,
+        source: &mut dyn StepSource,
         signal: Signal,
     ) -> Result<TurnReport, SchedulerError> {
         self.last_turn += 1;
         let turn = self.last_turn;
         let span = tracing::debug_span!("turn", turn, end = tracing::field::Empty);
         let report = self
-            .run_turn_in(turn, steps, signal)
+            .run_turn_in(turn, source, signal)
             .instrument(span.clone())
             .await;
         if let Ok(r) = &report {
@@ -183,7 +276,7 @@ impl TurnDriver {
     async fn run_turn_in(
         &mut self,
         turn: u32,
-        steps: impl IntoIterator<Item = Json>,
+        source: &mut dyn StepSource,
         signal: Signal,
     ) -> Result<TurnReport, SchedulerError> {
         self.session.append(Event::turn_start(turn)).await?;
@@ -193,7 +286,10 @@ impl TurnDriver {
             steps: Vec::new(),
         };
         let mut step = 0u32;
-        for message in steps {
+        loop {
+            if source.exhausted() {
+                break;
+            }
             if let Some(reason) = signal.reason() {
                 report.end = aborted_end(&reason);
                 break;
@@ -203,10 +299,42 @@ impl TurnDriver {
             for ctx in std::mem::take(&mut self.inbox) {
                 self.session.append(Event::user_message(&ctx)).await?;
             }
-            let message = self.unique_ids(message);
-            self.session
-                .append(Event::assistant_message(turn, step, message.clone()))
-                .await?;
+            let asked = SourceContext {
+                session: &self.session,
+                turn,
+                step,
+                signal: &signal,
+            };
+            let sourced = match source.next_message(&asked).await {
+                Ok(Some(sourced)) => sourced,
+                Ok(None) => {
+                    self.session.append(Event::step_end(turn, step)).await?;
+                    break;
+                }
+                Err(e) => {
+                    report.end = TurnEnd::Error(e.to_string());
+                    let _ = self.session.append(Event::step_end(turn, step)).await;
+                    let _ = self
+                        .session
+                        .append(Event::turn_end(
+                            turn,
+                            Json::from_shallow(report.end.reason_json()),
+                        ))
+                        .await;
+                    return Err(e);
+                }
+            };
+            let message = self.unique_ids(sourced.message);
+            let mut event = Event::assistant_message_with_usage(
+                turn,
+                step,
+                message.clone(),
+                sourced.usage.as_ref(),
+            );
+            if !sourced.source_event_seqs.is_empty() {
+                event = event.with_source_event_seqs(sourced.source_event_seqs);
+            }
+            self.session.append(event).await?;
             let blocks = tool_calls_of(&message);
             if blocks.is_empty() {
                 self.session.append(Event::step_end(turn, step)).await?;

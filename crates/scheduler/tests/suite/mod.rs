@@ -21,6 +21,7 @@ mod sch_barriers;
 mod sch_pool;
 mod sch_stages;
 mod session_audit;
+mod step_source;
 mod support;
 mod tmo_runtime;
 mod tracing_spans;
