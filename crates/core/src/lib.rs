@@ -6,10 +6,10 @@
 //! context messages in the reference shapes; [`ToolDefinition`] with its output contract and a
 //! typed helper; [`ToolExecutionInput`] / [`ToolExecution`] with opaque tokens; [`ToolResult`] and
 //! [`Failure`] with the error codes and exact messages ([`codes`]); the decisions hooks return;
-//! the small hook traits ([`hooks`]); the cancellation [`Signal`] with [`deadline`] and
+//! the small hook traits ([`hooks`]); the cancellation [`Signal`] with [`deadline()`] and
 //! [`timeout_of`]; argument validation; and the [`ToolRegistry`].
 //!
-//! It deliberately does NOT: do I/O, spawn tasks (except the one timer a [`deadline`] arms),
+//! It deliberately does NOT: do I/O, spawn tasks (except the one timer a [`deadline()`] arms),
 //! know about sessions, logs, scheduling, approval or the filesystem.
 //!
 //! Spec rules owned here: S1 (argument snapshot, raw arguments), S2 (classification, fail-closed),
