@@ -34,7 +34,7 @@
 //! tools.mount_policy().keep(); // read before write
 //! let registry = ToolRegistry::new();
 //! register_fs_tools(&registry, &tools)?.keep();
-//! assert_eq!(registry.names(None), ["edit", "glob", "grep", "read", "write"]);
+//! assert_eq!(registry.names(None), ["read", "write", "edit", "glob", "grep"]);
 //! # Ok(()) }
 //! ```
 //!
