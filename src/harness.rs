@@ -1,14 +1,5 @@
 //! The `Harness`: registry, hooks, guards, approval, session and scheduler wired with sensible
-//! defaults in a few lines.
-//!
-//! ```no_run
-//! # async fn demo() -> Result<(), dsh::HarnessError> {
-//! use dsh::{Harness, Approvals};
-//! let session = dsh::session::Session::in_memory("s1");
-//! let harness = Harness::builder(session).approvals(Approvals::Never).build().await?;
-//! let mut driver = harness.driver();
-//! # Ok(()) }
-//! ```
+//! defaults in a few lines (the example is on [`Harness`]).
 
 #[cfg(any(feature = "fs", feature = "hooks"))]
 use std::path::PathBuf;
@@ -126,9 +117,39 @@ pub struct HarnessBuilder {
     settings: Option<Option<PathBuf>>,
     #[cfg(feature = "hooks")]
     workspace_trusted: bool,
+    pub(crate) extra: crate::registrations::Registrations,
 }
 
-/// A wired pipeline over one session.
+/// A wired pipeline over one session: build one with [`Harness::builder`], then run the model's
+/// calls with [`Harness::driver`] (a turn of assistant messages) or
+/// [`Harness::runtime`]`.run_step(..)` (one message's calls).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use dsh::core::{Failure, Json, Signal, ToolDefinition, ToolOutput};
+/// use dsh::{Approvals, Harness};
+///
+/// let ping = ToolDefinition::builder("ping", "Answers pong.")
+///     .output(ToolOutput::string())
+///     .execute(|_ctx| async { Ok(Json::string("pong")) })
+///     .build()?;
+/// let session = dsh::session::Session::in_memory("s1");
+/// let harness = Harness::builder(session.clone())
+///     .tool(ping)
+///     .approvals(Approvals::Never)
+///     .build()
+///     .await?;
+/// // One assistant message with one tool call, in the reference shape.
+/// let message = Json::new(serde_json::json!({"role": "assistant", "content": [
+///     {"type": "tool-call", "id": "c1", "name": "ping", "arguments": "{}"}
+/// ]}))?;
+/// let report = harness.driver().run_turn([message], Signal::never()).await?;
+/// assert_eq!(report.steps[0].results[0].first_text(), Some("pong"));
+/// assert!(dsh::session::check_events(&session.events()).is_empty());
+/// # let _ = Failure::new("unused");
+/// # Ok(()) }
+/// ```
 pub struct Harness {
     registry: ToolRegistry,
     hooks: Hooks,
@@ -186,6 +207,7 @@ impl Harness {
             settings: None,
             #[cfg(feature = "hooks")]
             workspace_trusted: false,
+            extra: crate::registrations::Registrations::default(),
         }
     }
     /// The tool registry.
@@ -325,16 +347,37 @@ impl HarnessBuilder {
         self
     }
 
-    /// Wires everything.
-    pub async fn build(self) -> Result<Harness, HarnessError> {
+    /// Wires everything, in this order (which decides who is asked first):
+    ///
+    /// 1. Tools: the demo tools ([`HarnessBuilder::demo_tools`]), your tools
+    ///    ([`HarnessBuilder::tool`]), the file tools ([`HarnessBuilder::workspace`]), `bash`,
+    ///    then `run_code` under Code Mode. Every permission rule and `[tools.<name>]` table must
+    ///    then name a registered tool.
+    /// 2. `tools/pre-execute`, outermost first: your observers
+    ///    ([`HarnessBuilder::observe_pre_execute`], which see every call and cannot decide); the
+    ///    `bash` sandbox policy; user command hooks (settings files); the permission rules (the
+    ///    policy file's, merged with the settings files', or [`HarnessBuilder::permissions`]);
+    ///    your listeners ([`HarnessBuilder::pre_execute`]) in the order given. The first that
+    ///    decides ends the waterfall: a rule that denies or asks hides the call from the
+    ///    listeners after it.
+    /// 3. An `ask` goes to the approval answerer ([`HarnessBuilder::approvals`]); then the guards
+    ///    ([`HarnessBuilder::guard`]) may still deny.
+    /// 4. `tools/execute`: the timeout policy (and, for `bash`, its wrappers).
+    /// 5. `tools/post-execute`: user command hooks, then your listeners
+    ///    ([`HarnessBuilder::post_execute`]); then `tools/result` observers
+    ///    ([`HarnessBuilder::on_result`]).
+    pub async fn build(mut self) -> Result<Harness, HarnessError> {
         let registry = ToolRegistry::new();
         let hooks = Hooks::new();
         Harness::supports(&self.policy)?;
+        let mut extra = std::mem::take(&mut self.extra);
         if self.demo_tools {
             for def in crate::demo_tools::demo_tools()? {
-                registry.register(def)?.keep();
+                registry.add(def)?;
             }
         }
+        extra.register_tools(&registry)?;
+        extra.install_observers(&hooks);
         // The bash tool's full outputs go to a private per-session directory that is also a
         // root of the file tools, so the model can `read` the path a truncated result names.
         #[cfg(feature = "bash")]
@@ -371,10 +414,15 @@ impl HarnessBuilder {
             .map_err(|e| HarnessError::Unsupported(format!("loading hook settings: {e}")))??;
             claude.install(&hooks, self.session.clone()).keep();
         }
-        let policy_rules = if self.policy.has_permissions() {
-            Some(self.policy.permissions(registry.clone())?)
-        } else {
-            None
+        let policy_rules = match (self.policy.has_permissions(), extra.permissions.take()) {
+            (true, Some(_)) => {
+                return Err(HarnessError::Unsupported(
+                    "permission rules given twice: in the policy's [permissions] table and to HarnessBuilder::permissions; keep one".to_owned(),
+                ));
+            }
+            (true, None) => Some(self.policy.permissions(registry.clone())?),
+            (false, Some(rules)) => Some(rules.bind(registry.clone())),
+            (false, None) => None,
         };
         #[cfg(feature = "hooks")]
         let merged = match self.settings.clone() {
@@ -407,6 +455,7 @@ impl HarnessBuilder {
             (None, Some(rules)) => hooks.on_pre_execute(Scope::Global, rules.clone()).keep(),
             _ => {}
         }
+        extra.install_hooks(&hooks);
         let rules = policy_rules.clone();
         // A rule refusing to `read` a file keeps it out of every search too.
         #[cfg(feature = "fs")]

@@ -6,7 +6,40 @@
 //! rendered, and recorded as the one result the model sees.
 //!
 //! This facade re-exports each layer explicitly and wires them in a [`Harness`]. Teams that want
-//! one layer only can depend on its crate directly.
+//! one layer only can depend on its crate directly. It owns the wiring (the [`Harness`] and its
+//! builder), the policy file, the scripted-model reader and the `dsh` program; it adds no
+//! pipeline behaviour of its own and never knows a model provider: you bring the model client.
+//!
+//! ## Example
+//!
+//! A typed tool and one model message through the whole pipeline (more in the repository's
+//! `examples/`: your own model client, guards and rules, the file tools alone, Code Mode, a
+//! crashed session repaired, tracing):
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use dsh::core::{Json, Signal, ToolDefinition, ToolOutput};
+//! use dsh::{Harness, schemars::JsonSchema, serde::Deserialize};
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! #[serde(crate = "dsh::serde")]
+//! #[schemars(crate = "dsh::schemars")]
+//! struct Input { city: String }
+//!
+//! let weather = ToolDefinition::builder("weather", "Today's weather in a city.")
+//!     .output(ToolOutput::string())
+//!     .execute_typed(|input: Input, _ctx| async move { Ok(format!("sunny in {}", input.city)) })
+//!     .build()?;
+//! let session = dsh::session::Session::in_memory("s1");
+//! let harness = Harness::builder(session).tool(weather).build().await?;
+//! let message = Json::new(dsh::serde_json::json!({"role": "assistant", "content": [
+//!     {"type": "tool-call", "id": "c1", "name": "weather", "arguments": "{\"city\":\"Paris\"}"}
+//! ]}))?;
+//! let report = harness.driver().run_turn([message], Signal::never()).await?;
+//! assert_eq!(report.steps[0].results[0].first_text(), Some("sunny in Paris"));
+//! # Ok(()) }
+//! ```
 //!
 //! ## Feature flags
 //!
@@ -46,7 +79,15 @@ pub mod jsonl;
 #[cfg(feature = "hooks")]
 pub mod permissions;
 pub mod policy;
+mod registrations;
 pub mod script;
+
+// What a tool definition needs, at the versions dsh itself builds with (derive through them
+// with `#[serde(crate = "dsh::serde")]` and `#[schemars(crate = "dsh::schemars")]`).
+pub use async_trait::async_trait;
+pub use schemars;
+pub use serde;
+pub use serde_json;
 
 #[cfg(feature = "bash")]
 pub use bash_tool::BashOptions;

@@ -16,6 +16,7 @@ mod exit_codes;
 mod flags;
 mod help;
 mod large_read;
+mod library_face;
 mod lifetime;
 mod logs;
 mod props;

@@ -7,6 +7,8 @@ mod check_rules;
 mod fuzz;
 mod kill_trials;
 mod machine;
+mod package_check;
+mod public_api;
 mod report;
 mod results;
 mod rule_ids;
@@ -42,6 +44,17 @@ fn ci() -> Result<()> {
         ],
     )?;
     check_rules::cli(&root(), &[])?;
+    public_api::cli(&root(), &["--check".to_owned()])?;
+    // Every public item documented, no broken intra-doc links.
+    let status = Command::new("cargo")
+        .args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .status()
+        .context("could not start cargo doc")?;
+    if !status.success() {
+        bail!("`RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps` failed");
+    }
+    package_check::cli(&root())?;
     // Teams pick single crates: each builds on its own, and the facade with no default
     // features and with each feature alone.
     for krate in [
@@ -81,9 +94,13 @@ fn root() -> PathBuf {
 
 const USAGE: &str = "usage: cargo xtask <ci | check-rules [--write] | bench [--report-only]>
 
-  ci                   fmt check, clippy -D warnings, check-rules, cargo test --workspace
+  ci                   fmt check, clippy -D warnings, check-rules, public-api --check, cargo doc
+                       -D warnings, package-check, the feature builds, cargo test --workspace
   check-rules          every id a comment or test name cites is described in docs/rules.md
   check-rules --write  refresh docs/rules.md's lists of where each id is held, then check
+  public-api           write api/<crate>.txt, each library crate's public API
+  public-api --check   fail when a committed api/<crate>.txt differs from the source
+  package-check        `cargo package` every crate in dependency order (nothing uploaded)
   bench                build and run every benchmark, then rewrite BENCHMARKS.md
   bench --report-only  rewrite BENCHMARKS.md from the results of the last run
   bench --rows 12-15   run only the bench targets of these rows (e.g. 12-15 or 1,4,12-15)
@@ -94,6 +111,8 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("check-rules") => check_rules::cli(&root(), &args[1..]),
+        Some("public-api") => public_api::cli(&root(), &args[1..]),
+        Some("package-check") => package_check::cli(&root()),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("kill-trials") => kill_trials::cli(&args[1..]).map_err(anyhow::Error::msg),
         Some("bench") => match args.get(1).map(String::as_str) {

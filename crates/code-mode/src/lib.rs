@@ -34,7 +34,26 @@
 //! Spec rules owned here: CM1-CM6. Conformance: CODE-01..82 (except the prompt-assembly hooks
 //! of CODE-06/07, which belong to a prompt builder), SCH-27.
 //!
-//! ## Mounting
+//! ## Example
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use dsh_code_mode::{CodeMode, CodeModeConfig, PresentationMode, QuickJs};
+//! use dsh_core::ToolRegistry;
+//!
+//! let registry = ToolRegistry::new();
+//! let code = CodeMode::new(&registry, CodeModeConfig {
+//!     mode: PresentationMode::Code,
+//!     runtime: Some(Arc::new(QuickJs::new())),
+//!     ..CodeModeConfig::default()
+//! })?;
+//! // The model is offered `run_code` alone.
+//! assert_eq!(code.assemble(None)?.tool_names(), ["run_code"]);
+//! # Ok(()) }
+//! ```
+//!
+//! ## Mounting with a runtime
 //!
 //! ```ignore
 //! use std::sync::Arc;

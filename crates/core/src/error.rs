@@ -10,7 +10,9 @@ use crate::validate;
 #[non_exhaustive]
 pub enum CoreError {
     /// A definition without an output contract.
-    #[error("tool must declare output {{ schema, render, presentationMeta? }}")]
+    #[error(
+        "tool must declare output {{ schema, render, presentationMeta? }}: call `.output(ToolOutput::string())` (or `ToolOutput::json()`, or your own `ToolOutput`) on the `ToolDefinition::builder` before `.build()`"
+    )]
     MissingOutput,
     /// A definition without a body.
     #[error("tool must declare an execute body")]

@@ -215,7 +215,12 @@ enum Key {
 }
 
 /// Removes what it names when dropped or disposed (a tool, a scope, a restriction).
-#[must_use = "dropping a registration removes what it registered; call `keep()` to keep it"]
+///
+/// Dropping it unregisters at once, and `let _ = registry.register(tool)?` drops it: keep the
+/// handle in a variable that lives as long as the tool should, call [`Registration::keep`], or
+/// register with [`ToolRegistry::add`], which returns no handle and keeps the tool for the
+/// registry's lifetime.
+#[must_use = "dropping a Registration unregisters the tool at once (`let _ =` drops it too): bind it to a named variable, call `.keep()`, or use `ToolRegistry::add` for a permanent registration"]
 pub struct Registration {
     shared: Weak<Shared>,
     key: Option<Key>,
@@ -300,7 +305,27 @@ impl ToolRegistry {
         self.shared.state.read().generation
     }
 
-    /// Registers a global tool.
+    /// Registers a global tool for the registry's lifetime: the permanent registration, with no
+    /// handle to lose. Use [`ToolRegistry::register`] for one that a handle can remove.
+    ///
+    /// ```
+    /// # use dsh_core::{ToolDefinition, ToolOutput, ToolRegistry, Json};
+    /// let registry = ToolRegistry::new();
+    /// let tool = ToolDefinition::builder("ping", "Answers pong.")
+    ///     .output(ToolOutput::string())
+    ///     .execute(|_ctx| async { Ok(Json::string("pong")) })
+    ///     .build()?;
+    /// registry.add(tool)?;
+    /// assert!(registry.get("ping", None).is_some());
+    /// # Ok::<(), dsh_core::CoreError>(())
+    /// ```
+    pub fn add(&self, def: ToolDefinition) -> Result<(), CoreError> {
+        self.register(def).map(Registration::keep)
+    }
+
+    /// Registers a global tool until the returned handle is disposed or dropped (a scoped
+    /// registration). Dropping the handle, `let _ =` included, unregisters the tool at once;
+    /// [`ToolRegistry::add`] registers for good.
     pub fn register(&self, def: ToolDefinition) -> Result<Registration, CoreError> {
         if def.name() == RUN_CODE {
             return Err(CoreError::Reserved(RUN_CODE.into()));

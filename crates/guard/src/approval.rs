@@ -155,6 +155,9 @@ pub struct ApprovalRequest {
     /// The call's arguments, as the model sent them (for an answerer that shows what it is
     /// asked: the command, the path, the content).
     pub arguments: Option<dsh_core::Arguments>,
+    /// What the call acts on, as the tool declares it (the path of a file tool, the command of
+    /// a shell tool): what a person is shown beside the tool's name.
+    pub subject: Option<dsh_core::PermissionSubject>,
     /// Aborting it withdraws the question (`cancelled`).
     pub signal: Signal,
 }
@@ -169,6 +172,7 @@ impl ApprovalRequest {
             call_id: None,
             reason: None,
             arguments: None,
+            subject: None,
             signal: Signal::never(),
         }
     }
@@ -185,6 +189,11 @@ impl ApprovalRequest {
     /// Sets the call's arguments.
     pub fn with_arguments(mut self, arguments: dsh_core::Arguments) -> Self {
         self.arguments = Some(arguments);
+        self
+    }
+    /// Sets the call's permission subject.
+    pub fn with_subject(mut self, subject: dsh_core::PermissionSubject) -> Self {
+        self.subject = Some(subject);
         self
     }
     /// Sets the signal.
@@ -721,8 +730,11 @@ pub fn gate_wire_outcome(tool_name: &str, raw: &str) -> Result<(), Failure> {
 ///   supported)`;
 /// - no agent on the call: `tool "<name>" requires approval, but the call has no agent to route
 ///   it through` (no answerer is asked);
-/// - otherwise the service is asked with `{agent, toolName, callId, reason?, signal}` where the
-///   signal is the caller's own, and the outcome is mapped by [`gate_outcome`];
+/// - a service with a registry ([`ApprovalService::with_registry`]) asks nobody about a tool the
+///   agent cannot see: the call fails `UNKNOWN_TOOL` at once, as its dispatch would;
+/// - otherwise the service is asked with `{agent, toolName, callId, reason?, arguments,
+///   subject?, signal}` where the signal is the caller's own, and the outcome is mapped by
+///   [`gate_outcome`];
 /// - a service error (no open turn, the log could not be written) is a failure with its message.
 pub async fn resolve_ask(
     service: Option<&ApprovalService>,
@@ -742,6 +754,16 @@ pub async fn resolve_ask(
         .with_call_id(exec.call_id_arc().clone())
         .with_arguments(exec.arguments().clone())
         .with_signal(exec.signal().clone());
+    if let Some(registry) = &service.inner.registry {
+        // Nobody is asked about a call that could not run: a tool outside the agent's view is
+        // `UNKNOWN_TOOL`, as dispatch would find it (the outcome of an approval was moot).
+        let Some(def) = registry.get(exec.name(), Some(agent)) else {
+            return Err(Failure::unknown_tool(exec.name()));
+        };
+        if let Some(subject) = def.permission_subjects(exec.arguments(), Some(agent)) {
+            req = req.with_subject(subject);
+        }
+    }
     if let Some(r) = reason {
         req = req.with_reason(r);
     }

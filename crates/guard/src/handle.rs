@@ -2,7 +2,7 @@
 //! single-decision waterfalls and the approval answerer chain.
 
 /// Removes its listener when disposed or dropped; `keep()` leaves it registered for good.
-#[must_use = "dropping the handle removes the listener; call `keep()` to keep it"]
+#[must_use = "dropping this handle removes the listener at once (`let _ =` drops it too): bind it to a named variable or call `.keep()`"]
 pub struct ListenerHandle {
     remove: Option<Box<dyn FnOnce() + Send + Sync>>,
 }

@@ -10,7 +10,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
-use dsh_core::{AgentId, ExecuteWrapper, Guard, PostExecuteHook, PreExecuteHook, ResultObserver};
+use dsh_core::{
+    AgentId, ExecuteWrapper, Guard, PostExecuteHook, PreExecuteHook, PreExecuteObserver, PreNext,
+    PreToolDecision, ResultObserver, ToolExecution,
+};
 use parking_lot::{Mutex, RwLock};
 
 use crate::guards::GuardTable;
@@ -59,6 +62,7 @@ impl<T: ?Sized> Ordered<T> {
 #[derive(Default)]
 struct State {
     pre: Ordered<dyn PreExecuteHook>,
+    pre_observers: Ordered<dyn PreExecuteObserver>,
     wrappers: Ordered<dyn ExecuteWrapper>,
     post: Ordered<dyn PostExecuteHook>,
     observers: Ordered<dyn ResultObserver>,
@@ -97,6 +101,7 @@ impl Cache {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Point {
     Pre,
+    PreObserver,
     Wrapper,
     Post,
     Observer,
@@ -128,7 +133,7 @@ pub struct CallHooks {
 }
 
 /// Removes exactly the hook it was returned for, when disposed or dropped.
-#[must_use = "dropping a hook handle removes the hook; call `keep()` to keep it"]
+#[must_use = "dropping this handle removes the listener at once (`let _ =` drops it too): bind it to a named variable or call `.keep()`"]
 pub struct HookHandle {
     inner: Weak<Inner>,
     point: Point,
@@ -160,6 +165,7 @@ impl HookHandle {
             let mut st = inner.state.write();
             let removed = match self.point {
                 Point::Pre => st.pre.remove(self.id),
+                Point::PreObserver => st.pre_observers.remove(self.id),
                 Point::Wrapper => st.wrappers.remove(self.id),
                 Point::Post => st.post.remove(self.id),
                 Point::Observer => st.observers.remove(self.id),
@@ -227,6 +233,21 @@ impl Hooks {
         let hook: Arc<dyn PreExecuteHook> = Arc::new(hook);
         self.add(Point::Pre, |st, id| st.pre.insert(id, scope, hook, true))
     }
+    /// Adds an observer that sees every call reaching `tools/pre-execute`, before any listener
+    /// decides: unlike a listener (which a decision further out hides calls from), it sees the
+    /// calls a permission rule denies or sends to approval too. Observers run in registration
+    /// order, in front of every listener, `prepend_pre_execute` ones included; a panicking
+    /// observer is skipped.
+    pub fn observe_pre_execute(
+        &self,
+        scope: Scope,
+        observer: impl PreExecuteObserver,
+    ) -> HookHandle {
+        let o: Arc<dyn PreExecuteObserver> = Arc::new(observer);
+        self.add(Point::PreObserver, |st, id| {
+            st.pre_observers.insert(id, scope, o, false)
+        })
+    }
     /// Adds a `tools/execute` wrapper inside all existing ones.
     pub fn on_execute(&self, scope: Scope, wrapper: impl ExecuteWrapper) -> HookHandle {
         let w: Arc<dyn ExecuteWrapper> = Arc::new(wrapper);
@@ -285,7 +306,7 @@ impl Hooks {
         let (hooks, generation) = {
             let st = self.inner.state.read();
             let hooks = Arc::new(CallHooks {
-                pre: st.pre.for_chain(chain),
+                pre: with_observers(st.pre_observers.for_chain(chain), st.pre.for_chain(chain)),
                 wrappers: st.wrappers.for_chain(chain),
                 post: st.post.for_chain(chain),
                 observers: st.observers.for_chain(chain),
@@ -315,5 +336,36 @@ impl Hooks {
         chain: &[AgentId],
     ) -> Option<String> {
         self.inner.guards.evaluate(exec, chain)
+    }
+}
+
+/// The pre-execute chain a call runs: one listener calling every observer first (when there are
+/// any), then the deciding listeners.
+fn with_observers(
+    observers: Arc<[Arc<dyn PreExecuteObserver>]>,
+    pre: Arc<[Arc<dyn PreExecuteHook>]>,
+) -> Arc<[Arc<dyn PreExecuteHook>]> {
+    if observers.is_empty() {
+        return pre;
+    }
+    let first: Arc<dyn PreExecuteHook> = Arc::new(ObserveAll(observers));
+    std::iter::once(first).chain(pre.iter().cloned()).collect()
+}
+
+struct ObserveAll(Arc<[Arc<dyn PreExecuteObserver>]>);
+
+#[async_trait::async_trait]
+impl PreExecuteHook for ObserveAll {
+    async fn pre_execute(
+        &self,
+        exec: &ToolExecution,
+        next: PreNext<'_>,
+    ) -> Result<PreToolDecision, dsh_core::Failure> {
+        for o in self.0.iter() {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| o.observe(exec))).is_err() {
+                tracing::warn!(tool = exec.name(), "a tools/pre-execute observer panicked");
+            }
+        }
+        next.run(exec).await
     }
 }

@@ -15,6 +15,26 @@
 //! post-execute listeners and result observers, the FS1 intent waterfalls as generic
 //! [`Waterfall`]s; conformance APR-01..40, GRD-05..09, TMO-01..12.
 //!
+//! ## Example
+//!
+//! Permission rules, decided for a call's subject (installed as a pre-execute listener with
+//! `hooks.on_pre_execute(Scope::Global, rules).keep()`):
+//!
+//! ```
+//! use dsh_core::{PermissionSubject, ToolRegistry};
+//! use dsh_guard::{PermissionAction, PermissionMatch, PermissionRules};
+//!
+//! let rules = PermissionRules::new(ToolRegistry::new())
+//!     .allow("read")?
+//!     .deny("read(*secrets*)")?;
+//! let secret = PermissionSubject::single("config/secrets.env");
+//! assert!(matches!(
+//!     rules.decide_subject("read", Some(&secret)),
+//!     PermissionMatch::Rule { action: PermissionAction::Deny, .. }
+//! ));
+//! # Ok::<(), dsh_guard::GuardError>(())
+//! ```
+//!
 //! ## Hook points
 //!
 //! Ordering is the same everywhere: the first-registered listener is outermost (asked first),

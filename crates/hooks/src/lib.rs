@@ -21,6 +21,18 @@
 //! names (`read`/`Read`, `write`/`Write`, `edit`/`Edit`, `bash`/`Bash`, `glob`/`Glob`,
 //! `grep`/`Grep`). `timeout` is in seconds (default 60).
 //!
+//! ```
+//! use dsh_hooks::{HookEvent, HookSettings};
+//! let settings = HookSettings::parse(
+//!     r#"{"hooks": {"PreToolUse": [{"matcher": "Bash",
+//!         "hooks": [{"type": "command", "command": "./guard.sh"}]}]}}"#,
+//!     std::path::Path::new("settings.json"),
+//! )?;
+//! assert_eq!(settings.count(HookEvent::PreToolUse), 1);
+//! // settings → ClaudeHooks → `.install(&hooks, session)` bridges them onto the pipeline.
+//! # Ok::<(), dsh_hooks::HooksError>(())
+//! ```
+//!
 //! ## Protocol
 //!
 //! A hook runs as `sh -c <command>` in the workspace (also in `CLAUDE_PROJECT_DIR`) and reads

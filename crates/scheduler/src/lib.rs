@@ -16,6 +16,32 @@
 //!
 //! Spec rules owned here: S2-S5, P1-P5 orchestration, D1-D3, D5, F1-F6, C1-C3, I1-I2; the
 //! pipeline invariant checker of conformance LOG-18..20 (`invariants.rs`).
+//!
+//! ## Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use dsh_core::{Arguments, Json, ToolDefinition, ToolExecutionInput, ToolOutput, ToolRegistry};
+//! use dsh_guard::Hooks;
+//! use dsh_scheduler::Runtime;
+//!
+//! let registry = ToolRegistry::new();
+//! registry.add(
+//!     ToolDefinition::builder("ping", "Answers pong.")
+//!         .output(ToolOutput::string())
+//!         .execute(|_ctx| async { Ok(Json::string("pong")) })
+//!         .build()?,
+//! )?;
+//! let runtime = Arc::new(Runtime::new(registry, Hooks::new()));
+//! // One call through prepare, dispatch and finalize (a step: `runtime.run_step(&cx, &blocks)`).
+//! let result = runtime
+//!     .execute(ToolExecutionInput::new("c1", "ping", Arguments::from_raw("{}")))
+//!     .await;
+//! assert_eq!(result.first_text(), Some("pong"));
+//! # Ok(()) }
+//! ```
 
 mod approval;
 mod audit;

@@ -486,11 +486,38 @@ pub fn check_file_status(path: &Path) -> Result<FileCheck, SessionError> {
     })
 }
 
+/// One event with its seq, as [`check_events`] takes it: a `(seq, &Event)` pair (from
+/// [`crate::Events::pairs`]) or an entry of [`crate::Events`] (from `&session.events()`).
+pub trait SeqEvent<'a> {
+    /// The seq and the event.
+    fn seq_event(self) -> (u64, &'a Event);
+}
+
+impl<'a> SeqEvent<'a> for (u64, &'a Event) {
+    fn seq_event(self) -> (u64, &'a Event) {
+        self
+    }
+}
+
+impl<'a> SeqEvent<'a> for &'a crate::Entry {
+    fn seq_event(self) -> (u64, &'a Event) {
+        (self.0, &self.1)
+    }
+}
+
 /// Checks events already in memory, numbering them as file lines 2, 3, ... (as a log written
-/// from them would be).
-pub fn check_events<'a>(events: impl IntoIterator<Item = (u64, &'a Event)>) -> Vec<Problem> {
+/// from them would be). Takes what a session holds as it is:
+///
+/// ```
+/// # async fn demo() -> Result<(), dsh_session::SessionError> {
+/// let session = dsh_session::Session::in_memory("s1");
+/// assert!(dsh_session::check_events(&session.events()).is_empty());
+/// # Ok(()) }
+/// ```
+pub fn check_events<'a, E: SeqEvent<'a>>(events: impl IntoIterator<Item = E>) -> Vec<Problem> {
     let mut scan = Scan::new();
-    for (i, (seq, event)) in events.into_iter().enumerate() {
+    for (i, e) in events.into_iter().enumerate() {
+        let (seq, event) = e.seq_event();
         scan.event(i + 2, seq, event);
     }
     scan.finish().problems

@@ -37,6 +37,23 @@
 //! (or, as a torn last line, is cut by repair); an appended event's data may nest at most
 //! [`MAX_DATA_DEPTH`] levels, so that its line always reads back.
 //!
+//! ## Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use dsh_session::{Event, Session, check_events};
+//!
+//! let session = Session::in_memory("s1"); // or Session::open_jsonl(path, options) for a file
+//! session.append(Event::turn_start(1)).await?;
+//! session.append(Event::step_start(1, 1)).await?;
+//! session.append(Event::tool_call(1, 1, "c1", "echo", r#"{"text":"hi"}"#)).await?;
+//! // A call with no result yet is a problem the checker names (repair would answer it).
+//! let problems = check_events(&session.events());
+//! assert!(problems.iter().any(|p| p.to_string().contains("c1")));
+//! # Ok(()) }
+//! ```
+//!
 //! Durability notes: a write or sync failure fails every append of its group, cuts the file back
 //! to its last acknowledged byte, and refuses later appends ([`SessionError::Poisoned`]); reopen
 //! the file to continue. Dropping the last handle of a file session lets its writer finish queued
@@ -65,7 +82,9 @@ mod snapshot;
 mod visible;
 mod writer;
 
-pub use check::{FileCheck, check_bytes, check_events, check_file, check_file_status, check_log};
+pub use check::{
+    FileCheck, SeqEvent, check_bytes, check_events, check_file, check_file_status, check_log,
+};
 pub use derive::{derive_messages, derive_messages_from};
 pub use error::{InvariantViolation, LineError, Problem, SessionError};
 pub use event::{Event, EventKind, MAX_DATA_DEPTH, SurfaceOp, ToolCallView, ToolResultView, types};

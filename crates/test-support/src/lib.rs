@@ -2,6 +2,16 @@
 //! gated), sync hook adapters, a recorder of what ran in which order, and checks that an exported
 //! history would be accepted by the providers' APIs ([`api_history`]), and [`quiescent`] for
 //! asserting that something has not happened. Dev-dependency only.
+//!
+//! It owns no pipeline behaviour and is never a dependency of a library crate.
+//!
+//! ```
+//! let echo = dsh_test_support::echo_tool();
+//! let registry = dsh_core::ToolRegistry::new();
+//! registry.add(echo)?;
+//! assert_eq!(registry.names(None), ["echo"]);
+//! # Ok::<(), dsh_core::CoreError>(())
+//! ```
 
 pub mod api_history;
 mod quiet;

@@ -22,6 +22,13 @@
 //!   process-count limit end the whole group (`SIGTERM`, a short grace, `SIGKILL`), and so does
 //!   the shell's exit for whatever it left running; output captured so far is reported.
 //!
+//! ```
+//! use dsh_tool_bash::{Preset, SandboxMode};
+//! let preset: Preset = "read-only".parse()?;
+//! assert_eq!(preset.sandbox_mode(), SandboxMode::ReadOnly);
+//! # Ok::<(), dsh_tool_bash::BashError>(())
+//! ```
+//!
 //! To mount: build a [`BashConfig`] over the `dsh_tool_fs::Workspace`, make a [`BashTool`], set
 //! its [`SandboxSettings`] from the preset, and call [`mount()`].
 //!

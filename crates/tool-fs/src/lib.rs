@@ -20,6 +20,24 @@
 //! and-set in the seam, own writes recorded as observed), FS3 (confinement to the roots, atomic
 //! writes, observations rebuilt from the log), and the conformance lines FS-01..35, FS-40..76.
 //!
+//! ## Example
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use dsh_core::ToolRegistry;
+//! use dsh_tool_fs::{FsContext, FsTools, Workspace, register_fs_tools};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let tools = FsTools::new(Workspace::new([dir.path()])?);
+//! let cwd = tools.workspace().default_cwd().to_path_buf();
+//! tools.sessions().set_default(FsContext::new("s1", cwd));
+//! tools.mount_policy().keep(); // read before write
+//! let registry = ToolRegistry::new();
+//! register_fs_tools(&registry, &tools)?.keep();
+//! assert_eq!(registry.names(None), ["read", "write", "edit", "glob", "grep"]);
+//! # Ok(()) }
+//! ```
+//!
 //! Session of a call: the tools look up an [`FsContext`] (session id, working directory) from the
 //! call's agent in [`FsSessions`], falling back to a default context; a call whose context has no
 //! session id has no owner, so the policy lets it only create files and never edit.
