@@ -1,8 +1,11 @@
 //! Shared test fakes for the dsh crates: the conformance checklist's fixture tools (echo, content,
 //! gated), sync hook adapters, a recorder of what ran in which order, and checks that an exported
-//! history would be accepted by the providers' APIs ([`api_history`]). Dev-dependency only.
+//! history would be accepted by the providers' APIs ([`api_history`]); with the feature
+//! `mock-provider`, a mock model-provider server on 127.0.0.1 ([`mock_provider`]). Dev-dependency only.
 
 pub mod api_history;
+#[cfg(feature = "mock-provider")]
+pub mod mock_provider;
 
 use std::collections::HashMap;
 use std::sync::Arc;
