@@ -86,18 +86,14 @@ struct ApiError {
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Delta {
-    TextDelta {
-        text: String,
-    },
-    InputJsonDelta {
-        partial_json: String,
-    },
-    ThinkingDelta {
-        thinking: String,
-    },
-    SignatureDelta {
-        signature: String,
-    },
+    #[serde(rename = "text_delta")]
+    Text { text: String },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: String },
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: String },
+    #[serde(rename = "signature_delta")]
+    Signature { signature: String },
     #[serde(other)]
     Unknown,
 }
@@ -215,15 +211,15 @@ impl AnthropicDecoder {
         };
         let index = *index;
         let chunk = match (delta, *kind) {
-            (Delta::TextDelta { text }, BlockKind::Text) => Chunk::TextDelta { index, text },
-            (Delta::ThinkingDelta { thinking }, BlockKind::Reasoning) => Chunk::ReasoningDelta {
+            (Delta::Text { text }, BlockKind::Text) => Chunk::TextDelta { index, text },
+            (Delta::Thinking { thinking }, BlockKind::Reasoning) => Chunk::ReasoningDelta {
                 index,
                 text: thinking,
             },
-            (Delta::SignatureDelta { signature }, BlockKind::Reasoning) => {
+            (Delta::Signature { signature }, BlockKind::Reasoning) => {
                 Chunk::ReasoningSignature { index, signature }
             }
-            (Delta::InputJsonDelta { partial_json }, BlockKind::ToolCall) => {
+            (Delta::InputJson { partial_json }, BlockKind::ToolCall) => {
                 *streamed |= !partial_json.is_empty();
                 Chunk::ToolCallDelta {
                     index,

@@ -27,7 +27,8 @@ pub enum Frame {
     Bytes(String),
     /// Wait this long before the next frame (real time).
     Pause(Duration),
-    /// Break the connection here: the body never completes.
+    /// Break the connection here, after the bytes before it were flushed: the body never
+    /// completes.
     Cut,
     /// Send nothing more and never end (the client's idle timeout has to notice).
     Stall,

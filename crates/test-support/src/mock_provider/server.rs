@@ -137,6 +137,9 @@ fn frame_stream(
                 Frame::Bytes(text) => return Some((Ok(Bytes::from(text)), frames)),
                 Frame::Pause(d) => tokio::time::sleep(d).await,
                 Frame::Cut => {
+                    // Let the server flush what was written (it writes when the body waits),
+                    // so the cut comes after those bytes, mid-stream.
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                     frames.clear();
                     let cut = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "cut");
                     return Some((Err(cut), frames));
