@@ -48,6 +48,7 @@ fn ci() -> Result<()> {
         "dsh-core",
         "dsh-session",
         "dsh-guard",
+        "dsh-model",
         "dsh-scheduler",
         "dsh-tool-fs",
         "dsh-code-mode",

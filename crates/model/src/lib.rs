@@ -19,21 +19,40 @@
 //!
 //! ## Example
 //!
-//! Streaming one answer from an OpenAI-compatible server and assembling it:
+//! Streaming one answer from an OpenAI-compatible server (here the mock provider of
+//! `dsh-test-support`, on 127.0.0.1) and assembling it, incrementally as a loop would:
 //!
-//! ```no_run
+//! ```
 //! use std::sync::Arc;
-//! use dsh_model::{Message, OpenAiConfig, OpenAiProvider, Provider, Request, assemble};
+//! use dsh_model::{Assembler, FinishReason, Message, OpenAiConfig, OpenAiProvider, Provider, Request};
+//! use dsh_test_support::mock_provider::{MockProvider, openai};
+//! use futures::StreamExt;
 //!
-//! # async fn run() -> Result<(), dsh_model::ModelError> {
-//! let provider = OpenAiProvider::new(OpenAiConfig::deepseek())?;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = MockProvider::start().await?;
+//! server.push(openai::text_reply(&["Hel", "lo"]));
+//!
+//! let config = OpenAiConfig::deepseek()
+//!     .with_base_url(&server.openai_base_url())
+//!     .with_api_key("sk-test");
+//! let provider = OpenAiProvider::new(config)?;
 //! let request = Request::new("deepseek-chat", vec![Message::user("Say hello.")]);
-//! let stream = provider.stream(Arc::new(request)).await?;
-//! let message = assemble(stream).await?;
-//! println!("{} ({:?})", message.text(), message.finish);
+//!
+//! let mut stream = provider.stream(Arc::new(request)).await?;
+//! let mut assembler = Assembler::new();
+//! while let Some(chunk) = stream.next().await {
+//!     assembler.push(&chunk?);
+//! }
+//! let message = assembler.finish();
+//! assert_eq!(message.text(), "Hello");
+//! assert_eq!(message.finish, Some(FinishReason::Stop));
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Against a real provider, `OpenAiConfig::deepseek()` reads the key from `DEEPSEEK_API_KEY`
+//! and [`dsh_model::assemble`](assemble()) reads a whole stream in one call.
 //!
 //! Rules held here (by id, see `docs/rules.md`): TMO-34..38 (the idle watchdog) and the
 //! adapter side of LOOP-20/21 (a mid-stream failure surfaces once, never retried).

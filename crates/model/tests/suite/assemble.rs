@@ -86,7 +86,7 @@ proptest! {
     }
 
     #[test]
-    fn a_half_streamed_call_is_dropped_whole_when_interrupted(
+    fn loop_19_a_half_streamed_call_is_dropped_whole_when_interrupted(
         args in "\\PC{1,40}",
         cut in any::<Index>(),
     ) {
