@@ -1,5 +1,5 @@
 //! The HTTP side every adapter shares: one process-wide `reqwest::Client`, the timeouts of a
-//! request ([`HttpSettings`]), and [`open`], which sends a request and turns an unsuccessful
+//! request ([`HttpSettings`]), and `open`, which sends a request and turns an unsuccessful
 //! status into a [`ModelError`] a user can act on, retrying 429 and 5xx.
 //!
 //! Guarantees: a request is retried only on a 429 or 5xx status, at most as often as the policy

@@ -9,7 +9,7 @@
 //! It holds: the request vocabulary ([`request`]), the chunk vocabulary in the reference's
 //! shape ([`chunk`]), the [`Provider`] trait ([`provider`]), the assembler that turns chunks into
 //! an [`AssistantMessage`] with each tool call's arguments kept as the raw text the model
-//! produced ([`assemble`]), the shared HTTP client, retries and status errors ([`http`],
+//! produced ([`mod@assemble`]), the shared HTTP client, retries and status errors ([`http`],
 //! [`retry`], [`ModelError`]) and the stream idle watchdog ([`watchdog`], TMO-34..38).
 //!
 //! It deliberately does NOT: run tools, keep a session log, decide what a turn is, or retry a

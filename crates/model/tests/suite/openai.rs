@@ -251,3 +251,69 @@ async fn a_history_the_api_would_refuse_is_a_400_with_its_message() {
     assert_eq!(server.requests().len(), 1, "a 400 is not retried");
     assert_eq!(server.pending(), 1);
 }
+
+/// The presets: base URLs as the SDKs take them, the key variable each names, and OpenAI's
+/// `max_completion_tokens` where the other servers take `max_tokens`.
+#[tokio::test]
+async fn presets_name_their_endpoint_key_variable_and_limit_field() {
+    use dsh_model::{AnthropicConfig, MaxTokensField, OpenAiConfig};
+    let cases = [
+        (
+            OpenAiConfig::openai(),
+            "https://api.openai.com/v1/chat/completions",
+            "OPENAI_API_KEY",
+        ),
+        (
+            OpenAiConfig::deepseek(),
+            "https://api.deepseek.com/v1/chat/completions",
+            "DEEPSEEK_API_KEY",
+        ),
+        (
+            OpenAiConfig::openrouter(),
+            "https://openrouter.ai/api/v1/chat/completions",
+            "OPENROUTER_API_KEY",
+        ),
+        (
+            OpenAiConfig::ollama(),
+            "http://127.0.0.1:11434/v1/chat/completions",
+            "OLLAMA_API_KEY",
+        ),
+        (
+            OpenAiConfig::vllm("http://gpu:8000/v1/"),
+            "http://gpu:8000/v1/chat/completions",
+            "VLLM_API_KEY",
+        ),
+        (
+            OpenAiConfig::llama_cpp("http://127.0.0.1:8080/v1"),
+            "http://127.0.0.1:8080/v1/chat/completions",
+            "LLAMA_API_KEY",
+        ),
+    ];
+    for (config, url, key) in cases {
+        assert_eq!((config.url().as_str(), config.key_env.as_str()), (url, key));
+    }
+    assert_eq!(
+        AnthropicConfig::default().url(),
+        "https://api.anthropic.com/v1/messages"
+    );
+    assert_eq!(AnthropicConfig::default().key_env, "ANTHROPIC_API_KEY");
+
+    let server = MockProvider::start().await.unwrap();
+    server.push(wire::text_reply(&["ok"]));
+    let config = OpenAiConfig::openai()
+        .with_base_url(&server.openai_base_url())
+        .with_api_key("sk-test")
+        .with_http(super::fast_http());
+    assert_eq!(config.max_tokens_field, MaxTokensField::MaxCompletionTokens);
+    let provider = dsh_model::OpenAiProvider::new(config).unwrap();
+    let options = Options {
+        max_tokens: Some(64),
+        ..Options::default()
+    };
+    let request = Request::new("gpt-x", vec![Message::user("hi")]).with_options(options);
+    let (_, error) = collect(provider.stream(Arc::new(request)).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    let body = &server.bodies()[0];
+    assert_eq!(body["max_completion_tokens"], 64);
+    assert!(body.get("max_tokens").is_none());
+}
