@@ -61,6 +61,7 @@ fn ci() -> Result<()> {
         "dsh-core",
         "dsh-session",
         "dsh-guard",
+        "dsh-model",
         "dsh-scheduler",
         "dsh-tool-fs",
         "dsh-code-mode",

@@ -20,6 +20,7 @@ pub const CRATES: &[(&str, &str)] = &[
     ("dsh-core", "crates/core"),
     ("dsh-session", "crates/session"),
     ("dsh-guard", "crates/guard"),
+    ("dsh-model", "crates/model"),
     ("dsh-scheduler", "crates/scheduler"),
     ("dsh-tool-fs", "crates/tool-fs"),
     ("dsh-code-mode", "crates/code-mode"),

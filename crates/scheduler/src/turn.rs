@@ -70,8 +70,8 @@ pub struct SourceContext<'a> {
     pub turn: u32,
     /// The step number the message will have.
     pub step: u32,
-    /// The turn's signal: a source stops (and says so with [`Sourced::interrupted`]) once it
-    /// is aborted.
+    /// The turn's signal: a source stops streaming once it is aborted and returns what it has
+    /// (the driver then ends the turn as aborted).
     pub signal: &'a Signal,
 }
 
@@ -338,6 +338,11 @@ impl TurnDriver {
             let blocks = tool_calls_of(&message);
             if blocks.is_empty() {
                 self.session.append(Event::step_end(turn, step)).await?;
+                // A message cut short by a cancel (a source stops streaming) ends the turn
+                // as aborted, not completed (LOOP-17's order: message, step/end, turn/end).
+                if let Some(reason) = signal.reason() {
+                    report.end = aborted_end(&reason);
+                }
                 break;
             }
             let cx = StepContext {

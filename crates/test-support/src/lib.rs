@@ -1,7 +1,8 @@
 //! Shared test fakes for the dsh crates: the conformance checklist's fixture tools (echo, content,
 //! gated), sync hook adapters, a recorder of what ran in which order, and checks that an exported
-//! history would be accepted by the providers' APIs ([`api_history`]), and [`quiescent`] for
-//! asserting that something has not happened. Dev-dependency only.
+//! history would be accepted by the providers' APIs ([`api_history`]), [`quiescent`] for
+//! asserting that something has not happened, and, with the feature `mock-provider`, a mock
+//! model-provider server on 127.0.0.1 (module `mock_provider`). Dev-dependency only.
 //!
 //! It owns no pipeline behaviour and is never a dependency of a library crate.
 //!
@@ -14,6 +15,8 @@
 //! ```
 
 pub mod api_history;
+#[cfg(feature = "mock-provider")]
+pub mod mock_provider;
 mod quiet;
 
 pub use quiet::{quiescent, yield_until};

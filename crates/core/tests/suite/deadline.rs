@@ -1,8 +1,8 @@
 //! TMO-13..33: the deadline utilities (`deadline`, `timeout_of`, `reason_timeout`,
 //! `clamp_timeout`, `TimeoutReason`) on tokio's paused clock.
 //!
-//! TMO-34..38 describe the idle watchdog, a stream utility the tool pipeline does not use; dsh has
-//! no such utility, so they are not ported.
+//! TMO-34..38 describe the idle watchdog, a stream utility the tool pipeline does not use; it
+//! lives in `dsh-model` (`watchdog.rs`), where its tests are.
 
 use std::time::Duration;
 

@@ -120,3 +120,52 @@ async fn a_failing_source_ends_the_turn_with_an_error_reason() {
         ["turn/start", "step/start", "step/end", "turn/end"]
     );
 }
+
+/// A source cancelled mid-stream returns what it has; the turn logs it and ends aborted, in
+/// LOOP-17's order (message, step/end, turn/end).
+struct CutShort(dsh_core::AbortController);
+
+#[async_trait]
+impl StepSource for CutShort {
+    async fn next_message(
+        &mut self,
+        _cx: &SourceContext<'_>,
+    ) -> Result<Option<Sourced>, SchedulerError> {
+        self.0.abort(dsh_core::AbortReason::Cancelled(
+            dsh_core::CancelCause::User,
+        ));
+        Ok(Some(Sourced {
+            message: Json::from_shallow(json!({
+                "role": "assistant",
+                "content": [{"type": "text", "text": "partial"}],
+                "interrupted": true,
+            })),
+            usage: None,
+            source_event_seqs: Vec::new(),
+        }))
+    }
+}
+
+#[tokio::test]
+async fn a_message_cut_short_by_a_cancel_ends_the_turn_aborted() {
+    let rt = runtime(&dsh_core::ToolRegistry::new(), &Hooks::new());
+    let mut d = driver(&rt, 4);
+    let session = d.session().clone();
+    let controller = dsh_core::AbortController::new();
+    let signal = controller.signal();
+    let report = d
+        .run_turn_from(&mut CutShort(controller), signal)
+        .await
+        .unwrap();
+    assert_eq!(report.end, TurnEnd::Aborted(dsh_core::CancelCause::User));
+    assert_eq!(
+        types(&session),
+        [
+            "turn/start",
+            "step/start",
+            "assistant/message",
+            "step/end",
+            "turn/end"
+        ]
+    );
+}

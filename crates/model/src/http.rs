@@ -1,0 +1,222 @@
+//! The HTTP side every adapter shares: one process-wide `reqwest::Client`, the timeouts of a
+//! request ([`HttpSettings`]), and `open`, which sends a request and turns an unsuccessful
+//! status into a [`ModelError`] a user can act on, retrying 429 and 5xx.
+//!
+//! Guarantees: a request is retried only on a 429 or 5xx status, at most as often as the policy
+//! allows, waiting what `Retry-After` asks; never once a response with a success status came
+//! back (its stream belongs to the caller); every wait and send stays within the whole-request
+//! deadline.
+
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use tokio::time::Instant;
+
+use crate::error::ModelError;
+use crate::retry::{RetryPolicy, retry_after};
+
+/// The timeouts and retries of one model request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpSettings {
+    /// No bytes for this long while the stream is waited on fails it with
+    /// `LLM_STREAM_IDLE_TIMEOUT` (TMO-34).
+    pub idle_timeout: Duration,
+    /// The whole request, retries and streaming included, must end within this.
+    pub deadline: Option<Duration>,
+    /// Retries of 429 and 5xx answers.
+    pub retry: RetryPolicy,
+}
+
+impl Default for HttpSettings {
+    /// A 5-minute idle timeout (reasoning models can think for a while before a byte), no
+    /// deadline, the default retry policy.
+    fn default() -> Self {
+        HttpSettings {
+            idle_timeout: Duration::from_secs(300),
+            deadline: None,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// The process-wide client: rustls, a 30 s connect timeout, no overall timeout (the adapters
+/// apply their own). Built once; a failure to build it is reported each time it is asked for.
+pub fn shared_client() -> Result<reqwest::Client, ModelError> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(30))
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(ModelError::Config)
+}
+
+/// What an adapter tells [`open`] about itself, for errors and retries.
+pub(crate) struct Target<'a> {
+    pub provider: &'a str,
+    pub url: &'a str,
+    pub model: &'a str,
+    pub key_env: &'a str,
+}
+
+/// Builds the headers of a JSON request with a streamed answer.
+pub(crate) fn json_headers(extra: &[(String, String)]) -> Result<HeaderMap, ModelError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    for (name, value) in extra {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| ModelError::Config(format!("header name {name:?}: {e}")))?;
+        let value = HeaderValue::from_str(value)
+            .map_err(|e| ModelError::Config(format!("header {name}: {e}")))?;
+        headers.insert(name, value);
+    }
+    Ok(headers)
+}
+
+/// Runs `fut` within the deadline, if any.
+pub(crate) async fn within<T>(
+    deadline: Option<(Instant, Duration)>,
+    fut: impl Future<Output = T>,
+) -> Result<T, ModelError> {
+    match deadline {
+        Some((at, after)) => tokio::time::timeout_at(at, fut)
+            .await
+            .map_err(|_| ModelError::Deadline { after }),
+        None => Ok(fut.await),
+    }
+}
+
+/// Sends `body` to the target and returns the response once its status is a success,
+/// retrying 429 and 5xx answers as the policy allows.
+pub(crate) async fn open(
+    client: &reqwest::Client,
+    target: &Target<'_>,
+    headers: HeaderMap,
+    body: Bytes,
+    settings: &HttpSettings,
+    deadline: Option<(Instant, Duration)>,
+) -> Result<reqwest::Response, ModelError> {
+    let mut attempt: u32 = 1;
+    loop {
+        let send = client
+            .post(target.url)
+            .headers(headers.clone())
+            .body(body.clone())
+            .send();
+        let response = within(deadline, send)
+            .await?
+            .map_err(|source| transport_error(target.url, source))?;
+        let status = response.status().as_u16();
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let wait = retry_after(response.headers(), SystemTime::now());
+        let text = within(deadline, response.text()).await?.unwrap_or_default();
+        let message = error_message(&text);
+        let retryable = status == 429 || (500..600).contains(&status);
+        if retryable && attempt < settings.retry.max_attempts {
+            let delay = settings.retry.delay(attempt, wait);
+            let fits = deadline.is_none_or(|(at, _)| Instant::now() + delay < at);
+            if fits {
+                tracing::debug!(
+                    provider = target.provider,
+                    status,
+                    attempt,
+                    ?delay,
+                    "retrying"
+                );
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+                continue;
+            }
+        }
+        return Err(status_error(target, status, attempt, wait, message));
+    }
+}
+
+fn transport_error(url: &str, source: reqwest::Error) -> ModelError {
+    if source.is_connect() {
+        ModelError::Connect {
+            url: url.to_owned(),
+            source,
+        }
+    } else {
+        ModelError::Transport {
+            url: url.to_owned(),
+            source,
+        }
+    }
+}
+
+fn status_error(
+    target: &Target<'_>,
+    status: u16,
+    attempts: u32,
+    retry_after: Option<Duration>,
+    message: String,
+) -> ModelError {
+    let provider = target.provider.to_owned();
+    match status {
+        401 | 403 => ModelError::Unauthorized {
+            provider,
+            status,
+            key_env: target.key_env.to_owned(),
+            message,
+        },
+        404 => ModelError::ModelNotFound {
+            provider,
+            model: target.model.to_owned(),
+            message,
+        },
+        400 | 413 | 422 => ModelError::BadRequest {
+            provider,
+            status,
+            message,
+        },
+        429 => ModelError::RateLimited {
+            provider,
+            attempts,
+            retry_after,
+            message,
+        },
+        500..=599 => ModelError::Server {
+            provider,
+            status,
+            attempts,
+            message,
+        },
+        _ => ModelError::Status {
+            provider,
+            status,
+            message,
+        },
+    }
+}
+
+/// `error.message` of an error body in either provider's shape (OpenAI `{error: {message}}`,
+/// Anthropic `{type: error, error: {type, message}}`), else the body itself (shortened).
+pub(crate) fn error_message(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let message = parsed.as_ref().and_then(|v| {
+        let e = v.get("error")?;
+        e.get("message")
+            .and_then(|m| m.as_str())
+            .or_else(|| e.as_str())
+            .map(str::to_owned)
+    });
+    message.unwrap_or_else(|| shorten(body.trim()))
+}
+
+/// At most 500 characters of `text`.
+pub(crate) fn shorten(text: &str) -> String {
+    match text.char_indices().nth(500) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}

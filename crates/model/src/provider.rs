@@ -1,0 +1,22 @@
+//! The seam the agent loop talks to: [`Provider`], one request in, one chunk stream out.
+//!
+//! Guarantees (of every adapter in this crate): the future fails only before any chunk exists
+//! (connection, status, retries exhausted); once it yields a stream, every later failure is an
+//! item of that stream and nothing is sent again; dropping the stream closes the connection.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::chunk::ChunkStream;
+use crate::error::ModelError;
+use crate::request::Request;
+
+/// A model provider. Object-safe: the loop holds an `Arc<dyn Provider>`.
+pub trait Provider: Send + Sync {
+    /// The provider's name, as errors and logs name it (`deepseek`, `anthropic`, ...).
+    fn name(&self) -> &str;
+
+    /// Sends `request` and returns the response as a stream of chunks.
+    fn stream(&self, request: Arc<Request>) -> BoxFuture<'_, Result<ChunkStream, ModelError>>;
+}

@@ -1,0 +1,212 @@
+//! The HTTP server: one axum router on a random port of 127.0.0.1, the checks, the recording
+//! and the streaming of scripted frames.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Response, StatusCode, Uri};
+use axum::routing::post;
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::{Frame, Recorded, Reply, Shared, anthropic, openai};
+
+/// A running mock provider; dropping it stops accepting connections.
+pub struct MockProvider {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for MockProvider {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl MockProvider {
+    /// Starts a server on a random port of 127.0.0.1 (needs a tokio runtime).
+    pub async fn start() -> std::io::Result<MockProvider> {
+        let shared = Arc::new(Shared::default());
+        let app = Router::new()
+            .route("/v1/chat/completions", post(handle))
+            .route("/v1/messages", post(handle))
+            .with_state(Arc::clone(&shared));
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                eprintln!("mock provider stopped: {e}");
+            }
+        });
+        Ok(MockProvider { addr, shared, task })
+    }
+
+    /// The address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL an OpenAI SDK takes: `http://127.0.0.1:<port>/v1`.
+    pub fn openai_base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The base URL the Anthropic SDK takes: `http://127.0.0.1:<port>`.
+    pub fn anthropic_base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Requires this key (`Authorization: Bearer` or `x-api-key`) from now on.
+    pub fn require_key(&self, key: &str) {
+        *self.shared.key.lock() = Some(key.to_owned());
+    }
+
+    /// Queues a reply; replies are served in the order queued.
+    pub fn push(&self, reply: Reply) {
+        self.shared.replies.lock().push_back(reply);
+    }
+
+    /// Queues several replies.
+    pub fn push_all(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.shared.replies.lock().extend(replies);
+    }
+
+    /// Replies queued and not served yet.
+    pub fn pending(&self) -> usize {
+        self.shared.replies.lock().len()
+    }
+
+    /// Every request received, in order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.requests.lock().clone()
+    }
+
+    /// The parsed bodies of every request received, in order.
+    pub fn bodies(&self) -> Vec<Value> {
+        self.shared
+            .requests
+            .lock()
+            .iter()
+            .map(|r| r.body.clone())
+            .collect()
+    }
+}
+
+fn status_reply(reply: &Reply) -> Response<Body> {
+    let mut builder = Response::builder();
+    let body = match reply {
+        Reply::Status {
+            status,
+            headers,
+            body,
+        } => {
+            builder = builder
+                .status(*status)
+                .header("content-type", "application/json");
+            for (n, v) in headers {
+                builder = builder.header(n.as_str(), v.as_str());
+            }
+            Body::from(body.clone())
+        }
+        Reply::Stream(frames) => {
+            builder = builder
+                .status(StatusCode::OK)
+                .header("content-type", "text/event-stream")
+                .header("cache-control", "no-cache");
+            Body::from_stream(frame_stream(frames.clone()))
+        }
+    };
+    builder.body(body).unwrap_or_else(|e| {
+        let mut r = Response::new(Body::from(format!("mock provider: bad reply: {e}")));
+        *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+        r
+    })
+}
+
+fn frame_stream(
+    frames: Vec<Frame>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    futures::stream::unfold(VecDeque::from(frames), |mut frames| async move {
+        loop {
+            match frames.pop_front()? {
+                Frame::Bytes(text) => return Some((Ok(Bytes::from(text)), frames)),
+                Frame::Pause(d) => tokio::time::sleep(d).await,
+                Frame::Cut => {
+                    // Let the server flush what was written (it writes when the body waits),
+                    // so the cut comes after those bytes, mid-stream.
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    frames.clear();
+                    let cut = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "cut");
+                    return Some((Err(cut), frames));
+                }
+                Frame::Stall => std::future::pending::<()>().await,
+            }
+        }
+    })
+    .boxed()
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response<Body> {
+    let path = uri.path().to_owned();
+    let raw = String::from_utf8_lossy(&body).into_owned();
+    let parsed: Option<Value> = serde_json::from_str(&raw).ok();
+    let header_list: Vec<(String, String)> = headers
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let key = shared.key.lock().clone();
+    let refusal = if path == "/v1/messages" {
+        anthropic::check(
+            key.as_deref(),
+            header("x-api-key"),
+            header("anthropic-version"),
+            parsed.as_ref(),
+        )
+    } else {
+        openai::check(key.as_deref(), header("authorization"), parsed.as_ref())
+    };
+    let refused = match &refusal {
+        Some(Reply::Status { status, .. }) => Some(*status),
+        _ => None,
+    };
+    shared.requests.lock().push(Recorded {
+        path: path.clone(),
+        headers: header_list,
+        raw,
+        body: parsed.unwrap_or(Value::Null),
+        refused,
+    });
+    if let Some(reply) = refusal {
+        return status_reply(&reply);
+    }
+    let next = shared.replies.lock().pop_front();
+    let reply = next.unwrap_or_else(|| {
+        if path == "/v1/messages" {
+            anthropic::error(500, "api_error", "mock provider: no scripted reply left")
+        } else {
+            openai::error(
+                500,
+                "mock provider: no scripted reply left",
+                "server_error",
+                None,
+            )
+        }
+    });
+    status_reply(&reply)
+}
