@@ -44,23 +44,30 @@ impl PreExecuteHook for HoldPre {
     }
 }
 
+/// Holds `call`'s pre-execute until the returned `Notify` is notified; the flag says when it has
+/// entered.
+fn hold_pre(hooks: &Hooks, call: &'static str) -> (Arc<AtomicBool>, Arc<Notify>) {
+    let (entered, release) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
+    hooks
+        .on_pre_execute(
+            Scope::Global,
+            HoldPre {
+                call,
+                entered: entered.clone(),
+                release: release.clone(),
+            },
+        )
+        .keep();
+    (entered, release)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s4_a_finished_result_is_final_while_the_next_call_waits_in_pre_execute() {
     let gate = Gate::new();
     let registry = ToolRegistry::new();
     registry.register(gate.tool("g", true)).unwrap().keep();
     let hooks = Hooks::new();
-    let (entered, release) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
-    hooks
-        .on_pre_execute(
-            Scope::Global,
-            HoldPre {
-                call: "c2",
-                entered: entered.clone(),
-                release: release.clone(),
-            },
-        )
-        .keep();
+    let (entered, release) = hold_pre(&hooks, "c2");
     let observed: Arc<Mutex<Vec<String>>> = Arc::default();
     let seen = observed.clone();
     hooks
@@ -105,17 +112,7 @@ async fn s4_no_call_starts_while_a_prepare_waits_in_the_pool() {
     let registry = ToolRegistry::new();
     registry.register(gate.tool("g", true)).unwrap().keep();
     let hooks = Hooks::new();
-    let (entered, release) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
-    hooks
-        .on_pre_execute(
-            Scope::Global,
-            HoldPre {
-                call: "c2",
-                entered: entered.clone(),
-                release: release.clone(),
-            },
-        )
-        .keep();
+    let (entered, release) = hold_pre(&hooks, "c2");
     let rt = runtime(&registry, &hooks);
     let d = driver(&rt, 3);
     let session = d.session().clone();
