@@ -30,61 +30,11 @@ fn run(cmd: &str, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// Runs `.ci/run`, the one list of what CI checks (kept in one place: this command used to
+/// repeat it and drifted).
 fn ci() -> Result<()> {
-    run("cargo", &["fmt", "--all", "--check"])?;
-    run(
-        "cargo",
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ],
-    )?;
-    check_rules::cli(&root(), &[])?;
-    public_api::cli(&root(), &["--check".to_owned()])?;
-    // Every public item documented, no broken intra-doc links.
-    let status = Command::new("cargo")
-        .args(["doc", "--workspace", "--no-deps"])
-        .env("RUSTDOCFLAGS", "-D warnings")
-        .status()
-        .context("could not start cargo doc")?;
-    if !status.success() {
-        bail!("`RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps` failed");
-    }
-    package_check::cli(&root())?;
-    // Teams pick single crates: each builds on its own, and the facade with no default
-    // features and with each feature alone.
-    for krate in [
-        "dsh-core",
-        "dsh-session",
-        "dsh-guard",
-        "dsh-model",
-        "dsh-scheduler",
-        "dsh-tool-fs",
-        "dsh-code-mode",
-        "dsh-hooks",
-        "dsh-tool-bash",
-    ] {
-        run("cargo", &["build", "-p", krate])?;
-    }
-    run("cargo", &["build", "-p", "dsh", "--no-default-features"])?;
-    for feature in ["fs", "jsonl", "code-mode", "hooks", "bash", "cli"] {
-        run(
-            "cargo",
-            &[
-                "build",
-                "-p",
-                "dsh",
-                "--no-default-features",
-                "--features",
-                feature,
-            ],
-        )?;
-    }
-    run("cargo", &["test", "--workspace"])
+    let script = root().join(".ci").join("run");
+    run(&script.to_string_lossy(), &[])
 }
 
 /// The workspace root (the parent of this crate's manifest directory).
