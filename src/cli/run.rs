@@ -331,7 +331,9 @@ pub async fn drive(
     Ok(match report.end {
         TurnEnd::Completed => 0,
         TurnEnd::Aborted(_) => 130,
-        TurnEnd::Error(_) => 1,
+        // A script has no model to block, stop at max tokens or hit a loop limit: any other
+        // end is a failure.
+        _ => 1,
     })
 }
 

@@ -140,12 +140,12 @@ pub enum FinishReason {
 }
 
 impl FinishReason {
-    /// The reference's `kind` string (`stop`, `tool-calls`, `length`, `content-filter`, `other`).
+    /// The reference's `kind` string (`stop`, `tool-calls`, `max-tokens`, `content-filter`, `other`).
     pub fn kind(&self) -> &'static str {
         match self {
             FinishReason::Stop => "stop",
             FinishReason::ToolCalls => "tool-calls",
-            FinishReason::Length => "length",
+            FinishReason::Length => "max-tokens",
             FinishReason::ContentFilter => "content-filter",
             FinishReason::Other(_) => "other",
         }

@@ -17,6 +17,12 @@ pub trait Provider: Send + Sync {
     /// The provider's name, as errors and logs name it (`deepseek`, `anthropic`, ...).
     fn name(&self) -> &str;
 
+    /// The bytes of the request body this provider would send for `request`, if it speaks HTTP
+    /// JSON (a test compares them with what a server received; a dry run shows them).
+    fn body(&self, _request: &Request) -> Option<Result<Vec<u8>, ModelError>> {
+        None
+    }
+
     /// Sends `request` and returns the response as a stream of chunks.
     fn stream(&self, request: Arc<Request>) -> BoxFuture<'_, Result<ChunkStream, ModelError>>;
 }

@@ -49,10 +49,12 @@ mod batch;
 mod dispatch;
 mod error;
 mod finalize;
+mod inbox;
 pub mod invariants;
 mod pool;
 mod prepare;
 mod runtime;
+mod source;
 mod step;
 mod trace;
 mod turn;
@@ -61,10 +63,12 @@ pub use approval::Approver;
 pub use audit::{SessionAudit, audit_session};
 pub use batch::{ToolCallBlock, tool_calls_of};
 pub use error::SchedulerError;
+pub use inbox::Inbox;
 pub use invariants::{InvariantViolation, PipelineChecker, Stage, StageLog};
 pub use pool::{Committed, Pool, Start};
 pub use runtime::{Admission, Runtime, RuntimeConfig};
+pub use source::{Next, PreStep, Script, SourceContext, Sourced, StepInput, StepSource};
 pub use step::{
     DEFAULT_MAX_PARALLEL, StepContext, StepOutcome, max_parallel_from_config, validate_max_parallel,
 };
-pub use turn::{Script, SourceContext, Sourced, StepSource, TurnDriver, TurnEnd, TurnReport};
+pub use turn::{TurnDriver, TurnEnd, TurnReport};

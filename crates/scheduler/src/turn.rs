@@ -1,8 +1,13 @@
 //! The turn driver (the loop the CLI, the tests and the agent loop use): takes assistant
 //! messages one step at a time from a [`StepSource`] (a script, or a model behind the agent
-//! loop) and writes the reference framing: `turn/start`, `step/start`, the
-//! next-step inbox as `user/message`s, `assistant/message`, the batch, its contexts, `step/end`,
-//! `turn/end {reason}`. A cancel of the turn stops it after the batch in flight.
+//! loop) and writes the reference framing: `turn/start`, `step/start`, the turn's prompt and
+//! the next-step inbox as `user/message`s, `assistant/message`, the batch, its contexts,
+//! `step/end`, `turn/end {reason}`. A cancel of the turn stops it after the batch in flight.
+//!
+//! A step opens only when it has something to answer: the turn's prompt or inbox messages (as
+//! the source's `pre_step` lets them through), or the results of the previous step's calls. When
+//! the model answers without calls, the source's `stopping` runs and the turn goes on while the
+//! inbox holds steering (which also outweighs a call that concludes the turn, LOG-11).
 //!
 //! Contexts of a batch are appended after all of its results, before `step/end` (spec F6); when
 //! the turn was cancelled they stay in the inbox and open the next turn's first step (CAN-20).
@@ -23,18 +28,29 @@ use tracing::Instrument;
 
 use crate::batch::tool_calls_of;
 use crate::error::SchedulerError;
+use crate::inbox::Inbox;
 use crate::runtime::Runtime;
+use crate::source::{Next, PreStep, Script, SourceContext, StepInput, StepSource};
 use crate::step::{DEFAULT_MAX_PARALLEL, StepContext, StepOutcome};
 
 /// How a turn ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum TurnEnd {
     /// The model finished (or a call concluded the turn).
     Completed,
     /// The turn was cancelled.
     Aborted(CancelCause),
-    /// The scheduler failed.
+    /// The scheduler, a source or a hook failed (code `UNKNOWN`).
     Error(String),
+    /// A failure reported as it came (a model request's `{message, code, status, ...}`).
+    Failed(Json),
+    /// The prompt was rejected before any step opened.
+    Blocked,
+    /// The model stopped at its output limit; tool calls of that message did not run.
+    MaxTokens,
+    /// A limit of the loop ended the turn (`steps`, `tokens`, `wall-time`).
+    Limit(Arc<str>),
 }
 
 impl TurnEnd {
@@ -46,6 +62,10 @@ impl TurnEnd {
             TurnEnd::Error(m) => {
                 json!({"kind": "error", "error": {"message": m, "code": "UNKNOWN"}})
             }
+            TurnEnd::Failed(error) => json!({"kind": "error", "error": error.value()}),
+            TurnEnd::Blocked => json!({"kind": "blocked"}),
+            TurnEnd::MaxTokens => json!({"kind": "max-tokens"}),
+            TurnEnd::Limit(limit) => json!({"kind": "limit", "limit": &**limit}),
         }
     }
 }
@@ -61,92 +81,13 @@ pub struct TurnReport {
     pub steps: Vec<StepOutcome>,
 }
 
-/// What a [`StepSource`] sees when asked for the next step's message.
-pub struct SourceContext<'a> {
-    /// The session, holding everything logged so far (a model source derives the history it
-    /// sends from it, and logs its own stream events there).
-    pub session: &'a Session,
-    /// The turn number.
-    pub turn: u32,
-    /// The step number the message will have.
-    pub step: u32,
-    /// The turn's signal: a source stops streaming once it is aborted and returns what it has
-    /// (the driver then ends the turn as aborted).
-    pub signal: &'a Signal,
-}
-
-/// One step's assistant message, as its source made it.
-pub struct Sourced {
-    /// The message in the reference shape (`{role: "assistant", content: [...]}`), with each
-    /// tool call's arguments as the raw text the model produced.
-    pub message: Json,
-    /// Token usage, logged with the message.
-    pub usage: Option<Json>,
-    /// The seqs of the events the message was assembled from (stream chunks), logged as its
-    /// `sourceEventSeqs`.
-    pub source_event_seqs: Vec<u64>,
-}
-
-/// Where a turn's assistant messages come from: a script (`dsh run`, tests) or a model.
-///
-/// The driver asks for one message per step, after `step/start` and the step's inbox are
-/// logged, and logs what it gets as the step's `assistant/message`. A source that gets no
-/// message (a script that ran out) returns `None` and the turn ends. A source that failed (a
-/// model request) returns an error: the turn ends with reason `error` and the error is
-/// returned.
-#[async_trait::async_trait]
-pub trait StepSource: Send {
-    /// Whether the source knows, before a step opens, that it has no message left (a script
-    /// that ran out): the turn then ends without opening another step. A model never knows.
-    fn exhausted(&mut self) -> bool {
-        false
-    }
-
-    /// The next step's message.
-    async fn next_message(
-        &mut self,
-        cx: &SourceContext<'_>,
-    ) -> Result<Option<Sourced>, SchedulerError>;
-}
-
-/// A scripted model: one message per step, in order.
-pub struct Script<I: Iterator>(std::iter::Peekable<I>);
-
-impl<I: Iterator<Item = Json>> Script<I> {
-    /// A script of the given messages.
-    pub fn new(messages: impl IntoIterator<IntoIter = I>) -> Script<I> {
-        Script(messages.into_iter().peekable())
-    }
-}
-
-#[async_trait::async_trait]
-impl<I> StepSource for Script<I>
-where
-    I: Iterator<Item = Json> + Send,
-{
-    fn exhausted(&mut self) -> bool {
-        self.0.peek().is_none()
-    }
-
-    async fn next_message(
-        &mut self,
-        _cx: &SourceContext<'_>,
-    ) -> Result<Option<Sourced>, SchedulerError> {
-        Ok(self.0.next().map(|message| Sourced {
-            message,
-            usage: None,
-            source_event_seqs: Vec::new(),
-        }))
-    }
-}
-
 /// Drives turns of one agent over one session.
 pub struct TurnDriver {
     runtime: Arc<Runtime>,
     session: Session,
     agent: Option<AgentId>,
     max_parallel: usize,
-    inbox: Vec<ContextMessage>,
+    inbox: Inbox,
     last_turn: u32,
     /// Every call id the session holds.
     used_ids: HashSet<Arc<str>>,
@@ -172,7 +113,7 @@ impl TurnDriver {
             session,
             agent,
             max_parallel: DEFAULT_MAX_PARALLEL,
-            inbox: Vec::new(),
+            inbox: Inbox::new(),
             last_turn,
             used_ids,
         }
@@ -231,9 +172,17 @@ impl TurnDriver {
         self
     }
 
-    /// Contexts waiting for the next step.
-    pub fn inbox(&self) -> &[ContextMessage] {
+    /// Contexts and steering waiting for the next step (a shared handle: push to it while a
+    /// turn runs to steer it).
+    pub fn inbox(&self) -> &Inbox {
         &self.inbox
+    }
+
+    /// Shares `inbox` as this driver's next-step inbox (what it held is kept, in front).
+    pub fn with_inbox(mut self, inbox: Inbox) -> TurnDriver {
+        inbox.restore(self.inbox.take());
+        self.inbox = inbox;
+        self
     }
 
     /// The session.
@@ -260,11 +209,22 @@ impl TurnDriver {
         source: &mut dyn StepSource,
         signal: Signal,
     ) -> Result<TurnReport, SchedulerError> {
+        self.run_prompted(Vec::new(), source, signal).await
+    }
+
+    /// Runs one turn that opens with `prompt` (logged as the first step's first messages, before
+    /// the inbox), asking `source` for each step's assistant message.
+    pub async fn run_prompted(
+        &mut self,
+        prompt: Vec<ContextMessage>,
+        source: &mut dyn StepSource,
+        signal: Signal,
+    ) -> Result<TurnReport, SchedulerError> {
         self.last_turn += 1;
         let turn = self.last_turn;
         let span = tracing::debug_span!("turn", turn, end = tracing::field::Empty);
         let report = self
-            .run_turn_in(turn, source, signal)
+            .run_turn_in(turn, prompt, source, signal)
             .instrument(span.clone())
             .await;
         if let Ok(r) = &report {
@@ -273,9 +233,15 @@ impl TurnDriver {
         report
     }
 
+    /// The number of the last turn started (0 before any).
+    pub fn last_turn(&self) -> u32 {
+        self.last_turn
+    }
+
     async fn run_turn_in(
         &mut self,
         turn: u32,
+        prompt: Vec<ContextMessage>,
         source: &mut dyn StepSource,
         signal: Signal,
     ) -> Result<TurnReport, SchedulerError> {
@@ -285,43 +251,110 @@ impl TurnDriver {
             end: TurnEnd::Completed,
             steps: Vec::new(),
         };
+        match self
+            .run_steps(turn, prompt, source, &signal, &mut report)
+            .await
+        {
+            Ok(()) => {}
+            Err(e) => {
+                report.end = TurnEnd::Error(e.to_string());
+                // Best effort: the log may be what failed.
+                if let Some((t, s)) = self.session.open_step() {
+                    let _ = self.session.append(Event::step_end(t, s)).await;
+                }
+                let _ = self
+                    .session
+                    .append(Event::turn_end(
+                        turn,
+                        Json::from_shallow(report.end.reason_json()),
+                    ))
+                    .await;
+                return Err(e);
+            }
+        }
+        self.session
+            .append(Event::turn_end(
+                turn,
+                Json::from_shallow(report.end.reason_json()),
+            ))
+            .await?;
+        Ok(report)
+    }
+
+    async fn run_steps(
+        &mut self,
+        turn: u32,
+        mut prompt: Vec<ContextMessage>,
+        source: &mut dyn StepSource,
+        signal: &Signal,
+        report: &mut TurnReport,
+    ) -> Result<(), SchedulerError> {
         let mut step = 0u32;
+        let mut continuation = false;
         loop {
             if source.exhausted() {
-                break;
+                return Ok(());
             }
             if let Some(reason) = signal.reason() {
                 report.end = aborted_end(&reason);
-                break;
+                return Ok(());
+            }
+            let prompt_len = prompt.len();
+            let mut offered = std::mem::take(&mut prompt);
+            offered.extend(self.inbox.take());
+            let input = StepInput {
+                turn,
+                step: step + 1,
+                messages: offered.clone(),
+                continuation,
+            };
+            let messages = match source.pre_step(&self.session, input).await {
+                Ok(PreStep::Enter(messages)) => messages,
+                Ok(PreStep::End(end)) => {
+                    self.inbox.restore(offered.split_off(prompt_len));
+                    report.end = end;
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.inbox.restore(offered.split_off(prompt_len));
+                    return Err(e);
+                }
+            };
+            if let Some(reason) = signal.reason() {
+                self.inbox.restore(offered.split_off(prompt_len));
+                report.end = aborted_end(&reason);
+                return Ok(());
+            }
+            // Nothing to answer: no message let through and no results to answer. (A turn with
+            // no prompt at all, a script's, still opens its first step.)
+            if messages.is_empty() && !continuation && (step > 0 || !offered.is_empty()) {
+                return Ok(());
             }
             step += 1;
             self.session.append(Event::step_start(turn, step)).await?;
-            for ctx in std::mem::take(&mut self.inbox) {
-                self.session.append(Event::user_message(&ctx)).await?;
+            for ctx in &messages {
+                self.session.append(Event::user_message(ctx)).await?;
             }
-            let asked = SourceContext {
+            let cx = SourceContext {
                 session: &self.session,
                 turn,
                 step,
-                signal: &signal,
+                signal,
+                inbox: &self.inbox,
             };
-            let sourced = match source.next_message(&asked).await {
-                Ok(Some(sourced)) => sourced,
-                Ok(None) => {
+            let sourced = match source.next_message(&cx).await? {
+                Next::Message(sourced) => sourced,
+                Next::Stop => {
                     self.session.append(Event::step_end(turn, step)).await?;
-                    break;
+                    if let Some(reason) = signal.reason() {
+                        report.end = aborted_end(&reason);
+                    }
+                    return Ok(());
                 }
-                Err(e) => {
-                    report.end = TurnEnd::Error(e.to_string());
-                    let _ = self.session.append(Event::step_end(turn, step)).await;
-                    let _ = self
-                        .session
-                        .append(Event::turn_end(
-                            turn,
-                            Json::from_shallow(report.end.reason_json()),
-                        ))
-                        .await;
-                    return Err(e);
+                Next::End(end) => {
+                    self.session.append(Event::step_end(turn, step)).await?;
+                    report.end = end;
+                    return Ok(());
                 }
             };
             let message = self.unique_ids(sourced.message);
@@ -335,15 +368,38 @@ impl TurnDriver {
                 event = event.with_source_event_seqs(sourced.source_event_seqs);
             }
             self.session.append(event).await?;
-            let blocks = tool_calls_of(&message);
+            let blocks = match &sourced.end {
+                Some(_) => Vec::new(),
+                None => tool_calls_of(&message),
+            };
             if blocks.is_empty() {
                 self.session.append(Event::step_end(turn, step)).await?;
                 // A message cut short by a cancel (a source stops streaming) ends the turn
                 // as aborted, not completed (LOOP-17's order: message, step/end, turn/end).
                 if let Some(reason) = signal.reason() {
                     report.end = aborted_end(&reason);
+                    return Ok(());
                 }
-                break;
+                if let Some(end) = sourced.end {
+                    report.end = end;
+                    return Ok(());
+                }
+                let cx = SourceContext {
+                    session: &self.session,
+                    turn,
+                    step,
+                    signal,
+                    inbox: &self.inbox,
+                };
+                if let Some(end) = source.stopping(&cx).await? {
+                    report.end = end;
+                    return Ok(());
+                }
+                if self.inbox.is_empty() {
+                    return Ok(());
+                }
+                continuation = false;
+                continue;
             }
             let cx = StepContext {
                 session: self.session.clone(),
@@ -353,25 +409,13 @@ impl TurnDriver {
                 signal: signal.clone(),
                 max_parallel: self.max_parallel,
             };
-            let outcome = match self.runtime.run_step(&cx, &blocks).await {
-                Ok(o) => o,
-                Err(e) => {
-                    report.end = TurnEnd::Error(e.to_string());
-                    // Best effort: the log may be what failed.
-                    let _ = self.session.append(Event::step_end(turn, step)).await;
-                    let _ = self
-                        .session
-                        .append(Event::turn_end(
-                            turn,
-                            Json::from_shallow(report.end.reason_json()),
-                        ))
-                        .await;
-                    return Err(e);
-                }
-            };
+            let outcome = self.runtime.run_step(&cx, &blocks).await?;
             let cancelled = outcome.aborted || signal.is_aborted();
             if cancelled {
-                self.inbox.extend(outcome.contexts.iter().cloned());
+                // CAN-20: the batch's contexts open the next turn's first step.
+                for ctx in &outcome.contexts {
+                    self.inbox.push(ctx.clone());
+                }
             } else {
                 for ctx in &outcome.contexts {
                     self.session.append(Event::user_message(ctx)).await?;
@@ -384,19 +428,14 @@ impl TurnDriver {
                 report.end = signal
                     .reason()
                     .map_or(TurnEnd::Aborted(CancelCause::User), |r| aborted_end(&r));
-                break;
+                return Ok(());
             }
-            if concludes {
-                break;
+            // LOG-11: pending steering outweighs a call that concludes the turn.
+            if concludes && self.inbox.is_empty() {
+                return Ok(());
             }
+            continuation = true;
         }
-        self.session
-            .append(Event::turn_end(
-                turn,
-                Json::from_shallow(report.end.reason_json()),
-            ))
-            .await?;
-        Ok(report)
     }
 }
 

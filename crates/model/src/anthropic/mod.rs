@@ -113,12 +113,16 @@ impl AnthropicProvider {
         &self.config
     }
 
+    fn encode(&self, request: &Request) -> Result<Vec<u8>, ModelError> {
+        wire::body(request, self.config.default_max_tokens)
+            .map_err(|e| ModelError::Config(format!("request body: {e}")))
+    }
+
     async fn run(&self, request: Arc<Request>) -> Result<ChunkStream, ModelError> {
         let config = &self.config;
         let http = &config.http;
         let deadline = http.deadline.map(|d| (Instant::now() + d, d));
-        let body = wire::body(&request, config.default_max_tokens)
-            .map_err(|e| ModelError::Config(format!("request body: {e}")))?;
+        let body = self.encode(&request)?;
         let mut headers = json_headers(&config.headers)?;
         headers.insert(
             HeaderName::from_static("anthropic-version"),
@@ -152,6 +156,10 @@ impl AnthropicProvider {
 impl Provider for AnthropicProvider {
     fn name(&self) -> &str {
         &self.config.name
+    }
+
+    fn body(&self, request: &Request) -> Option<Result<Vec<u8>, ModelError>> {
+        Some(self.encode(request))
     }
 
     fn stream(&self, request: Arc<Request>) -> BoxFuture<'_, Result<ChunkStream, ModelError>> {

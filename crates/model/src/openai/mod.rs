@@ -156,16 +156,19 @@ impl OpenAiProvider {
         &self.config
     }
 
+    fn encode(&self, request: &Request) -> Result<Vec<u8>, ModelError> {
+        let shape = wire::Shape {
+            max_tokens_field: self.config.max_tokens_field,
+            reasoning_in_history: self.config.reasoning_in_history,
+        };
+        wire::body(request, &shape).map_err(|e| ModelError::Config(format!("request body: {e}")))
+    }
+
     async fn run(&self, request: Arc<Request>) -> Result<ChunkStream, ModelError> {
         let config = &self.config;
         let http = &config.http;
         let deadline = http.deadline.map(|d| (Instant::now() + d, d));
-        let shape = wire::Shape {
-            max_tokens_field: config.max_tokens_field,
-            reasoning_in_history: config.reasoning_in_history,
-        };
-        let body = wire::body(&request, &shape)
-            .map_err(|e| ModelError::Config(format!("request body: {e}")))?;
+        let body = self.encode(&request)?;
         let mut headers = json_headers(&config.headers)?;
         if let Some(key) = &config.api_key {
             let value = HeaderValue::from_str(&format!("Bearer {key}"))
@@ -195,6 +198,10 @@ impl OpenAiProvider {
 impl Provider for OpenAiProvider {
     fn name(&self) -> &str {
         &self.config.name
+    }
+
+    fn body(&self, request: &Request) -> Option<Result<Vec<u8>, ModelError>> {
+        Some(self.encode(request))
     }
 
     fn stream(&self, request: Arc<Request>) -> BoxFuture<'_, Result<ChunkStream, ModelError>> {

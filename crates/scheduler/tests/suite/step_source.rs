@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use dsh_core::{Json, Signal};
 use dsh_guard::Hooks;
-use dsh_scheduler::{SchedulerError, SourceContext, Sourced, StepSource, TurnEnd};
+use dsh_scheduler::{Next, SchedulerError, SourceContext, Sourced, StepSource, TurnEnd};
 use dsh_session::{Event, SessionError};
 use serde_json::json;
 
@@ -23,13 +23,10 @@ struct Streaming {
 
 #[async_trait]
 impl StepSource for Streaming {
-    async fn next_message(
-        &mut self,
-        cx: &SourceContext<'_>,
-    ) -> Result<Option<Sourced>, SchedulerError> {
+    async fn next_message(&mut self, cx: &SourceContext<'_>) -> Result<Next, SchedulerError> {
         self.asked.push((cx.turn, cx.step));
         if self.replies.is_empty() {
-            return Ok(None);
+            return Ok(Next::Stop);
         }
         let Some(message) = self.replies.remove(0) else {
             return Err(SessionError::Closed.into());
@@ -41,12 +38,13 @@ impl StepSource for Streaming {
             ),
         );
         let seq = cx.session.append(chunk).await?;
-        Ok(Some(Sourced {
+        Ok(Next::Message(Sourced {
             message,
             usage: Some(Json::from_shallow(
                 json!({"inputTokens": 7, "outputTokens": 4}),
             )),
             source_event_seqs: vec![seq, seq + 1],
+            end: None,
         }))
     }
 }
@@ -127,14 +125,11 @@ struct CutShort(dsh_core::AbortController);
 
 #[async_trait]
 impl StepSource for CutShort {
-    async fn next_message(
-        &mut self,
-        _cx: &SourceContext<'_>,
-    ) -> Result<Option<Sourced>, SchedulerError> {
+    async fn next_message(&mut self, _cx: &SourceContext<'_>) -> Result<Next, SchedulerError> {
         self.0.abort(dsh_core::AbortReason::Cancelled(
             dsh_core::CancelCause::User,
         ));
-        Ok(Some(Sourced {
+        Ok(Next::Message(Sourced {
             message: Json::from_shallow(json!({
                 "role": "assistant",
                 "content": [{"type": "text", "text": "partial"}],
@@ -142,6 +137,7 @@ impl StepSource for CutShort {
             })),
             usage: None,
             source_event_seqs: Vec::new(),
+            end: None,
         }))
     }
 }

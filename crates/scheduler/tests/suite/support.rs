@@ -196,6 +196,7 @@ pub(super) fn plugin_messages(s: &Session) -> Vec<(u64, String)> {
 /// The texts of the contexts waiting in a driver's inbox.
 pub(super) fn inbox_texts(d: &TurnDriver) -> Vec<String> {
     d.inbox()
+        .snapshot()
         .iter()
         .filter_map(|c| c.first_text().map(str::to_owned))
         .collect()
