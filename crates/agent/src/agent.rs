@@ -1,0 +1,414 @@
+//! The agent: one session, one model, a queue of prompts, and a driver that runs them one turn
+//! at a time through the step scheduler.
+//!
+//! Guarantees:
+//! - Work is logged before it is queued: a prompt's `agent/inbox/spliced` event is durable
+//!   before [`Agent::send`] returns, and a send whose append fails queues nothing (LOOP-45).
+//! - One turn at a time, one prompt per turn, in the order sent. The driver is started by the
+//!   first send while idle and stops, going idle, when the queue is empty; the decision to stop
+//!   and the status change happen under one lock, so a send never finds a driver that is about
+//!   to stop without waking it.
+//! - Cancel ends the running turn (its first cause wins, LOOP-31) and never leaves a marker
+//!   behind when idle (LOOP-01). Without `keep_inbox` it also empties both inboxes. With it,
+//!   queued prompts stay queued but do not run until the next send; a prompt sent after the
+//!   cancel, while the turn is still winding down, is latched and runs (LOOP-04, 07). Any
+//!   cancel clears the latch (LOOP-05).
+//! - Dispose cancels with cause `disposed`, empties the inboxes, and refuses later sends
+//!   (LOOP-08, 58).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use dsh_core::{AbortController, AbortReason, AgentId, CancelCause, ContextMessage, Json};
+use dsh_scheduler::{Inbox, Runtime, TurnDriver, TurnEnd};
+use dsh_session::{Event, Session};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::config::AgentConfig;
+use crate::error::AgentError;
+use crate::hooks::{AgentHooks, NoHooks};
+use crate::source::{ModelSource, user_prompt};
+
+/// Whether the agent is running a turn (or about to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Nothing runs.
+    Idle,
+    /// The driver runs (a turn, or between turns).
+    Running,
+}
+
+/// How a cancel treats queued work.
+#[derive(Clone, Debug)]
+pub struct Cancel {
+    /// Keep queued prompts and steering (they run after the next send).
+    pub keep_inbox: bool,
+    /// The cause logged in `turn/end`.
+    pub cause: CancelCause,
+}
+
+impl Cancel {
+    /// A user's cancel that drops queued work.
+    pub fn user() -> Cancel {
+        Cancel {
+            keep_inbox: false,
+            cause: CancelCause::User,
+        }
+    }
+
+    /// A user's cancel that keeps queued work.
+    pub fn keeping_inbox() -> Cancel {
+        Cancel {
+            keep_inbox: true,
+            cause: CancelCause::User,
+        }
+    }
+}
+
+/// How a turn ended, as [`Agent::prompt`] reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnOutcome {
+    /// The turn number.
+    pub turn: u32,
+    /// Its end.
+    pub end: TurnEnd,
+    /// The text of the turn's last assistant message (what a one-shot run prints).
+    pub text: String,
+}
+
+struct State {
+    status: Status,
+    next_turn: VecDeque<ContextMessage>,
+    turn: Option<AbortController>,
+    cancelled: bool,
+    latched: bool,
+    disposed: bool,
+    last: Option<TurnOutcome>,
+}
+
+struct Inner {
+    runtime: Arc<Runtime>,
+    session: Session,
+    agent_id: Option<AgentId>,
+    config: Arc<AgentConfig>,
+    hooks: Mutex<Arc<dyn AgentHooks>>,
+    next_step: Inbox,
+    state: Mutex<State>,
+    status: watch::Sender<Status>,
+    driver: tokio::sync::Mutex<TurnDriver>,
+}
+
+/// An agent loop over one session (see the module docs). Cheap to clone: clones share the
+/// agent.
+#[derive(Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("session", &self.inner.session.id())
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// An agent running `runtime`'s tools over `session`, asking the model `config` names.
+    /// Turn numbers continue after the session's last turn.
+    pub fn new(runtime: Arc<Runtime>, session: Session, config: AgentConfig) -> Agent {
+        Agent::with_agent_id(runtime, session, config, None)
+    }
+
+    /// [`Agent::new`] for a sub-agent `agent_id` (the tools it sees, the id its calls carry).
+    pub fn with_agent_id(
+        runtime: Arc<Runtime>,
+        session: Session,
+        config: AgentConfig,
+        agent_id: Option<AgentId>,
+    ) -> Agent {
+        let next_step = Inbox::new();
+        let driver = TurnDriver::new(runtime.clone(), session.clone(), agent_id.clone())
+            .with_inbox(next_step.clone());
+        let (status, _) = watch::channel(Status::Idle);
+        Agent {
+            inner: Arc::new(Inner {
+                runtime,
+                session,
+                agent_id,
+                config: Arc::new(config),
+                hooks: Mutex::new(Arc::new(NoHooks)),
+                next_step,
+                state: Mutex::new(State {
+                    status: Status::Idle,
+                    next_turn: VecDeque::new(),
+                    turn: None,
+                    cancelled: false,
+                    latched: false,
+                    disposed: false,
+                    last: None,
+                }),
+                status,
+                driver: tokio::sync::Mutex::new(driver),
+            }),
+        }
+    }
+
+    /// Installs the agent's hooks (they apply from the next step on).
+    pub fn set_hooks(&self, hooks: impl AgentHooks) {
+        *self.inner.hooks.lock() = Arc::new(hooks);
+    }
+
+    /// The session.
+    pub fn session(&self) -> &Session {
+        &self.inner.session
+    }
+
+    /// The sub-agent id, if any.
+    pub fn agent_id(&self) -> Option<&AgentId> {
+        self.inner.agent_id.as_ref()
+    }
+
+    /// Whether a turn runs.
+    pub fn status(&self) -> Status {
+        self.inner.state.lock().status
+    }
+
+    /// Watches the status (every change is sent).
+    pub fn watch_status(&self) -> watch::Receiver<Status> {
+        self.inner.status.subscribe()
+    }
+
+    /// The next-step inbox (contexts and steering waiting for the next step).
+    pub fn next_step_inbox(&self) -> Vec<ContextMessage> {
+        self.inner.next_step.snapshot()
+    }
+
+    /// The prompts waiting for a turn.
+    pub fn next_turn_inbox(&self) -> Vec<ContextMessage> {
+        self.inner.state.lock().next_turn.iter().cloned().collect()
+    }
+
+    /// How the last turn ended, if one did.
+    pub fn last_turn(&self) -> Option<TurnOutcome> {
+        self.inner.state.lock().last.clone()
+    }
+
+    async fn log_splice(
+        &self,
+        target: &str,
+        start: usize,
+        message: &ContextMessage,
+    ) -> Result<(), AgentError> {
+        let inserted = json!([{
+            "content": &*message.content,
+            "id": &*message.id,
+            "role": &*message.role,
+            "source": message.source.value(),
+        }]);
+        self.inner
+            .session
+            .append(Event::other(
+                "agent/inbox/spliced",
+                Json::from_shallow(json!({"target": target, "start": start, "inserted": inserted})),
+            ))
+            .await?;
+        Ok(())
+    }
+
+    /// Queues a user prompt for its own turn, starting the driver if it is idle.
+    pub async fn send(&self, text: &str) -> Result<(), AgentError> {
+        self.send_message(user_prompt(text)).await
+    }
+
+    /// Queues a prompt message for its own turn, starting the driver if it is idle.
+    pub async fn send_message(&self, message: ContextMessage) -> Result<(), AgentError> {
+        let start = {
+            let state = self.inner.state.lock();
+            if state.disposed {
+                return Err(AgentError::Disposed);
+            }
+            state.next_turn.len()
+        };
+        self.log_splice("next-turn", start, &message).await?;
+        let claimed = {
+            let mut state = self.inner.state.lock();
+            if state.disposed {
+                return Err(AgentError::Disposed);
+            }
+            state.next_turn.push_back(message);
+            if state.status == Status::Running {
+                if state.cancelled {
+                    state.latched = true;
+                }
+                None
+            } else {
+                // The driver starts and claims the prompt now, as the send returns: a cancel
+                // right after it ends this turn (LOOP-02, 09).
+                state.status = Status::Running;
+                claim(&mut state)
+            }
+        };
+        if let Some(claimed) = claimed {
+            self.inner.status.send_replace(Status::Running);
+            let agent = self.clone();
+            tokio::spawn(async move { agent.drive(claimed).await });
+        }
+        Ok(())
+    }
+
+    /// Queues steering for the next step of the running turn (or the first step of the next
+    /// turn when none runs).
+    pub async fn steer(&self, message: ContextMessage) -> Result<(), AgentError> {
+        if self.inner.state.lock().disposed {
+            return Err(AgentError::Disposed);
+        }
+        self.log_splice("next-step", self.inner.next_step.len(), &message)
+            .await?;
+        self.inner.next_step.push(message);
+        Ok(())
+    }
+
+    /// Queues a context from `plugin` for the next step (steering by another name).
+    pub async fn inject(&self, plugin: &str, text: &str) -> Result<(), AgentError> {
+        self.steer(ContextMessage::plugin_text(plugin, text)).await
+    }
+
+    /// Cancels the running turn (see the module docs for what happens to queued work).
+    pub fn cancel(&self, cancel: Cancel) {
+        let mut state = self.inner.state.lock();
+        if !cancel.keep_inbox {
+            state.next_turn.clear();
+            self.inner.next_step.clear();
+        }
+        state.latched = false;
+        if state.status == Status::Running {
+            state.cancelled = true;
+            if let Some(turn) = &state.turn {
+                turn.abort(AbortReason::Cancelled(cancel.cause));
+            }
+        }
+    }
+
+    /// Disposes the agent: the running turn ends with cause `disposed`, queued work is dropped
+    /// and later sends fail with [`AgentError::Disposed`].
+    pub fn dispose(&self) {
+        let mut state = self.inner.state.lock();
+        state.disposed = true;
+        state.next_turn.clear();
+        state.latched = false;
+        self.inner.next_step.clear();
+        if let Some(turn) = &state.turn {
+            turn.abort(AbortReason::Cancelled(CancelCause::Disposed));
+        }
+    }
+
+    /// Waits until the agent is idle.
+    pub async fn idle(&self) {
+        let mut rx = self.inner.status.subscribe();
+        loop {
+            if self.status() == Status::Idle {
+                return;
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Sends `text` and waits until the agent is idle; returns how the last turn ended.
+    pub async fn prompt(&self, text: &str) -> Result<Option<TurnOutcome>, AgentError> {
+        self.send(text).await?;
+        self.idle().await;
+        Ok(self.last_turn())
+    }
+
+    async fn drive(self, first: (ContextMessage, AbortController)) {
+        let mut driver = self.inner.driver.lock().await;
+        let mut next = Some(first);
+        while let Some((prompt, controller)) = next.take() {
+            let mut source = ModelSource {
+                agent: self.clone(),
+                runtime: self.inner.runtime.clone(),
+                config: self.inner.config.clone(),
+                hooks: self.inner.hooks.lock().clone(),
+                claimed: true,
+                started: Instant::now(),
+                output_tokens: 0,
+            };
+            let result = driver
+                .run_prompted(vec![prompt], &mut source, controller.signal())
+                .await;
+            let end = match result {
+                Ok(report) => report.end,
+                Err(e) => {
+                    tracing::warn!(error = %e, "turn failed");
+                    let _ = self
+                        .inner
+                        .session
+                        .append(Event::other(
+                            "agent/error",
+                            Json::from_shallow(json!({
+                                "turn": driver.last_turn(),
+                                "error": {"message": e.to_string(), "code": "UNKNOWN"},
+                            })),
+                        ))
+                        .await;
+                    TurnEnd::Error(e.to_string())
+                }
+            };
+            let outcome = TurnOutcome {
+                turn: driver.last_turn(),
+                end,
+                text: last_text(&self.inner.session),
+            };
+            let mut state = self.inner.state.lock();
+            state.last = Some(outcome);
+            let stop =
+                state.disposed || (state.cancelled && !state.latched) || state.next_turn.is_empty();
+            state.cancelled = false;
+            state.latched = false;
+            if stop {
+                state.status = Status::Idle;
+                state.turn = None;
+            } else {
+                next = claim(&mut state);
+            }
+        }
+        drop(driver);
+        self.inner.status.send_replace(Status::Idle);
+    }
+}
+
+/// Takes the next prompt and gives its turn a fresh controller (under the state lock).
+fn claim(state: &mut State) -> Option<(ContextMessage, AbortController)> {
+    let prompt = state.next_turn.pop_front()?;
+    let controller = AbortController::new();
+    state.turn = Some(controller.clone());
+    Some((prompt, controller))
+}
+
+/// The text of the session's last assistant message.
+fn last_text(session: &Session) -> String {
+    let events = session.events();
+    events
+        .iter()
+        .rev()
+        .find(|(_, e)| e.event_type() == "assistant/message")
+        .and_then(|(_, e)| {
+            let message = e.data().value().get("message")?;
+            let blocks = message.get("content")?.as_array()?;
+            Some(
+                blocks
+                    .iter()
+                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                    .filter_map(|b| b.get("text").and_then(Value::as_str))
+                    .collect::<String>(),
+            )
+        })
+        .unwrap_or_default()
+}
