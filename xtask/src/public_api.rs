@@ -22,6 +22,7 @@ pub const CRATES: &[(&str, &str)] = &[
     ("dsh-guard", "crates/guard"),
     ("dsh-model", "crates/model"),
     ("dsh-scheduler", "crates/scheduler"),
+    ("dsh-agent", "crates/agent"),
     ("dsh-tool-fs", "crates/tool-fs"),
     ("dsh-code-mode", "crates/code-mode"),
     ("dsh-hooks", "crates/hooks"),

@@ -20,6 +20,56 @@
 //! sent (`derive_messages` of the log before each `assistant/message`, behind the logged
 //! `request/header`).
 //!
+//! ## Example
+//!
+//! One turn against an OpenAI-compatible server (here the mock provider of
+//! `dsh-test-support`, on 127.0.0.1): the model calls `ping`, the call runs through the
+//! pipeline, the model reads its result and answers.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use dsh_agent::{Agent, AgentConfig};
+//! use dsh_core::{Json, ToolDefinition, ToolOutput, ToolRegistry};
+//! use dsh_model::{OpenAiConfig, OpenAiProvider};
+//! use dsh_scheduler::{Runtime, TurnEnd};
+//! use dsh_session::Session;
+//! use dsh_test_support::mock_provider::{MockProvider, Reply, openai};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = MockProvider::start().await?;
+//! let mut call = vec![openai::role()];
+//! call.extend(openai::tool_call(0, "call_1", "ping", &["{}"]));
+//! call.extend(openai::finish("tool_calls", 20, 5));
+//! server.push(Reply::Stream(call));
+//! server.push(openai::text_reply(&["It ", "answered pong."]));
+//!
+//! let registry = ToolRegistry::new();
+//! registry.add(
+//!     ToolDefinition::builder("ping", "Answers pong.")
+//!         .output(ToolOutput::string())
+//!         .execute(|_ctx| async { Ok(Json::string("pong")) })
+//!         .build()?,
+//! )?;
+//! let runtime = Arc::new(Runtime::new(registry, dsh_guard::Hooks::new()));
+//! let provider = OpenAiProvider::new(
+//!     OpenAiConfig::deepseek()
+//!         .with_base_url(&server.openai_base_url())
+//!         .with_api_key("sk-test"),
+//! )?;
+//! let config = AgentConfig::new(Arc::new(provider), "deepseek-chat").with_system("Be brief.");
+//! let agent = Agent::new(runtime, Session::in_memory("example"), config);
+//!
+//! let outcome = agent.prompt("Ping, please.").await?.expect("one turn ran");
+//! assert_eq!(outcome.end, TurnEnd::Completed);
+//! assert_eq!(outcome.text, "It answered pong.");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Against a real provider, `OpenAiConfig::deepseek()` reads its key from `DEEPSEEK_API_KEY`
+//! (or `OpenAiConfig::openai()`, `AnthropicConfig`, ... from dsh-model).
+//!
 //! Rules held here (by id, see `docs/rules.md`): LOOP-01..33 (inbox, cancel, dispose),
 //! LOOP-17..22 (cancel mid-stream), LOOP-34..47 (pre-step), LOOP-56/57 (stopping),
 //! LOOP-64..66 (model failures), LOG-06/08/11/12/13, REG-81..84.
