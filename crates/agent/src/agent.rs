@@ -98,8 +98,11 @@ struct Inner {
     next_step: Inbox,
     state: Mutex<State>,
     status: watch::Sender<Status>,
+    listeners: Mutex<Vec<StatusListener>>,
     driver: tokio::sync::Mutex<TurnDriver>,
 }
+
+type StatusListener = Arc<dyn Fn(&Agent, Status) + Send + Sync>;
 
 /// An agent loop over one session (see the module docs). Cheap to clone: clones share the
 /// agent.
@@ -153,14 +156,58 @@ impl Agent {
                     last: None,
                 }),
                 status,
+                listeners: Mutex::new(Vec::new()),
                 driver: tokio::sync::Mutex::new(driver),
             }),
         }
     }
 
+    /// An agent with `hooks` installed; their `session_start` runs once, before anything else
+    /// (source `startup` on a session without turns, `resume` otherwise). A failing
+    /// `session_start` is logged as a warning and the agent still starts (LOOP-50).
+    pub async fn start(
+        runtime: Arc<Runtime>,
+        session: Session,
+        config: AgentConfig,
+        hooks: impl AgentHooks,
+    ) -> Agent {
+        let agent = Agent::new(runtime, session, config);
+        agent.set_hooks(hooks);
+        let resumed = agent
+            .inner
+            .session
+            .events()
+            .iter()
+            .any(|(_, e)| e.event_type() == "turn/start");
+        let hooks = agent.inner.hooks.lock().clone();
+        let source = if resumed { "resume" } else { "startup" };
+        if let Err(failure) = hooks.session_start(&agent, source).await {
+            tracing::warn!(error = %failure, "session-start hook failed");
+        }
+        agent
+    }
+
     /// Installs the agent's hooks (they apply from the next step on).
     pub fn set_hooks(&self, hooks: impl AgentHooks) {
         *self.inner.hooks.lock() = Arc::new(hooks);
+    }
+
+    /// Calls `f` on every status change, synchronously, before the change has any effect: a
+    /// listener that cancels or disposes on `Running` stops the turn before it starts
+    /// (LOOP-10, 26). A listener that panics is caught and logged (LOOP-59).
+    pub fn on_status(&self, f: impl Fn(&Agent, Status) + Send + Sync + 'static) {
+        self.inner.listeners.lock().push(Arc::new(f));
+    }
+
+    fn notify(&self, status: Status) {
+        self.inner.status.send_replace(status);
+        let listeners: Vec<StatusListener> = self.inner.listeners.lock().clone();
+        for listener in listeners {
+            let call = std::panic::AssertUnwindSafe(|| listener(self, status));
+            if std::panic::catch_unwind(call).is_err() {
+                tracing::warn!(?status, "a status listener panicked");
+            }
+        }
     }
 
     /// The session.
@@ -235,7 +282,7 @@ impl Agent {
             state.next_turn.len()
         };
         self.log_splice("next-turn", start, &message).await?;
-        let claimed = {
+        let wake = {
             let mut state = self.inner.state.lock();
             if state.disposed {
                 return Err(AgentError::Disposed);
@@ -245,18 +292,24 @@ impl Agent {
                 if state.cancelled {
                     state.latched = true;
                 }
-                None
+                false
             } else {
-                // The driver starts and claims the prompt now, as the send returns: a cancel
-                // right after it ends this turn (LOOP-02, 09).
                 state.status = Status::Running;
-                claim(&mut state)
+                true
             }
         };
-        if let Some(claimed) = claimed {
-            self.inner.status.send_replace(Status::Running);
-            let agent = self.clone();
-            tokio::spawn(async move { agent.drive(claimed).await });
+        if wake {
+            self.notify(Status::Running);
+            // The driver claims the prompt now, as the send returns: a cancel right after it
+            // ends this turn (LOOP-02, 09); one from a `Running` listener stops it first.
+            let claimed = next_or_idle(&mut self.inner.state.lock());
+            match claimed {
+                Some(claimed) => {
+                    let agent = self.clone();
+                    tokio::spawn(async move { agent.drive(claimed).await });
+                }
+                None => self.notify(Status::Idle),
+            }
         }
         Ok(())
     }
@@ -339,6 +392,7 @@ impl Agent {
                 claimed: true,
                 started: Instant::now(),
                 output_tokens: 0,
+                system: self.inner.config.system.clone(),
             };
             let result = driver
                 .run_prompted(vec![prompt], &mut source, controller.signal())
@@ -366,27 +420,40 @@ impl Agent {
                 end,
                 text: last_text(&self.inner.session),
             };
+            let settled = !matches!(
+                outcome.end,
+                TurnEnd::Blocked | TurnEnd::Error(_) | TurnEnd::Failed(_)
+            );
             let mut state = self.inner.state.lock();
             state.last = Some(outcome);
-            let stop =
-                state.disposed || (state.cancelled && !state.latched) || state.next_turn.is_empty();
-            state.cancelled = false;
-            state.latched = false;
-            if stop {
-                state.status = Status::Idle;
-                state.turn = None;
-            } else {
-                next = claim(&mut state);
+            if !settled {
+                // A blocked or failed turn leaves the queue for the next send (LOOP-46, 47).
+                state.cancelled = true;
+                state.latched = false;
             }
+            next = next_or_idle(&mut state);
         }
         drop(driver);
-        self.inner.status.send_replace(Status::Idle);
+        self.notify(Status::Idle);
     }
 }
 
-/// Takes the next prompt and gives its turn a fresh controller (under the state lock).
-fn claim(state: &mut State) -> Option<(ContextMessage, AbortController)> {
-    let prompt = state.next_turn.pop_front()?;
+/// Under the state lock: the next prompt with a fresh controller for its turn, or `None` with
+/// the status set to idle (disposed, cancelled without a latched send, or nothing queued).
+fn next_or_idle(state: &mut State) -> Option<(ContextMessage, AbortController)> {
+    let stop = state.disposed || (state.cancelled && !state.latched);
+    state.cancelled = false;
+    state.latched = false;
+    let prompt = if stop {
+        None
+    } else {
+        state.next_turn.pop_front()
+    };
+    let Some(prompt) = prompt else {
+        state.status = Status::Idle;
+        state.turn = None;
+        return None;
+    };
     let controller = AbortController::new();
     state.turn = Some(controller.clone());
     Some((prompt, controller))

@@ -114,9 +114,10 @@ impl AgentConfig {
         Ok(ordered)
     }
 
-    /// The `request/header` data of a request with `tools` (the reference shape: `{header:
-    /// {config: {provider, model, ...options}, system, tools}}`; the caller adds the reason).
-    pub fn header(&self, tools: &[ToolSchema]) -> Value {
+    /// The `request/header` data of a request with `tools` and the system prompt `system` (the
+    /// reference shape: `{config: {provider, model, ...options}, system, tools}`; the caller
+    /// adds the reason).
+    pub fn header(&self, tools: &[ToolSchema], system: Option<&str>) -> Value {
         let mut config = serde_json::Map::new();
         config.insert("provider".into(), self.provider.name().into());
         config.insert("model".into(), self.model.as_str().into());
@@ -138,7 +139,7 @@ impl AgentConfig {
             .collect();
         json!({
             "config": config,
-            "system": self.system.as_deref().unwrap_or(""),
+            "system": system.unwrap_or(""),
             "tools": tools,
         })
     }

@@ -46,7 +46,27 @@ pub struct HookFailure(pub String);
 /// The agent's hooks; every method has a default that changes nothing.
 #[async_trait::async_trait]
 pub trait AgentHooks: Send + Sync + 'static {
+    /// Once, when the agent starts through [`Agent::start`] (`source` is `startup`, or
+    /// `resume` on a session that already has turns): a preamble steered here opens the first
+    /// request (LOOP-48..50).
+    async fn session_start(&self, _agent: &Agent, _source: &str) -> Result<(), HookFailure> {
+        Ok(())
+    }
+
+    /// Assembles the system prompt of the next request from the configured one, before the
+    /// step opens; `Ok(None)` keeps the configured one. Raced against the turn's signal: a
+    /// cancel or dispose while it is blocked ends the turn with no step (LOOP-79, 80, 83).
+    async fn system_prompt(
+        &self,
+        _agent: &Agent,
+        _configured: Option<&str>,
+    ) -> Result<Option<String>, HookFailure> {
+        Ok(None)
+    }
+
     /// Before a step opens: sees the messages it would open with (the prompt and the inbox).
+    /// Raced against the turn's signal: a cancel or dispose while it is blocked ends the turn
+    /// with no step (LOOP-81, 82).
     async fn pre_step(
         &self,
         _agent: &Agent,

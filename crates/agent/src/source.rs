@@ -71,6 +71,17 @@ pub(crate) struct ModelSource {
     pub(crate) claimed: bool,
     pub(crate) started: Instant,
     pub(crate) output_tokens: u64,
+    /// The system prompt of the next request, as the hook assembled it.
+    pub(crate) system: Option<String>,
+}
+
+/// Runs `hook` unless `signal` aborts first (`None` then).
+async fn raced<T>(signal: &Signal, hook: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        biased;
+        _ = signal.aborted() => None,
+        out = hook => Some(out),
+    }
 }
 
 enum Streamed {
@@ -118,6 +129,18 @@ impl ModelSource {
         Ok(())
     }
 
+    async fn hook_failed(
+        &self,
+        session: &Session,
+        turn: u32,
+        step: Option<u32>,
+        failure: crate::hooks::HookFailure,
+    ) -> Result<PreStep, SchedulerError> {
+        let error = json!({"message": failure.0, "code": "UNKNOWN"});
+        self.agent_error(session, turn, step, error).await?;
+        Ok(PreStep::End(TurnEnd::Error(failure.0)))
+    }
+
     /// The request of the next step, built from the log; logs its header when it changed.
     async fn request(&self, session: &Session) -> Result<Result<Request, TurnEnd>, SchedulerError> {
         let tools = match self
@@ -127,7 +150,7 @@ impl ModelSource {
             Ok(tools) => tools,
             Err(e) => return Ok(Err(TurnEnd::Error(e.to_string()))),
         };
-        let header = self.config.header(&tools);
+        let header = self.config.header(&tools, self.system.as_deref());
         let events = session.events();
         let last = events
             .iter()
@@ -144,7 +167,7 @@ impl ModelSource {
                 .await?;
         }
         let mut messages = Vec::new();
-        if let Some(system) = &self.config.system {
+        if let Some(system) = &self.system {
             messages.push(Message::system(system.as_str()));
         }
         messages.extend(to_provider_messages(&derive_messages(&events)));
@@ -249,14 +272,32 @@ impl StepSource for ModelSource {
             // REG-84: no request and no header, and no step opens.
             return Ok(PreStep::End(TurnEnd::Error(e.to_string())));
         }
-        match self.hooks.pre_step(&self.agent, &input).await {
-            Ok(PreStepDecision::Enter) => Ok(PreStep::Enter(input.messages)),
-            Ok(PreStepDecision::Rewrite(messages)) => Ok(PreStep::Enter(messages)),
-            Ok(PreStepDecision::Reject) => Ok(PreStep::End(TurnEnd::Blocked)),
-            Err(failure) => {
-                let error = json!({"message": failure.0, "code": "UNKNOWN"});
-                self.agent_error(session, input.turn, None, error).await?;
-                Ok(PreStep::End(TurnEnd::Error(failure.0)))
+        let configured = self.config.system.as_deref();
+        let assembled = match raced(
+            &input.signal,
+            self.hooks.system_prompt(&self.agent, configured),
+        )
+        .await
+        {
+            // Cancelled while assembling: the driver ends the turn as aborted.
+            None => return Ok(PreStep::Enter(Vec::new())),
+            Some(Ok(system)) => system.or_else(|| configured.map(str::to_owned)),
+            Some(Err(failure)) => {
+                return self.hook_failed(session, input.turn, None, failure).await;
+            }
+        };
+        self.system = assembled;
+        match raced(&input.signal, self.hooks.pre_step(&self.agent, &input)).await {
+            None => Ok(PreStep::Enter(Vec::new())),
+            Some(Ok(PreStepDecision::Enter)) => Ok(PreStep::Enter(input.messages)),
+            Some(Ok(PreStepDecision::Rewrite(messages))) => Ok(PreStep::Enter(messages)),
+            Some(Ok(PreStepDecision::Reject)) => Ok(PreStep::End(TurnEnd::Blocked)),
+            Some(Err(failure)) => {
+                if input.signal.is_aborted() {
+                    // LOOP-74: a hook that disposed and then failed: the disposal is the end.
+                    return Ok(PreStep::Enter(Vec::new()));
+                }
+                self.hook_failed(session, input.turn, None, failure).await
             }
         }
     }

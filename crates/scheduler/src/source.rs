@@ -101,6 +101,8 @@ pub struct StepInput {
     pub messages: Vec<ContextMessage>,
     /// Whether the step continues after tool calls (the model answers their results).
     pub continuation: bool,
+    /// The turn's signal (a hook that waits should stop waiting once it is aborted).
+    pub signal: Signal,
 }
 
 /// Where a turn's assistant messages come from: a script (`dsh run`, tests) or a model.

@@ -307,8 +307,16 @@ impl TurnDriver {
                 step: step + 1,
                 messages: offered.clone(),
                 continuation,
+                signal: signal.clone(),
             };
-            let messages = match source.pre_step(&self.session, input).await {
+            let decided = source.pre_step(&self.session, input).await;
+            // A cancel while the step was being decided wins over what was decided (LOOP-74).
+            if let Some(reason) = signal.reason() {
+                self.inbox.restore(offered.split_off(prompt_len));
+                report.end = aborted_end(&reason);
+                return Ok(());
+            }
+            let messages = match decided {
                 Ok(PreStep::Enter(messages)) => messages,
                 Ok(PreStep::End(end)) => {
                     self.inbox.restore(offered.split_off(prompt_len));
@@ -320,11 +328,6 @@ impl TurnDriver {
                     return Err(e);
                 }
             };
-            if let Some(reason) = signal.reason() {
-                self.inbox.restore(offered.split_off(prompt_len));
-                report.end = aborted_end(&reason);
-                return Ok(());
-            }
             // Nothing to answer: no message let through and no results to answer. (A turn with
             // no prompt at all, a script's, still opens its first step.)
             if messages.is_empty() && !continuation && (step > 0 || !offered.is_empty()) {
@@ -393,6 +396,11 @@ impl TurnDriver {
                 };
                 if let Some(end) = source.stopping(&cx).await? {
                     report.end = end;
+                    return Ok(());
+                }
+                // LOOP-25: a cancel from the stopping hook ends the turn as aborted.
+                if let Some(reason) = signal.reason() {
+                    report.end = aborted_end(&reason);
                     return Ok(());
                 }
                 if self.inbox.is_empty() {

@@ -108,7 +108,7 @@ async fn loop_42_a_rejection_keeps_staged_steering_for_the_next_turn() {
 }
 
 #[tokio::test]
-async fn loop_47_a_failing_pre_step_ends_the_turn_in_error_and_the_queue_survives() {
+async fn loop_47_a_failing_pre_step_ends_the_turn_in_error_and_the_queue_waits() {
     let rig = rig().await;
     let calls = Arc::new(AtomicU32::new(0));
     struct Breaks(Arc<AtomicU32>);
@@ -138,7 +138,14 @@ async fn loop_47_a_failing_pre_step_ends_the_turn_in_error_and_the_queue_survive
         rig.reasons()[0],
         json!({"kind": "error", "error": {"message": "prompt hook broke", "code": "UNKNOWN"}})
     );
-    assert_eq!(rig.user_texts(), ["second"]);
+    // The queue waits for the next send.
+    assert!(rig.user_texts().is_empty());
+    assert_eq!(rig.agent.next_turn_inbox().len(), 1);
+    assert_eq!(rig.bodies().len(), 0);
+    rig.server.push(say("third ran"));
+    rig.agent.send("third").await.unwrap();
+    rig.agent.idle().await;
+    assert_eq!(rig.user_texts(), ["second", "third"]);
 }
 
 #[tokio::test]

@@ -2,6 +2,8 @@ mod cancel;
 mod history;
 mod hooks;
 mod inbox;
+mod lifecycle;
+mod observers;
 mod order;
 mod stream;
 mod support;
