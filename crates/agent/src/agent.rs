@@ -331,6 +331,38 @@ impl Agent {
         self.steer(ContextMessage::plugin_text(plugin, text)).await
     }
 
+    /// Takes back a queued prompt or steering message by id before it is used; the removal is
+    /// logged as a splice. Returns whether it was still queued (LOOP-06).
+    pub async fn withdraw(&self, id: &str) -> Result<bool, AgentError> {
+        let removed = {
+            let mut state = self.inner.state.lock();
+            match state.next_turn.iter().position(|m| &*m.id == id) {
+                Some(at) => {
+                    state.next_turn.remove(at);
+                    Some(("next-turn", at))
+                }
+                None => self
+                    .inner
+                    .next_step
+                    .remove(id)
+                    .map(|(at, _)| ("next-step", at)),
+            }
+        };
+        let Some((target, at)) = removed else {
+            return Ok(false);
+        };
+        self.inner
+            .session
+            .append(Event::other(
+                "agent/inbox/spliced",
+                Json::from_shallow(json!({
+                    "target": target, "start": at, "removedCount": 1, "inserted": [],
+                })),
+            ))
+            .await?;
+        Ok(true)
+    }
+
     /// Cancels the running turn (see the module docs for what happens to queued work).
     pub fn cancel(&self, cancel: Cancel) {
         let mut state = self.inner.state.lock();

@@ -9,7 +9,7 @@
 //! inject or cancel.
 
 use dsh_core::ContextMessage;
-use dsh_model::ModelError;
+use dsh_model::{ModelError, Request};
 use dsh_scheduler::StepInput;
 
 use crate::agent::Agent;
@@ -82,6 +82,13 @@ pub trait AgentHooks: Send + Sync + 'static {
     /// The model answered without tool calls and the turn would end: steering queued here
     /// ([`Agent::steer`]) opens another step.
     async fn stopping(&self, _agent: &Agent, _turn: u32, _step: u32) -> Result<(), HookFailure> {
+        Ok(())
+    }
+
+    /// The request about to be sent (after its header is logged): may set the model when the
+    /// configuration names none, or adjust options. An agent with no model after this hook
+    /// ends the turn in error (LOOP-61, 62).
+    async fn request(&self, _agent: &Agent, _request: &mut Request) -> Result<(), HookFailure> {
         Ok(())
     }
 

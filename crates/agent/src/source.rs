@@ -303,10 +303,33 @@ impl StepSource for ModelSource {
     }
 
     async fn next_message(&mut self, cx: &SourceContext<'_>) -> Result<Next, SchedulerError> {
-        let request = match self.request(cx.session).await? {
-            Ok(request) => Arc::new(request),
+        let mut request = match self.request(cx.session).await? {
+            Ok(request) => request,
             Err(end) => return Ok(Next::End(end)),
         };
+        if let Err(failure) = self.hooks.request(&self.agent, &mut request).await {
+            return Ok(
+                match self
+                    .hook_failed(cx.session, cx.turn, Some(cx.step), failure)
+                    .await?
+                {
+                    PreStep::End(end) => Next::End(end),
+                    PreStep::Enter(_) => Next::Stop,
+                },
+            );
+        }
+        if request.model.is_empty() {
+            let message = format!(
+                "the agent has no provider/model: set AgentConfig's model, or supply one from \
+                 the agent/request hook (provider {})",
+                self.config.provider.name()
+            );
+            let error = json!({"message": message, "code": "UNKNOWN"});
+            self.agent_error(cx.session, cx.turn, Some(cx.step), error)
+                .await?;
+            return Ok(Next::End(TurnEnd::Error(message)));
+        }
+        let request = Arc::new(request);
         let mut log = ChunkLog::new(cx.session.clone(), cx.turn, cx.step);
         let mut attempt = 0u32;
         loop {

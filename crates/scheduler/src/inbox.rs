@@ -46,6 +46,13 @@ impl Inbox {
         queue.extend(later);
     }
 
+    /// Removes the queued message with id `id`, if one waits; returns it and where it was.
+    pub fn remove(&self, id: &str) -> Option<(usize, ContextMessage)> {
+        let mut queue = self.0.lock();
+        let at = queue.iter().position(|m| &*m.id == id)?;
+        Some((at, queue.remove(at)))
+    }
+
     /// Removes every queued message.
     pub fn clear(&self) {
         self.0.lock().clear();

@@ -222,3 +222,100 @@ async fn loop_58_dispose_while_running_drops_the_queued_tail() {
     assert_eq!(rig.user_texts(), ["go"]);
     assert_eq!(rig.bodies().len(), 1);
 }
+
+#[tokio::test]
+async fn loop_06_steering_withdrawn_before_it_is_used_is_never_replayed() {
+    let rig = rig().await;
+    rig.server.push(stuck());
+    rig.agent.send("go").await.unwrap();
+    rig.requested(1).await;
+    let steering = dsh_core::ContextMessage::plugin_text("steer", "withdrawn");
+    let id = steering.id.to_string();
+    rig.agent.steer(steering).await.unwrap();
+    assert!(rig.agent.withdraw(&id).await.unwrap());
+    assert!(!rig.agent.withdraw(&id).await.unwrap());
+    rig.agent.cancel(Cancel::keeping_inbox());
+    rig.agent.idle().await;
+    assert_eq!(rig.count("turn/start"), 1);
+    assert_eq!(rig.bodies().len(), 1);
+    assert!(rig.agent.next_step_inbox().is_empty());
+    assert_eq!(rig.agent.status(), Status::Idle);
+    let removals = rig
+        .data("agent/inbox/spliced")
+        .into_iter()
+        .filter(|d| d["target"] == "next-step" && d["removedCount"] == 1)
+        .count();
+    assert_eq!(removals, 1);
+}
+
+#[tokio::test]
+async fn loop_07_a_send_right_after_a_cancel_is_latched_and_runs() {
+    let rig = rig().await;
+    rig.server.push(stuck());
+    rig.server.push(say("b"));
+    rig.agent.send("A").await.unwrap();
+    rig.requested(1).await;
+    rig.agent.cancel(Cancel::user());
+    rig.agent.send("B").await.unwrap();
+    rig.agent.idle().await;
+    assert_eq!(rig.user_texts(), ["A", "B"]);
+    assert_eq!(rig.bodies().len(), 2);
+}
+
+#[tokio::test]
+async fn loop_12_an_idle_listener_that_sends_waits_and_cancels_converges_idle() {
+    let rig = rig().await;
+    let once = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = std::sync::Arc::new(tokio::sync::Notify::new());
+    let signal_done = done.clone();
+    rig.agent.on_status(move |agent, status| {
+        if status == Status::Idle && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let agent = agent.clone();
+            let done = signal_done.clone();
+            tokio::spawn(async move {
+                agent.send("new work").await.unwrap();
+                let waiter = tokio::spawn({
+                    let agent = agent.clone();
+                    async move { agent.idle().await }
+                });
+                agent.cancel(Cancel::user());
+                waiter.await.unwrap();
+                done.notify_one();
+            });
+        }
+    });
+    rig.server.push(say("first"));
+    rig.agent.send("first").await.unwrap();
+    done.notified().await;
+    assert_eq!(rig.agent.status(), Status::Idle);
+    assert_eq!(rig.bodies().len(), 1);
+    assert_eq!(rig.count("turn/start"), 2);
+    rig.server.push(say("later"));
+    rig.agent.prompt("later").await.unwrap();
+    assert_eq!(rig.bodies().len(), 2);
+}
+
+#[tokio::test]
+async fn loop_13_an_idle_listener_that_sends_cancels_and_sends_again_runs_the_survivor() {
+    let rig = rig().await;
+    let once = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    rig.agent.on_status(move |agent, status| {
+        if status == Status::Idle && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let agent = agent.clone();
+            tokio::spawn(async move {
+                agent.send("doomed").await.unwrap();
+                agent.cancel(Cancel::user());
+                agent.send("surviving replacement").await.unwrap();
+            });
+        }
+    });
+    rig.server.push_all([say("first"), say("survivor")]);
+    rig.agent.send("first").await.unwrap();
+    wait_until("the survivor ran", || {
+        rig.bodies().len() == 2 && rig.count("turn/end") == 3
+    })
+    .await;
+    rig.agent.idle().await;
+    assert_eq!(rig.user_texts(), ["first", "surviving replacement"]);
+    assert!(rig.agent.next_turn_inbox().is_empty());
+}

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use dsh_agent::{
     Agent, AgentConfig, AgentError, AgentHooks, Cancel, HookFailure, PreStepDecision, Status,
 };
-use dsh_core::{CancelCause, ContextMessage};
+use dsh_core::ContextMessage;
 use dsh_scheduler::StepInput;
 use dsh_session::{Header, LogSink, Session};
 use serde_json::json;
@@ -338,7 +338,7 @@ async fn loop_41_context_and_steering_staged_during_pre_step_reach_the_next_requ
 }
 
 #[tokio::test]
-async fn loop_43_46_a_rejected_prompt_leaves_staged_work_and_the_queue_for_the_next_wake() {
+async fn loop_43_44_46_a_rejected_prompt_leaves_staged_work_and_the_queue_for_the_next_wake() {
     let rig = rig().await;
     rig.agent.set_hooks(StagesWhileDeciding {
         reject_first: true,
@@ -400,5 +400,4 @@ async fn loop_45_a_send_whose_append_fails_returns_the_error_and_queues_nothing(
     assert!(session.events().is_empty());
     assert!(agent.next_turn_inbox().is_empty());
     assert_eq!(agent.status(), Status::Idle);
-    let _ = CancelCause::User;
 }

@@ -5,6 +5,7 @@ mod inbox;
 mod lifecycle;
 mod observers;
 mod order;
+mod plugins;
 mod stream;
 mod support;
 mod turns;
