@@ -211,9 +211,12 @@ impl ModelSource {
             }
         };
         tokio::pin!(until_wall);
+        // One waiter on the signal for the whole stream, not one per chunk.
+        let aborted = signal.aborted();
+        tokio::pin!(aborted);
         let opened = tokio::select! {
             biased;
-            _ = signal.aborted() => return Streamed::Cut,
+            _ = &mut aborted => return Streamed::Cut,
             _ = &mut until_wall => return Streamed::WallTime,
             opened = self.config.provider.stream(request.clone()) => opened,
         };
@@ -224,7 +227,7 @@ impl ModelSource {
         loop {
             tokio::select! {
                 biased;
-                _ = signal.aborted() => return Streamed::Cut,
+                _ = &mut aborted => return Streamed::Cut,
                 _ = &mut until_wall => return Streamed::WallTime,
                 item = stream.next() => match item {
                     Some(Ok(chunk)) => {

@@ -67,6 +67,7 @@ pub mod provider;
 pub mod request;
 pub mod retry;
 mod sse;
+mod sse_parser;
 pub mod watchdog;
 
 pub use anthropic::{AnthropicConfig, AnthropicProvider};

@@ -1,4 +1,4 @@
-//! Server-sent events off a response body (parsed by `eventsource-stream`), watched by the idle
+//! Server-sent events off a response body (parsed by `sse_parser.rs`), watched by the idle
 //! watchdog and the whole-request deadline, and turned into a [`ChunkStream`] by a provider's
 //! [`Decoder`].
 //!
@@ -10,14 +10,15 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use eventsource_stream::{Event, EventStreamError, Eventsource};
+use bytes::Bytes;
+use futures::StreamExt;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
 use tokio::time::Instant;
 
 use crate::chunk::{Chunk, ChunkStream};
 use crate::error::ModelError;
 use crate::http::within;
+use crate::sse_parser::{SseEvent as Event, SseParser};
 use crate::watchdog::{IDLE_TIMEOUT_CODE, IdleWatchdog, WatchdogError};
 
 /// A provider's reading of its events.
@@ -28,10 +29,13 @@ pub(crate) trait Decoder: Send + 'static {
     fn end(&mut self, out: &mut VecDeque<Chunk>) -> Result<(), ModelError>;
 }
 
-type Events = BoxStream<'static, Result<Event, EventStreamError<reqwest::Error>>>;
+type Body = BoxStream<'static, Result<Bytes, reqwest::Error>>;
 
 struct State<D> {
-    events: Events,
+    body: Body,
+    parser: SseParser,
+    events: VecDeque<Event>,
+    ended: bool,
     watchdog: Arc<IdleWatchdog>,
     deadline: Option<(Instant, Duration)>,
     url: String,
@@ -42,24 +46,40 @@ struct State<D> {
 }
 
 impl<D: Decoder> State<D> {
-    /// The next event, or `None` at the end of the body.
+    /// The next event, or `None` at the end of the body. Every read of the body re-arms the
+    /// idle timer, so a slow but live stream (comments, pings) never times out.
     async fn next_event(&mut self) -> Result<Option<Event>, ModelError> {
-        let waited = within(self.deadline, self.watchdog.next(self.events.next())).await?;
-        match waited {
-            Ok(Some(Ok(event))) => Ok(Some(event)),
-            Ok(None) => Ok(None),
-            Ok(Some(Err(EventStreamError::Transport(source)))) => Err(ModelError::StreamCut {
-                url: self.url.clone(),
-                source,
-            }),
-            Ok(Some(Err(e))) => Err(ModelError::Malformed {
-                provider: self.provider.clone(),
-                detail: e.to_string(),
-                source: None,
-            }),
-            Err(WatchdogError::TimedOut(reason)) => Err(ModelError::Idle { reason }),
-            Err(WatchdogError::Aborted(reason)) => Err(ModelError::Cancelled { reason }),
-            Err(other) => Err(ModelError::Watchdog(other)),
+        loop {
+            if let Some(event) = self.events.pop_front() {
+                return Ok(Some(event));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            let waited = within(self.deadline, self.watchdog.next(self.body.next())).await?;
+            match waited {
+                Ok(Some(Ok(bytes))) => {
+                    self.parser
+                        .push(&bytes, &mut self.events)
+                        .map_err(|e| ModelError::Malformed {
+                            provider: self.provider.clone(),
+                            detail: format!("the event stream is not UTF-8 at byte {}", e.at),
+                            source: None,
+                        })?;
+                }
+                Ok(None) => self.ended = true,
+                Ok(Some(Err(source))) => {
+                    return Err(ModelError::StreamCut {
+                        url: self.url.clone(),
+                        source,
+                    });
+                }
+                Err(WatchdogError::TimedOut(reason)) => return Err(ModelError::Idle { reason }),
+                Err(WatchdogError::Aborted(reason)) => {
+                    return Err(ModelError::Cancelled { reason });
+                }
+                Err(other) => return Err(ModelError::Watchdog(other)),
+            }
         }
     }
 
@@ -102,14 +122,11 @@ pub(crate) fn chunk_stream<D: Decoder>(
 ) -> Result<ChunkStream, ModelError> {
     let url = response.url().to_string();
     let watchdog = Arc::new(IdleWatchdog::new(None, idle_timeout, IDLE_TIMEOUT_CODE)?);
-    let pulse = Arc::clone(&watchdog);
-    let events: Events = response
-        .bytes_stream()
-        .inspect_ok(move |_| pulse.pulse())
-        .eventsource()
-        .boxed();
     let state = State {
-        events,
+        body: response.bytes_stream().boxed(),
+        parser: SseParser::new(),
+        events: VecDeque::new(),
+        ended: false,
         watchdog,
         deadline,
         url,

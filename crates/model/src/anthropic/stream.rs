@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use eventsource_stream::Event;
+use crate::sse_parser::SseEvent as Event;
 use serde::Deserialize;
 use serde_json::Value;
 

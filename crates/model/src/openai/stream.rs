@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 
-use eventsource_stream::Event;
+use crate::sse_parser::SseEvent as Event;
 use serde::Deserialize;
 
 use crate::chunk::{BlockKind, Chunk, FinishReason, Usage};
