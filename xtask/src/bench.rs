@@ -21,6 +21,7 @@ const TARGETS: &[&str] = &[
     "code_mode",
     "cli_run",
     "bash",
+    "agent_loop",
 ];
 
 /// Where a target's absence is explained, when its source file does not exist yet.

@@ -240,6 +240,33 @@ pub const ROWS: &[Row] = &[
         bench: "bash",
         command: "cargo bench -p dsh --bench bash -- bash/mb-",
     },
+    Row {
+        name: "agent loop: one turn streaming 10,000 text chunks from the mock provider on 127.0.0.1 (HTTP, SSE, the OpenAI-compatible adapter, assembly, chunk events in an in-memory session, the message)",
+        figure: timed("agent/stream-10k", 1.0, "turn"),
+        baseline_name: "`serde_json` parse of the same 10,000 chunk payloads into `Value`s",
+        baseline: timed("agent/parse-10k", 1.0, "10k chunks"),
+        target: Target::AtMost(1.5),
+        bench: "agent_loop",
+        command: "cargo bench -p dsh --bench agent_loop -- agent/",
+    },
+    Row {
+        name: "agent loop: from the last chunk of an assistant message calling a no-op tool to that tool's body starting",
+        figure: timed("agent/to-first-body", 1.0, "message"),
+        baseline_name: "one direct call of the same tool through the same pipeline (`Runtime::execute`)",
+        baseline: timed("agent/direct-call", 1.0, "call"),
+        target: Target::AtMost(2.0),
+        bench: "agent_loop",
+        command: "cargo bench -p dsh --bench agent_loop -- agent/",
+    },
+    Row {
+        name: "agent loop: resuming a 100,000-event log file (open for writing with its repair scan, derive the history, build the next request: the provider-neutral `Request`, serialized only as it is sent)",
+        figure: timed("agent/resume-100k", 1.0, "resume"),
+        baseline_name: "`serde_json` parse of every line of the same file into a `Value`",
+        baseline: timed("agent/parse-100k", 1.0, "log"),
+        target: Target::AtMost(1.5),
+        bench: "agent_loop",
+        command: "cargo bench -p dsh --bench agent_loop -- agent/",
+    },
 ];
 
 /// Parses a selection of rows, `12-15` or `1,4,12-15` (numbers as in the table, from 1).

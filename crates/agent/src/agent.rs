@@ -425,6 +425,7 @@ impl Agent {
                 started: Instant::now(),
                 output_tokens: 0,
                 system: self.inner.config.system.clone(),
+                retired: parking_lot::Mutex::new(None),
             };
             let result = driver
                 .run_prompted(vec![prompt], &mut source, controller.signal())

@@ -69,8 +69,20 @@ fn push_message(message: &Value, out: &mut Vec<Message>) {
 }
 
 fn content_block(block: &Value) -> ContentBlock {
-    serde_json::from_value(block.clone())
-        .unwrap_or_else(|_| ContentBlock::Other(Json::from_shallow(block.clone())))
+    let field = |key: &str| block.get(key).and_then(Value::as_str);
+    match (
+        field("type"),
+        field("text"),
+        field("data"),
+        field("mimeType"),
+    ) {
+        (Some("text"), Some(text), _, _) => ContentBlock::text(text),
+        (Some("image"), _, Some(data), Some(mime)) => ContentBlock::Image {
+            data: Arc::from(data),
+            mime_type: Arc::from(mime),
+        },
+        _ => ContentBlock::Other(Json::from_shallow(block.clone())),
+    }
 }
 
 fn tool_result(block: &Value) -> Message {

@@ -59,13 +59,13 @@ impl<D: Decoder> State<D> {
             let waited = within(self.deadline, self.watchdog.next(self.body.next())).await?;
             match waited {
                 Ok(Some(Ok(bytes))) => {
-                    self.parser
-                        .push(&bytes, &mut self.events)
-                        .map_err(|e| ModelError::Malformed {
+                    self.parser.push(&bytes, &mut self.events).map_err(|e| {
+                        ModelError::Malformed {
                             provider: self.provider.clone(),
                             detail: format!("the event stream is not UTF-8 at byte {}", e.at),
                             source: None,
-                        })?;
+                        }
+                    })?;
                 }
                 Ok(None) => self.ended = true,
                 Ok(Some(Err(source))) => {

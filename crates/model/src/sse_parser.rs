@@ -176,7 +176,8 @@ mod tests {
 
     #[test]
     fn events_lines_comments_and_line_ends() {
-        let text = b": ping\n\ndata: a\r\ndata:b\r\revent: delta\ndata: {\"x\":1}\n\nid: 7\ndata\n\n";
+        let text =
+            b": ping\n\ndata: a\r\ndata:b\r\revent: delta\ndata: {\"x\":1}\n\nid: 7\ndata\n\n";
         let got = parse_in(&[text]);
         assert_eq!(got[0], ev("message", "a\nb"));
         assert_eq!(got[1], ev("delta", "{\"x\":1}"));
