@@ -597,7 +597,12 @@ fn bash_read_warning(rules: &dsh_guard::PermissionRules) -> Option<String> {
 fn read_gate(rules: dsh_guard::PermissionRules) -> dsh_tool_fs::ReadGate {
     use dsh_guard::{PermissionAction, PermissionMatch};
     Arc::new(
-        move |subject| match rules.decide_subject("read", Some(subject)) {
+        move |subject, approved| match rules.decide_subject("read", Some(subject)) {
+            // A person approved reading exactly this file for this call.
+            PermissionMatch::Rule {
+                action: PermissionAction::Ask,
+                ..
+            } if approved == Some(subject) => None,
             PermissionMatch::Rule { action, rule } if action != PermissionAction::Allow => {
                 Some(format!("{action} \"{rule}\""))
             }

@@ -361,3 +361,65 @@ fn apr_questions_show_their_subject_before_they_ask() {
     );
     assert!(command < mode && mode < words, "command first: {e}");
 }
+
+/// A read under an `ask` rule, approved by an answerer that may swap the file for a link to
+/// another one while it is being asked (before the body opens it). Returns the result's text.
+async fn approved_read(swap: bool) -> String {
+    use std::sync::Arc;
+
+    use dsh::core::{Json, Signal};
+    use dsh::guard::approval::{ApprovalOutcome, answer_fn};
+    use dsh::guard::{PermissionAction, PermissionRules};
+    use dsh::{Approvals, Harness};
+
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    std::fs::write(root.join("notes.txt"), "the notes\n").unwrap();
+    std::fs::write(root.join("secret.txt"), "the secret\n").unwrap();
+    let rules = PermissionRules::new(dsh::core::ToolRegistry::new())
+        .ask("read")
+        .unwrap()
+        .with_default(PermissionAction::Allow);
+    let dir = root.clone();
+    let approver = answer_fn(move |_req| {
+        if swap {
+            let _ = std::fs::remove_file(dir.join("notes.txt"));
+            std::os::unix::fs::symlink(dir.join("secret.txt"), dir.join("notes.txt")).unwrap();
+        }
+        async { Ok(Some(ApprovalOutcome::AllowedOnce)) }
+    });
+    let harness = Harness::builder(dsh::session::Session::in_memory("ask-read"))
+        .agent(dsh::core::AgentId::new("main"))
+        .workspace(&root)
+        .permissions(rules)
+        .approvals(Approvals::Answerer(Arc::new(approver)))
+        .build()
+        .await
+        .unwrap();
+    let message = Json::new(serde_json::json!({"role": "assistant", "content": [
+        {"type": "tool-call", "id": "r1", "name": "read", "arguments": "{\"file_path\": \"notes.txt\"}"}
+    ]}))
+    .unwrap();
+    let report = harness
+        .driver()
+        .run_turn([message], Signal::never())
+        .await
+        .unwrap();
+    report.steps[0].results[0]
+        .first_text()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn an_approved_ask_on_a_read_reads_the_file_that_was_approved() {
+    let text = approved_read(false).await;
+    assert!(text.contains("the notes"), "{text}");
+}
+
+#[tokio::test]
+async fn a_read_approved_for_one_file_is_refused_when_a_link_to_another_was_swapped_in() {
+    let text = approved_read(true).await;
+    assert!(!text.contains("the secret"), "{text}");
+    assert!(text.contains("ask \"read\""), "{text}");
+}

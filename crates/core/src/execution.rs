@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::json::{Json, JsonError};
 use crate::signal::Signal;
+use crate::subject::PermissionSubject;
 
 /// An opaque token naming one execution; sub-calls carry their parent's.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
@@ -201,6 +202,10 @@ pub struct ToolExecution {
     agent: Option<AgentId>,
     parent: Option<ExecutionToken>,
     signal: Signal,
+    /// The permission subject a person approved for this call (set once, by the approval
+    /// stage), so a check the body repeats right before acting (a file swapped for a link in
+    /// between) lets exactly that subject through and nothing else.
+    approved: std::sync::OnceLock<PermissionSubject>,
 }
 
 impl ToolExecution {
@@ -216,6 +221,7 @@ impl ToolExecution {
             agent: input.agent,
             parent: input.parent,
             signal: input.signal,
+            approved: std::sync::OnceLock::new(),
         })
     }
     /// The opaque token.
@@ -253,5 +259,13 @@ impl ToolExecution {
     /// The caller's signal (never replaced on the execution itself).
     pub fn signal(&self) -> &Signal {
         &self.signal
+    }
+    /// Records the subject an `ask` was approved for (the first record stands).
+    pub fn record_approval(&self, subject: PermissionSubject) {
+        let _ = self.approved.set(subject);
+    }
+    /// The subject an `ask` was approved for, if one was.
+    pub fn approved_subject(&self) -> Option<&PermissionSubject> {
+        self.approved.get()
     }
 }

@@ -767,8 +767,16 @@ pub async fn resolve_ask(
     if let Some(r) = reason {
         req = req.with_reason(r);
     }
+    let subject = req.subject.clone();
     match service.request(req).await {
-        Ok(outcome) => gate_outcome(exec.name(), outcome),
+        Ok(outcome) => {
+            gate_outcome(exec.name(), outcome)?;
+            // What was approved, for the body's own last check (a read re-checks its file).
+            if let Some(subject) = subject {
+                exec.record_approval(subject);
+            }
+            Ok(())
+        }
         Err(e) => Err(Failure::new(e.to_string())),
     }
 }

@@ -158,11 +158,17 @@ pub struct FsHooks {
     read_gate: std::sync::Arc<parking_lot::RwLock<Option<ReadGate>>>,
 }
 
-/// Says whether a tool that reads many files (`grep`) may read this one: `Some(reason)` (the
-/// rule that refuses it) when reading the file by itself would be refused. The host installs it
-/// over its permission rules, so a deny on reading a file holds for every tool that reads files.
-pub type ReadGate =
-    std::sync::Arc<dyn Fn(&dsh_core::PermissionSubject) -> Option<String> + Send + Sync>;
+/// Says whether a tool may read this file right now: `Some(reason)` (the rule that refuses it)
+/// when reading the file by itself would be refused. The second argument is the subject a
+/// person approved for this call, if one did: an `ask` rule lets exactly that subject through
+/// (the file the person saw), never another one (a link swapped in since). The host installs it
+/// over its permission rules, so a deny on reading a file holds for every tool that reads files
+/// (`grep` passes no approved subject: its approval was for a pattern, not a file).
+pub type ReadGate = std::sync::Arc<
+    dyn Fn(&dsh_core::PermissionSubject, Option<&dsh_core::PermissionSubject>) -> Option<String>
+        + Send
+        + Sync,
+>;
 
 impl FsHooks {
     /// Empty hooks: every write unconditional, every edit unconditional, nothing recorded.
@@ -192,9 +198,13 @@ impl FsHooks {
     }
 
     /// Why reading this file is refused, if it is (a gate that panics refuses).
-    pub fn read_refused(&self, subject: &dsh_core::PermissionSubject) -> Option<String> {
+    pub fn read_refused(
+        &self,
+        subject: &dsh_core::PermissionSubject,
+        approved: Option<&dsh_core::PermissionSubject>,
+    ) -> Option<String> {
         let gate = self.read_gate.read().clone()?;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate(subject)))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate(subject, approved)))
             .unwrap_or_else(|_| Some("the read gate failed".to_owned()))
     }
 

@@ -202,7 +202,8 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
             let mut collected = 0usize;
             let mut binary = 0usize;
             let report = walk::files(NAME, &ws, &dir, include.as_ref(), &signal, |f| {
-                if gated && let Some(rule) = hooks.read_refused(&super::spelled(&ws, &f.real)) {
+                if gated && let Some(rule) = hooks.read_refused(&super::spelled(&ws, &f.real), None)
+                {
                     denied.push((f.path.to_string_lossy().into_owned(), rule));
                     return true;
                 }

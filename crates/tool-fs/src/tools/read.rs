@@ -128,11 +128,11 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     check_abort(&ctx)?;
     // The permission rules decided on the path as resolved before the call ran; the file is
     // checked again as resolved now, right before it is opened (a symlink swapped in between
-    // does not lead past a read deny).
-    if let Some(rule) = env
-        .hooks
-        .read_refused(&super::file_subject(&env.workspace, &fs.cwd, &path))
-    {
+    // does not lead past a read deny, nor past an `ask` approved for another file).
+    if let Some(rule) = env.hooks.read_refused(
+        &super::file_subject(&env.workspace, &fs.cwd, &path),
+        ctx.exec().approved_subject(),
+    ) {
         return Err(Failure::new(format!(
             "reading \"{}\" is denied by permission rule {rule}",
             path.display()

@@ -179,7 +179,7 @@ async fn p1_read_checks_the_file_it_opens_against_the_read_gate() {
     assert_eq!(action(&rules, "read", "link"), PermissionAction::Allow);
     env.tools
         .hooks()
-        .set_read_gate(std::sync::Arc::new(move |subject| {
+        .set_read_gate(std::sync::Arc::new(move |subject, _approved| {
             match rules.decide_subject("read", Some(subject)).action() {
                 PermissionAction::Allow => None,
                 other => Some(format!("{other}")),
