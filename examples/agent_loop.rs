@@ -35,7 +35,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The model: first it calls `weather`, then it answers with the result.
     let server = MockProvider::start().await?;
     let mut call = vec![openai::role()];
-    call.extend(openai::tool_call(0, "call_1", "weather", &["{\"city\"", ": \"Paris\"}"]));
+    call.extend(openai::tool_call(
+        0,
+        "call_1",
+        "weather",
+        &["{\"city\"", ": \"Paris\"}"],
+    ));
     call.extend(openai::finish("tool_calls", 40, 12));
     server.push(Reply::Stream(call));
     server.push(openai::text_reply(&["It is ", "sunny in ", "Paris."]));
@@ -77,7 +82,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The log passes the same checks `dsh check` runs.
     let problems = dsh::session::check_file(&log)?;
     assert!(problems.is_empty(), "{problems:?}");
-    println!("turn {} ended {:?}; log: {}", outcome.turn, outcome.end, log.display());
+    println!(
+        "turn {} ended {:?}; log: {}",
+        outcome.turn,
+        outcome.end,
+        log.display()
+    );
     Ok(())
 }
 

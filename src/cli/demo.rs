@@ -56,13 +56,14 @@ pub async fn demo() -> Result<i32, Exit> {
     }
     let log = base.join("session.jsonl");
     let prepared = super::run::prepare(super::run::Setup {
-        script_text: &script,
+        script_text: Some(&script),
         workspace: &workspace,
         session: Some(log.clone()),
         policy,
         approvals: Approvals::Never,
         demo_tools: true,
         json: false,
+        stderr: false,
         hooks: super::run::HookSources::None,
     })
     .await?;

@@ -7,6 +7,8 @@
 mod approve;
 mod demo;
 mod logs;
+#[cfg(feature = "mcp-serve")]
+mod mcp;
 mod options;
 mod render;
 mod run;
@@ -59,6 +61,9 @@ enum Command {
         /// The log file.
         log: PathBuf,
     },
+    /// MCP: `dsh mcp serve` offers dsh's tools to any MCP client, through the pipeline.
+    #[cfg(feature = "mcp-serve")]
+    Mcp(mcp::McpArgs),
     /// The `bash` tool's sandbox helper (internal).
     #[command(name = "__sandbox-exec", hide = true)]
     SandboxExec(sandbox::SandboxExecArgs),
@@ -164,6 +169,8 @@ pub fn main() -> i32 {
             Command::Demo => demo::demo().await,
             Command::Run(args) => run::run(args).await,
             Command::Tools(args) => tools::tools(args).await,
+            #[cfg(feature = "mcp-serve")]
+            Command::Mcp(args) => mcp::mcp(args).await,
             Command::Check { logs } => logs::check(&logs),
             Command::Transcript { log, format } => logs::transcript(&log, format),
             Command::Repair { log } => logs::repair(&log),

@@ -131,6 +131,8 @@ pub enum Mode {
     Human { live: bool, color: bool },
     /// One JSON object per durable event on stdout.
     Json,
+    /// Plain human lines on stderr (stdout carries a protocol).
+    Stderr,
 }
 
 impl Mode {
@@ -244,6 +246,7 @@ impl Renderer {
             Mode::Human { live: true, .. } if !self.multi.is_hidden() => {
                 self.multi.suspend(|| super::out(&line));
             }
+            Mode::Stderr => eprintln!("{line}"),
             _ => super::out(&line),
         }
     }

@@ -121,8 +121,8 @@ pub enum HookSources {
 
 /// What a run is made of, validated by [`prepare`].
 pub struct Setup<'a> {
-    /// The script's text.
-    pub script_text: &'a str,
+    /// The script's text (`None`: no script, the calls come from elsewhere: `dsh mcp serve`).
+    pub script_text: Option<&'a str>,
     /// The workspace root.
     pub workspace: &'a Path,
     /// `--session`, when given.
@@ -135,6 +135,8 @@ pub struct Setup<'a> {
     pub demo_tools: bool,
     /// Whether events are printed as JSON.
     pub json: bool,
+    /// Whether call lines go to stderr (stdout carries a protocol: `dsh mcp serve`).
+    pub stderr: bool,
     /// Which hook settings load.
     pub hooks: HookSources,
 }
@@ -149,9 +151,13 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         approvals,
         demo_tools,
         json,
+        stderr,
         hooks,
     } = setup;
-    let script = parse_script(script_text).map_err(|e| Exit::usage(e.to_string()))?;
+    let script = script_text
+        .map(parse_script)
+        .transpose()
+        .map_err(|e| Exit::usage(e.to_string()))?;
     Harness::supports(&policy).map_err(|e| Exit::usage(e.to_string()))?;
     let workspace = workspace
         .canonicalize()
@@ -189,10 +195,16 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         .iter()
         .filter_map(|(_, e)| e.as_tool_call().map(|c| c.call_id.to_owned()))
         .collect();
-    script
-        .check_unused(&used)
-        .map_err(|e| Exit::usage(e.to_string()))?;
-    let renderer = Renderer::new(render::Mode::detect(json));
+    if let Some(script) = &script {
+        script
+            .check_unused(&used)
+            .map_err(|e| Exit::usage(e.to_string()))?;
+    }
+    let renderer = Renderer::new(if stderr {
+        render::Mode::Stderr
+    } else {
+        render::Mode::detect(json)
+    });
     let subscription = renderer.attach(&session);
     let mut builder = Harness::builder(session)
         .policy(policy)
@@ -235,7 +247,7 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
     );
     Ok(Prepared {
         harness,
-        steps: script.steps,
+        steps: script.map(|s| s.steps).unwrap_or_default(),
         log,
         renderer,
         _subscription: subscription,
@@ -363,13 +375,14 @@ pub async fn run(args: RunArgs) -> Result<i32, Exit> {
             .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
     };
     let prepared = prepare(Setup {
-        script_text: &script_text,
+        script_text: Some(&script_text),
         workspace: &workspace,
         session: args.session.clone(),
         policy,
         approvals,
         demo_tools: args.demo_tools,
         json: args.json,
+        stderr: false,
         hooks: HookSources::Standard {
             explicit: args.settings.clone(),
             trust_workspace: args.trust_workspace,

@@ -20,6 +20,7 @@ mod large_read;
 mod library_face;
 mod lifetime;
 mod logs;
+mod mcp_serve;
 mod props;
 mod rules;
 mod script;

@@ -1,0 +1,242 @@
+//! `dsh mcp serve`: dsh as an MCP server over stdio, its tools behind the whole pipeline.
+//!
+//! Guarantees: `tools/list` offers the tools the policy leaves callable (a tool every call of
+//! which the rules deny is absent, as `dsh tools` leaves it out); every `tools/call` runs as one
+//! step of its own turn through the same pipeline as `dsh run` (logged before anything runs,
+//! hooks, permission rules, sandbox, guards, timeouts, exactly one result), so the session log
+//! is checked, shown and repaired by `dsh check`, `dsh transcript` and `dsh repair` as any
+//! other; an `ask` with no way to ask is denied (fail closed), unless `--approve` says
+//! otherwise; a client's `notifications/cancelled` cancels the call as an interrupt would.
+//! Calls are taken one at a time, in the order they arrive (each is a turn of the log).
+//! Nothing but the protocol goes to stdout: call lines and warnings go to stderr.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use clap::{Args, Subcommand};
+use dsh::Approvals;
+use dsh::core::{AbortController, AbortReason, CancelCause, ContentBlock as Block, Json};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+use super::Exit;
+use super::run::{Approve, HookSources, ModeArg, Prepared, PresetArg, Setup, prepare};
+
+/// `dsh mcp ...`.
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    pub command: McpCommand,
+}
+
+/// The MCP commands.
+#[derive(Subcommand, Debug)]
+pub enum McpCommand {
+    /// Serve dsh's tools to an MCP client over stdio, every call through the pipeline and
+    /// logged.
+    Serve(ServeArgs),
+}
+
+/// `dsh mcp serve` options (as for `dsh run`, where they apply).
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The workspace the file tools may touch (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// The session log (default as for `dsh run`); an existing log is repaired and resumed.
+    #[arg(long)]
+    pub session: Option<PathBuf>,
+    /// A policy file (TOML).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// The permission preset (as for `dsh run`).
+    #[arg(long, value_enum)]
+    pub preset: Option<PresetArg>,
+    /// A hook settings file (Claude Code format), merged as for `dsh run`.
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
+    /// Apply the workspace's own `.dsh/settings.json` without asking.
+    #[arg(long)]
+    pub trust_workspace: bool,
+    /// How asks are answered: `always` or `never` (default: no channel, every ask is denied;
+    /// `ask` is refused: stdin carries the protocol).
+    #[arg(long, value_enum)]
+    pub approve: Option<Approve>,
+    /// Tool presentation mode (overrides the policy).
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// Add the `echo`, `sleep` and `fail` tools.
+    #[arg(long)]
+    pub demo_tools: bool,
+}
+
+/// Runs `dsh mcp ...`.
+pub async fn mcp(args: McpArgs) -> Result<i32, Exit> {
+    match args.command {
+        McpCommand::Serve(serve_args) => serve(serve_args).await,
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<i32, Exit> {
+    let approvals = match args.approve {
+        None => Approvals::NoChannel,
+        Some(Approve::Always) => Approvals::Always,
+        Some(Approve::Never) => Approvals::Never,
+        Some(Approve::Ask) => {
+            return Err(Exit::usage(
+                "--approve ask cannot be used with `dsh mcp serve`: stdin carries the protocol",
+            ));
+        }
+    };
+    let policy = super::options::load_policy(args.policy.as_deref(), None, args.mode, args.preset)?;
+    let workspace = match &args.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
+    };
+    let prepared = prepare(Setup {
+        script_text: None,
+        workspace: &workspace,
+        session: args.session.clone(),
+        policy,
+        approvals,
+        demo_tools: args.demo_tools,
+        json: false,
+        stderr: true,
+        hooks: HookSources::Standard {
+            explicit: args.settings.clone(),
+            trust_workspace: args.trust_workspace,
+        },
+    })
+    .await?;
+    let log = prepared.log.clone();
+    let gateway = Gateway {
+        prepared: Arc::new(prepared),
+        turns: Arc::new(tokio::sync::Mutex::new(())),
+        next_id: Arc::new(AtomicU64::new(1)),
+    };
+    let prepared = gateway.prepared.clone();
+    let service = gateway
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| Exit::internal(format!("starting the MCP server: {e}")))?;
+    let quit = service.waiting().await;
+    let closed = prepared.harness.session().close().await;
+    if let Err(e) = quit {
+        return Err(Exit::internal(format!("the MCP server stopped: {e}")));
+    }
+    if let Err(e) = closed {
+        return Err(Exit::internal(format!("closing {}: {e}", log.display())));
+    }
+    eprintln!("{}", prepared.renderer.summary());
+    eprintln!("log: {}", log.display());
+    Ok(0)
+}
+
+#[derive(Clone)]
+struct Gateway {
+    prepared: Arc<Prepared>,
+    /// One call (one turn) at a time.
+    turns: Arc<tokio::sync::Mutex<()>>,
+    next_id: Arc<AtomicU64>,
+}
+
+impl Gateway {
+    fn tools(&self) -> Vec<Tool> {
+        let harness = &self.prepared.harness;
+        let mut schemas = harness.registry().schemas(Some(harness.agent()));
+        schemas.retain(|s| !harness.denies_every_call(&s.name));
+        schemas
+            .into_iter()
+            .map(|s| {
+                let schema = match s.parameters.value() {
+                    Value::Object(m) => m.clone(),
+                    _ => serde_json::Map::new(),
+                };
+                Tool::new(
+                    s.name.to_string(),
+                    s.description.to_string(),
+                    Arc::new(schema),
+                )
+            })
+            .collect()
+    }
+
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let arguments = Value::Object(request.arguments.unwrap_or_default()).to_string();
+        let id = format!("mcp-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        let message = Json::from_shallow(json!({
+            "role": "assistant",
+            "content": [{"type": "tool-call", "id": id, "name": &*request.name, "arguments": arguments}],
+        }));
+        let controller = AbortController::new();
+        let ct = context.ct.clone();
+        let cancel = controller.clone();
+        let watcher = tokio::spawn(async move {
+            ct.cancelled().await;
+            cancel.abort(AbortReason::Cancelled(CancelCause::User));
+        });
+        let _turn = self.turns.lock().await;
+        let mut driver = self.prepared.harness.driver();
+        let report = driver.run_turn([message], controller.signal()).await;
+        watcher.abort();
+        let report = report.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let Some(result) = report.steps.first().and_then(|s| s.results.first()) else {
+            return Err(ErrorData::internal_error(
+                "the call was not run (the turn ended before its step)",
+                None,
+            ));
+        };
+        let content: Vec<ContentBlock> = result
+            .content()
+            .iter()
+            .map(|block| match block {
+                Block::Text { text } => ContentBlock::text(text.to_string()),
+                Block::Image { data, mime_type } => {
+                    ContentBlock::image(data.to_string(), mime_type.to_string())
+                }
+                Block::Other(other) => ContentBlock::text(other.value().to_string()),
+            })
+            .collect();
+        Ok(if result.is_error() {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        })
+    }
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("dsh", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, context)
+            .await
+            .map(CallToolResponse::from)
+    }
+}
