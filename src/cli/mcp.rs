@@ -1,4 +1,5 @@
-//! `dsh mcp serve`: dsh as an MCP server over stdio, its tools behind the whole pipeline.
+//! `dsh mcp serve`: dsh as an MCP server (stdio, or streamable HTTP with `--http`), its tools
+//! behind the whole pipeline.
 //!
 //! Guarantees: `tools/list` offers the tools the policy leaves callable (a tool every call of
 //! which the rules deny is absent, as `dsh tools` leaves it out); every `tools/call` runs as one
@@ -8,8 +9,11 @@
 //! other; an `ask` with no way to ask is denied (fail closed), unless `--approve` says
 //! otherwise; a client's `notifications/cancelled` cancels the call as an interrupt would.
 //! Calls are taken one at a time, in the order they arrive (each is a turn of the log).
-//! Nothing but the protocol goes to stdout: call lines and warnings go to stderr.
+//! Nothing but the protocol goes to stdout: call lines and warnings go to stderr. Over HTTP, a
+//! request without the bearer token (when one is set) is answered 401 before it reaches the
+//! MCP service, and a non-loopback address without a token is refused at start.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,8 +42,8 @@ pub struct McpArgs {
 /// The MCP commands.
 #[derive(Subcommand, Debug)]
 pub enum McpCommand {
-    /// Serve dsh's tools to an MCP client over stdio, every call through the pipeline and
-    /// logged.
+    /// Serve dsh's tools to an MCP client over stdio (or streamable HTTP with `--http`), every
+    /// call through the pipeline and logged.
     Serve(ServeArgs),
 }
 
@@ -64,8 +68,9 @@ pub struct ServeArgs {
     /// Apply the workspace's own `.dsh/settings.json` without asking.
     #[arg(long)]
     pub trust_workspace: bool,
-    /// How asks are answered: `always` or `never` (default: no channel, every ask is denied;
-    /// `ask` is refused: stdin carries the protocol).
+    /// How asks are answered: `always`, `never`, or (over `--http` only) `ask` on dsh's
+    /// terminal; default over stdio: no channel, every ask is denied (stdin carries the
+    /// protocol); over HTTP: asked on the terminal when stdin is one, else denied.
     #[arg(long, value_enum)]
     pub approve: Option<Approve>,
     /// Tool presentation mode (overrides the policy).
@@ -74,6 +79,14 @@ pub struct ServeArgs {
     /// Add the `echo`, `sleep` and `fail` tools.
     #[arg(long)]
     pub demo_tools: bool,
+    /// Serve streamable HTTP at this address (`127.0.0.1:8765`; port 0 picks one) instead of
+    /// stdio; the endpoint is `/mcp`, printed on stderr once listening.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// The bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required when
+    /// `--http` is not a loopback address. Also read from `DSH_MCP_TOKEN`.
+    #[arg(long, env = "DSH_MCP_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 /// Runs `dsh mcp ...`.
@@ -84,15 +97,33 @@ pub async fn mcp(args: McpArgs) -> Result<i32, Exit> {
 }
 
 async fn serve(args: ServeArgs) -> Result<i32, Exit> {
-    let approvals = match args.approve {
-        None => Approvals::NoChannel,
-        Some(Approve::Always) => Approvals::Always,
-        Some(Approve::Never) => Approvals::Never,
-        Some(Approve::Ask) => {
+    if let Some(addr) = args.http
+        && !addr.ip().is_loopback()
+        && args.token.as_deref().is_none_or(str::is_empty)
+    {
+        return Err(Exit::usage(format!(
+            "--http {addr} is not a loopback address: give --token (or DSH_MCP_TOKEN) so only \
+             clients that send it are served"
+        )));
+    }
+    let approvals = match (args.approve, args.http.is_some()) {
+        (None, false) => Approvals::NoChannel,
+        (Some(Approve::Always), _) => Approvals::Always,
+        (Some(Approve::Never), _) => Approvals::Never,
+        (Some(Approve::Ask), false) => {
             return Err(Exit::usage(
-                "--approve ask cannot be used with `dsh mcp serve`: stdin carries the protocol",
+                "--approve ask cannot be used with `dsh mcp serve` over stdio: stdin carries the \
+                 protocol (over --http, the terminal that started dsh answers)",
             ));
         }
+        // Over HTTP stdin is free: the person at dsh's terminal answers, as for `dsh run`.
+        (Some(Approve::Ask), true) => {
+            Approvals::Answerer(Arc::new(super::approve::TerminalApprover::new()))
+        }
+        (None, true) if std::io::stdin().is_terminal() => {
+            Approvals::Answerer(Arc::new(super::approve::TerminalApprover::new()))
+        }
+        (None, true) => Approvals::NoChannel,
     };
     let policy = super::options::load_policy(args.policy.as_deref(), None, args.mode, args.preset)?;
     let workspace = match &args.workspace {
@@ -122,21 +153,89 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
         next_id: Arc::new(AtomicU64::new(1)),
     };
     let prepared = gateway.prepared.clone();
-    let service = gateway
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| Exit::internal(format!("starting the MCP server: {e}")))?;
-    let quit = service.waiting().await;
-    let closed = prepared.harness.session().close().await;
-    if let Err(e) = quit {
-        return Err(Exit::internal(format!("the MCP server stopped: {e}")));
+    match args.http {
+        Some(addr) => http(gateway, addr, args.token).await?,
+        None => {
+            let service = gateway
+                .serve(rmcp::transport::stdio())
+                .await
+                .map_err(|e| Exit::internal(format!("starting the MCP server: {e}")))?;
+            if let Err(e) = service.waiting().await {
+                return Err(Exit::internal(format!("the MCP server stopped: {e}")));
+            }
+        }
     }
+    let closed = prepared.harness.session().close().await;
     if let Err(e) = closed {
         return Err(Exit::internal(format!("closing {}: {e}", log.display())));
     }
     eprintln!("{}", prepared.renderer.summary());
     eprintln!("log: {}", log.display());
     Ok(0)
+}
+
+/// Serves streamable HTTP at `addr` until Ctrl-C; with a token, a request without it gets 401.
+async fn http(
+    gateway: Gateway,
+    addr: std::net::SocketAddr,
+    token: Option<String>,
+) -> Result<(), Exit> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Exit::usage(format!("--http {addr}: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| Exit::internal(format!("--http {addr}: {e}")))?;
+    let mut config = StreamableHttpServerConfig::default();
+    if !bound.ip().is_loopback() {
+        let host = bound.ip().to_string();
+        config = config.with_allowed_hosts([host.clone(), format!("{host}:{}", bound.port())]);
+    }
+    let stop = config.cancellation_token.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(gateway.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let expected: Option<Arc<str>> = token
+        .filter(|t| !t.is_empty())
+        .map(|t| Arc::from(format!("Bearer {t}")));
+    let router =
+        axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let expected = expected.clone();
+                    async move {
+                        let sent = request
+                            .headers()
+                            .get(axum::http::header::AUTHORIZATION)
+                            .and_then(|v| v.to_str().ok());
+                        match &expected {
+                            Some(expected) if sent != Some(&**expected) => {
+                                axum::response::IntoResponse::into_response((
+                                    axum::http::StatusCode::UNAUTHORIZED,
+                                    "a bearer token is required (Authorization: Bearer TOKEN)",
+                                ))
+                            }
+                            _ => next.run(request).await,
+                        }
+                    }
+                },
+            ));
+    eprintln!("dsh mcp serve: listening on http://{bound}/mcp");
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            stop.cancel();
+        })
+        .await
+        .map_err(|e| Exit::internal(format!("the MCP server stopped: {e}")))
 }
 
 #[derive(Clone)]

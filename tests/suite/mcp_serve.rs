@@ -13,33 +13,18 @@ fn client_script() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py")
 }
 
-/// Runs the Python client against `dsh mcp serve ARGS`, making `calls`; returns its report.
+/// Runs the Python client against `dsh mcp serve ARGS` over stdio, making `calls`; returns its
+/// report.
 fn mcp_client(args: &[&str], calls: Value) -> Value {
-    let probe = Command::new("python3")
-        .args(["-c", "import mcp"])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        probe.status.success(),
-        "the Python `mcp` SDK is missing: `pip install mcp==2.3.0` (.ci/run installs it): {}",
-        String::from_utf8_lossy(&probe.stderr)
-    );
-    let mut cmd = Command::new("python3");
-    cmd.arg(client_script())
-        .arg(env!("CARGO_BIN_EXE_dsh"))
-        .args(["mcp", "serve"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("the client starts");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(calls.to_string().as_bytes())
-        .expect("write the calls");
-    let out = child.wait_with_output().expect("the client ends");
+    let mut argv = vec![env!("CARGO_BIN_EXE_dsh"), "mcp", "serve"];
+    argv.extend_from_slice(args);
+    python_client(&argv, calls)
+}
+
+/// Runs the Python client with `argv` (a server command, or an HTTP URL and a token), making
+/// `calls`; returns its report.
+fn python_client(argv: &[&str], calls: Value) -> Value {
+    let out = python_client_output(argv, calls);
     assert!(
         out.status.success(),
         "the MCP client failed: {}",
@@ -51,6 +36,32 @@ fn mcp_client(args: &[&str], calls: Value) -> Value {
             String::from_utf8_lossy(&out.stdout)
         )
     })
+}
+
+fn python_client_output(argv: &[&str], calls: Value) -> std::process::Output {
+    let probe = Command::new("python3")
+        .args(["-c", "import mcp"])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        probe.status.success(),
+        "the Python `mcp` SDK is missing: `pip install mcp==2.3.0` (.ci/run installs it): {}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    let mut cmd = Command::new("python3");
+    cmd.arg(client_script())
+        .args(argv)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("the client starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(calls.to_string().as_bytes())
+        .expect("write the calls");
+    child.wait_with_output().expect("the client ends")
 }
 
 fn workspace() -> tempfile::TempDir {
@@ -176,5 +187,202 @@ fn approve_ask_is_refused_because_stdin_carries_the_protocol() {
         out.stderr.contains("stdin carries the protocol"),
         "{}",
         out.both()
+    );
+}
+
+/// `dsh mcp serve --http 127.0.0.1:0 ARGS` running in the background.
+struct HttpServer {
+    child: std::process::Child,
+    /// The endpoint it printed.
+    url: String,
+    stderr: std::sync::Arc<parking_lot::Mutex<String>>,
+    drain: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HttpServer {
+    /// Starts the server, `stdin` written to its stdin (then held open), and waits for the line
+    /// that says where it listens.
+    fn start(args: &[&str], stdin: &str) -> HttpServer {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+            .args(["mcp", "serve", "--http", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("DSH_MCP_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("dsh starts");
+        let mut input = child.stdin.take().expect("stdin");
+        input.write_all(stdin.as_bytes()).expect("write stdin");
+        // Held open (leaked into the drain thread) so a question waits for its line.
+        let mut lines = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let mut seen = String::new();
+        let url = loop {
+            let Some(Ok(line)) = lines.next() else {
+                panic!("dsh ended before it listened: {seen}");
+            };
+            seen.push_str(&line);
+            seen.push('\n');
+            if let Some(url) = line.strip_prefix("dsh mcp serve: listening on ") {
+                break url.to_string();
+            }
+        };
+        let stderr = std::sync::Arc::new(parking_lot::Mutex::new(seen));
+        let sink = stderr.clone();
+        let drain = std::thread::spawn(move || {
+            let _input = input;
+            for line in lines.map_while(Result::ok) {
+                let mut s = sink.lock();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        HttpServer {
+            child,
+            url,
+            stderr,
+            drain: Some(drain),
+        }
+    }
+
+    /// The status line's code of a raw `initialize` POST carrying `authorization`.
+    fn status_of_post(&self, authorization: Option<&str>) -> u16 {
+        use std::io::Read;
+        let addr = self
+            .url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp");
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+        let auth = authorization
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\n{auth}Content-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).expect("a status line");
+        let head = String::from_utf8_lossy(&head).to_string();
+        head[9..12].parse().unwrap_or_else(|_| panic!("{head}"))
+    }
+
+    /// Interrupts the server as Ctrl-C would and returns its exit code and stderr.
+    fn interrupt(mut self) -> (i32, String) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        assert!(sent.success());
+        let status = self.child.wait().expect("dsh ends");
+        if let Some(drain) = self.drain.take() {
+            drain.join().unwrap();
+        }
+        (status.code().unwrap_or(-1), self.stderr.lock().clone())
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+#[test]
+fn over_http_only_a_client_with_the_token_is_served_and_ctrl_c_closes_a_clean_log() {
+    let ws = workspace();
+    let log = ws.path().join("http.jsonl");
+    let server = HttpServer::start(
+        &[
+            "--workspace",
+            s(ws.path()),
+            "--session",
+            s(&log),
+            "--token",
+            "s3cret",
+        ],
+        "",
+    );
+    assert_eq!(server.status_of_post(None), 401);
+    assert_eq!(server.status_of_post(Some("Bearer wrong")), 401);
+    assert_eq!(server.status_of_post(Some("Bearer s3cret")), 200);
+    let refused = python_client_output(&[&server.url], json!([]));
+    assert!(
+        !refused.status.success(),
+        "a client without the token was served"
+    );
+    let report = python_client(
+        &[&server.url, "s3cret"],
+        json!([["read", {"file_path": "notes.txt"}], ["read", {"file_path": "missing.txt"}]]),
+    );
+    assert!(
+        report["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|n| n == "read")),
+        "{report}"
+    );
+    assert_eq!(report["calls"][0]["isError"], false, "{report}");
+    assert!(
+        report["calls"][0]["text"][0]
+            .as_str()
+            .is_some_and(|t| t.contains("hello from a note")),
+        "{report}"
+    );
+    assert_eq!(report["calls"][1]["isError"], true, "{report}");
+    let (code, stderr) = server.interrupt();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("log: "), "{stderr}");
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.matches("\"type\":\"tool/result\"").count(),
+        2,
+        "{text}"
+    );
+}
+
+#[test]
+fn a_non_loopback_address_without_a_token_is_refused_before_listening() {
+    let out = run(dsh()
+        .args(["mcp", "serve", "--http", "0.0.0.0:0"])
+        .env_remove("DSH_MCP_TOKEN"));
+    assert_eq!(out.code, 2, "{}", out.both());
+    assert!(out.stderr.contains("--token"), "{}", out.both());
+    assert!(!out.stderr.contains("listening"), "{}", out.both());
+}
+
+#[test]
+fn approve_ask_over_http_asks_the_terminal_that_started_dsh() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("other.txt"), "another note\n").unwrap();
+    let policy = ws.path().join("policy.toml");
+    std::fs::write(&policy, "[permissions]\nask = [\"read\"]\n").unwrap();
+    let server = HttpServer::start(
+        &[
+            "--workspace",
+            s(ws.path()),
+            "--session",
+            s(&ws.path().join("ask.jsonl")),
+            "--policy",
+            s(&policy),
+            "--approve",
+            "ask",
+        ],
+        "y\nn\n",
+    );
+    let report = python_client(
+        &[&server.url],
+        json!([["read", {"file_path": "notes.txt"}], ["read", {"file_path": "other.txt"}]]),
+    );
+    assert_eq!(report["calls"][0]["isError"], false, "{report}");
+    assert_eq!(report["calls"][1]["isError"], true, "{report}");
+    let (code, stderr) = server.interrupt();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("notes.txt"),
+        "the question shows the path: {stderr}"
     );
 }
