@@ -215,9 +215,9 @@ async fn http(
                         let sent = request
                             .headers()
                             .get(axum::http::header::AUTHORIZATION)
-                            .and_then(|v| v.to_str().ok());
+                            .map(|v| v.as_bytes());
                         match &expected {
-                            Some(expected) if sent != Some(&**expected) => {
+                            Some(expected) if !same_secret(sent, expected.as_bytes()) => {
                                 axum::response::IntoResponse::into_response((
                                     axum::http::StatusCode::UNAUTHORIZED,
                                     "a bearer token is required (Authorization: Bearer TOKEN)",
@@ -236,6 +236,17 @@ async fn http(
         })
         .await
         .map_err(|e| Exit::internal(format!("the MCP server stopped: {e}")))
+}
+
+/// Whether `sent` is `expected`, in a time that does not depend on where they first differ.
+fn same_secret(sent: Option<&[u8]>, expected: &[u8]) -> bool {
+    let Some(sent) = sent else { return false };
+    sent.len() == expected.len()
+        && sent
+            .iter()
+            .zip(expected)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
 }
 
 #[derive(Clone)]
