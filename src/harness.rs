@@ -350,7 +350,8 @@ impl HarnessBuilder {
     /// Wires everything, in this order (which decides who is asked first):
     ///
     /// 1. Tools: the demo tools ([`HarnessBuilder::demo_tools`]), your tools
-    ///    ([`HarnessBuilder::tool`]), the file tools ([`HarnessBuilder::workspace`]), `bash`,
+    ///    ([`HarnessBuilder::tool`]), the file tools (`HarnessBuilder::workspace`, feature `fs`),
+    ///    `bash`,
     ///    then `run_code` under Code Mode. Every permission rule and `[tools.<name>]` table must
     ///    then name a registered tool.
     /// 2. `tools/pre-execute`, outermost first: your observers

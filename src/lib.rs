@@ -43,15 +43,56 @@
 //!
 //! ## Feature flags
 //!
-//! - `fs` (default): the filesystem seam, read-before-write policy and file tools, as [`fs`].
-//! - `bash` (default): the `bash` tool with its OS sandbox and permission presets, as [`bash`],
-//!   and [`HarnessBuilder::bash`] (implies `fs`).
-//! - `jsonl` (default): [`jsonl`], durable sessions in the JSON Lines store: where a workspace
-//!   keeps its logs, and opening one (created, or repaired and resumed).
-//! - `hooks` (default): user command hooks in the Claude Code settings format, as [`hooks`], and
-//!   [`HarnessBuilder::settings`].
-//! - `code-mode` (default): Code Mode, `run_code` on an embedded QuickJS, for the policy modes
-//!   `code` and `both`, as [`code_mode`] and [`Harness::code_mode`].
+// Each feature's line links its items only when they are in this build (with the feature off
+// a link would render as brackets).
+#![cfg_attr(
+    feature = "fs",
+    doc = "- `fs` (default): the filesystem seam, read-before-write policy and file tools, as [`fs`]."
+)]
+#![cfg_attr(
+    not(feature = "fs"),
+    doc = "- `fs` (default): the filesystem seam, read-before-write policy and file tools, as `fs`."
+)]
+#![cfg_attr(
+    feature = "bash",
+    doc = "- `bash` (default): the `bash` tool with its OS sandbox and permission presets, as \
+           [`bash`], and [`HarnessBuilder::bash`] (implies `fs`)."
+)]
+#![cfg_attr(
+    not(feature = "bash"),
+    doc = "- `bash` (default): the `bash` tool with its OS sandbox and permission presets, as \
+           `bash`, and `HarnessBuilder::bash` (implies `fs`)."
+)]
+#![cfg_attr(
+    feature = "jsonl",
+    doc = "- `jsonl` (default): [`jsonl`], durable sessions in the JSON Lines store: where a \
+           workspace keeps its logs, and opening one (created, or repaired and resumed)."
+)]
+#![cfg_attr(
+    not(feature = "jsonl"),
+    doc = "- `jsonl` (default): `jsonl`, durable sessions in the JSON Lines store: where a \
+           workspace keeps its logs, and opening one (created, or repaired and resumed)."
+)]
+#![cfg_attr(
+    feature = "hooks",
+    doc = "- `hooks` (default): user command hooks in the Claude Code settings format, as \
+           [`hooks`], and [`HarnessBuilder::settings`]."
+)]
+#![cfg_attr(
+    not(feature = "hooks"),
+    doc = "- `hooks` (default): user command hooks in the Claude Code settings format, as \
+           `hooks`, and `HarnessBuilder::settings`."
+)]
+#![cfg_attr(
+    feature = "code-mode",
+    doc = "- `code-mode` (default): Code Mode, `run_code` on an embedded QuickJS, for the policy \
+           modes `code` and `both`, as [`code_mode`] and [`Harness::code_mode`]."
+)]
+#![cfg_attr(
+    not(feature = "code-mode"),
+    doc = "- `code-mode` (default): Code Mode, `run_code` on an embedded QuickJS, for the policy \
+           modes `code` and `both`, as `code_mode` and `Harness::code_mode`."
+)]
 //! - `cli` (default): the `dsh` command-line program (implies `fs`, `jsonl`, `bash` and `hooks`).
 //!
 //! Always present: [`core`], [`session`], [`guard`], [`scheduler`], the [`Harness`], the policy
