@@ -46,7 +46,7 @@
 pub mod codes;
 pub mod content;
 pub mod context;
-pub mod deadline;
+mod deadline;
 pub mod decision;
 mod error;
 pub mod execution;
@@ -67,7 +67,10 @@ pub mod validate;
 
 pub use content::{Content, ContentBlock, text_content};
 pub use context::ContextMessage;
-pub use deadline::{Deadline, DeadlineError, TimeoutReason, clamp_timeout, deadline, timeout_of};
+pub use deadline::{
+    Deadline, DeadlineError, MAX_TIMEOUT_MS, TimeoutReason, clamp_timeout, deadline,
+    reason_timeout, timeout_of,
+};
 pub use decision::{PostToolDecision, PreToolDecision, Replacement};
 pub use error::CoreError;
 pub use execution::{AgentId, Arguments, ExecutionToken, ToolExecution, ToolExecutionInput};

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use dsh_core::MAX_TIMEOUT_MS;
 use dsh_core::codes;
-use dsh_core::deadline::MAX_TIMEOUT_MS;
 use dsh_core::{
     AgentId, Dispatch, ExecuteNext, ExecuteWrapper, Failure, ToolRegistry, ToolResult, deadline,
     timeout_of,

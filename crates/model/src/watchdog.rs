@@ -12,7 +12,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use dsh_core::deadline::MAX_TIMEOUT_MS;
+use dsh_core::MAX_TIMEOUT_MS;
 use dsh_core::{AbortController, AbortReason, Signal, TimeoutReason};
 use parking_lot::Mutex;
 use tokio::time::Instant;

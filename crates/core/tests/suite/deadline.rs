@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use dsh_core::deadline::{MAX_TIMEOUT_MS, reason_timeout};
 use dsh_core::{
     AbortController, AbortReason, CancelCause, Signal, TimeoutReason, clamp_timeout, deadline,
     timeout_of,
 };
+use dsh_core::{MAX_TIMEOUT_MS, reason_timeout};
 
 /// Lets spawned timer tasks run after the clock moved.
 async fn settle() {

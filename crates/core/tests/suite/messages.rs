@@ -2,8 +2,8 @@
 //! constructors with their `info`, the message catalogue, registration and budget errors, and the
 //! `Error: <message>` content of a failed result.
 
+use dsh_core::DeadlineError;
 use dsh_core::codes::{self, messages};
-use dsh_core::deadline::DeadlineError;
 use dsh_core::{CoreError, Failure, ToolResult};
 use serde_json::json;
 
