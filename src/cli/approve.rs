@@ -59,10 +59,17 @@ impl Answerer for TerminalApprover {
 /// At most this many lines of a command, a written file or an edit are shown.
 const SHOWN_LINES: usize = 12;
 
-/// The question, subject first: the tool and call, what it would do (the full command, the path
-/// with the content's size and first lines, the edit's lines), then why it asks, the model's own
-/// words marked as such. Everything from the model or the log is sanitized.
+/// The question as the terminal asks it: [`description`], then the prompt.
 pub fn question(req: &ApprovalRequest) -> String {
+    let mut q = description(req);
+    q.push_str("dsh: allow this call? [y/N] ");
+    q
+}
+
+/// What a question shows, subject first: the tool and call, what it would do (the full command,
+/// the path with the content's size and first lines, the edit's lines), then why it asks, the
+/// model's own words marked as such. Everything from the model or the log is sanitized.
+pub fn description(req: &ApprovalRequest) -> String {
     use super::render::sanitize;
     let mut q = format!(
         "dsh: {} wants approval (call {})\n",
@@ -80,17 +87,25 @@ pub fn question(req: &ApprovalRequest) -> String {
         let all: Vec<&str> = text.lines().collect();
         for (i, l) in all.iter().take(SHOWN_LINES).enumerate() {
             let head = if i == 0 { label } else { "" };
-            q.push_str(&format!("  {head:<10}{prefix}{}\n", sanitize(l)));
+            q.push_str(&format!("  {head:<11}{prefix}{}\n", sanitize(l)));
         }
         if all.len() > SHOWN_LINES {
             q.push_str(&format!(
-                "  {:<10}… {} more lines\n",
+                "  {:<11}… {} more lines\n",
                 "",
                 all.len() - SHOWN_LINES
             ));
         }
     };
     match &*req.tool_name {
+        "read" | "glob" | "grep" => {
+            if let Some(p) = field("file_path").or_else(|| field("path")) {
+                lines("path:", &p, "");
+            }
+            if let Some(p) = field("pattern") {
+                lines("pattern:", &p, "");
+            }
+        }
         "bash" => {
             if let Some(c) = field("command") {
                 lines("command:", &c, "");
@@ -130,21 +145,20 @@ pub fn question(req: &ApprovalRequest) -> String {
             Some(rest) => {
                 let (mode, why) = rest.split_once(": ").unwrap_or((rest, ""));
                 q.push_str(&format!(
-                    "  {:<10}run it outside the sandbox, in {}\n",
+                    "  {:<11}run it outside the sandbox, in {}\n",
                     "asks to:",
                     sanitize(mode)
                 ));
                 if !why.is_empty() {
                     q.push_str(&format!(
-                        "  {:<10}the model says: \"{}\"\n",
+                        "  {:<11}the model says: \"{}\"\n",
                         "because:",
                         sanitize(why)
                     ));
                 }
             }
-            None => q.push_str(&format!("  {:<10}{}\n", "why:", sanitize(r))),
+            None => q.push_str(&format!("  {:<11}{}\n", "why:", sanitize(r))),
         }
     }
-    q.push_str("dsh: allow this call? [y/N] ");
     q
 }

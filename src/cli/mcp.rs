@@ -6,8 +6,8 @@
 //! step of its own turn through the same pipeline as `dsh run` (logged before anything runs,
 //! hooks, permission rules, sandbox, guards, timeouts, exactly one result), so the session log
 //! is checked, shown and repaired by `dsh check`, `dsh transcript` and `dsh repair` as any
-//! other; an `ask` with no way to ask is denied (fail closed), unless `--approve` says
-//! otherwise; a client's `notifications/cancelled` cancels the call as an interrupt would.
+//! other; an `ask` goes to the client through elicitation when it declared it, and with no way
+//! to ask is denied (fail closed), unless `--approve` says otherwise; a client's `notifications/cancelled` cancels the call as an interrupt would.
 //! Calls are taken one at a time, in the order they arrive (each is a turn of the log).
 //! Nothing but the protocol goes to stdout: call lines and warnings go to stderr. Over HTTP, a
 //! request without the bearer token (when one is set) is answered 401 before it reaches the
@@ -21,9 +21,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use clap::{Args, Subcommand};
 use dsh::Approvals;
 use dsh::core::{AbortController, AbortReason, CancelCause, ContentBlock as Block, Json};
+use dsh::guard::GuardError;
+use dsh::guard::approval::{AnswerNext, Answerer, ApprovalOutcome, ApprovalRequest};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ElicitationSchema, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
@@ -106,8 +109,15 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
              clients that send it are served"
         )));
     }
+    let terminal = || -> Arc<dyn Answerer> { Arc::new(super::approve::TerminalApprover::new()) };
+    // Without --approve, a client that declared elicitation is asked; otherwise, over HTTP, the
+    // terminal that started dsh (stdin is free there); otherwise nobody: the ask is denied.
+    let elicit = Arc::new(Eliciting {
+        peer: parking_lot::Mutex::new(None),
+        fallback: (args.http.is_some() && std::io::stdin().is_terminal()).then(terminal),
+    });
     let approvals = match (args.approve, args.http.is_some()) {
-        (None, false) => Approvals::NoChannel,
+        (None, _) => Approvals::Answerer(elicit.clone()),
         (Some(Approve::Always), _) => Approvals::Always,
         (Some(Approve::Never), _) => Approvals::Never,
         (Some(Approve::Ask), false) => {
@@ -117,13 +127,7 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
             ));
         }
         // Over HTTP stdin is free: the person at dsh's terminal answers, as for `dsh run`.
-        (Some(Approve::Ask), true) => {
-            Approvals::Answerer(Arc::new(super::approve::TerminalApprover::new()))
-        }
-        (None, true) if std::io::stdin().is_terminal() => {
-            Approvals::Answerer(Arc::new(super::approve::TerminalApprover::new()))
-        }
-        (None, true) => Approvals::NoChannel,
+        (Some(Approve::Ask), true) => Approvals::Answerer(terminal()),
     };
     let policy = super::options::load_policy(args.policy.as_deref(), None, args.mode, args.preset)?;
     let workspace = match &args.workspace {
@@ -151,6 +155,7 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
         prepared: Arc::new(prepared),
         turns: Arc::new(tokio::sync::Mutex::new(())),
         next_id: Arc::new(AtomicU64::new(1)),
+        elicit,
     };
     let prepared = gateway.prepared.clone();
     match args.http {
@@ -255,6 +260,8 @@ struct Gateway {
     /// One call (one turn) at a time.
     turns: Arc<tokio::sync::Mutex<()>>,
     next_id: Arc<AtomicU64>,
+    /// Where the running call's asks go when no `--approve` was given.
+    elicit: Arc<Eliciting>,
 }
 
 impl Gateway {
@@ -297,8 +304,11 @@ impl Gateway {
             cancel.abort(AbortReason::Cancelled(CancelCause::User));
         });
         let _turn = self.turns.lock().await;
+        // The turn lock makes this client the only one whose call can ask until the turn ends.
+        *self.elicit.peer.lock() = Some(context.peer.clone());
         let mut driver = self.prepared.harness.driver();
         let report = driver.run_turn([message], controller.signal()).await;
+        *self.elicit.peer.lock() = None;
         watcher.abort();
         let report = report.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let Some(result) = report.steps.first().and_then(|s| s.results.first()) else {
@@ -323,6 +333,66 @@ impl Gateway {
         } else {
             CallToolResult::success(content)
         })
+    }
+}
+
+/// Asks the client of the running call through MCP elicitation (a form with one boolean,
+/// `allow`) when it declared the capability; otherwise the fallback, or nobody (unavailable:
+/// the ask is denied). Only `accept` with `allow: true` allows the call, once.
+struct Eliciting {
+    peer: parking_lot::Mutex<Option<rmcp::Peer<RoleServer>>>,
+    fallback: Option<Arc<dyn Answerer>>,
+}
+
+#[async_trait::async_trait]
+impl Answerer for Eliciting {
+    async fn answer(
+        &self,
+        req: &ApprovalRequest,
+        next: AnswerNext<'_>,
+    ) -> Result<ApprovalOutcome, GuardError> {
+        let peer = self.peer.lock().clone();
+        let Some(peer) = peer.filter(|p| {
+            p.supported_elicitation_modes()
+                .contains(&rmcp::service::ElicitationMode::Form)
+        }) else {
+            return match &self.fallback {
+                Some(fallback) => fallback.answer(req, next).await,
+                None => next.run(req).await,
+            };
+        };
+        let schema = match ElicitationSchema::builder()
+            .required_bool_with("allow", |b| {
+                b.with_default(false).description("Allow this call, once")
+            })
+            .build()
+        {
+            Ok(schema) => schema,
+            Err(e) => {
+                tracing::warn!("building the approval form: {e}");
+                return Ok(ApprovalOutcome::Unavailable);
+            }
+        };
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: super::approve::description(req),
+            requested_schema: schema,
+        };
+        tokio::select! {
+            answered = peer.create_elicitation(params) => Ok(match answered {
+                Ok(ElicitResult { action: ElicitationAction::Accept, content, .. })
+                    if content.as_ref().and_then(|c| c.get("allow")) == Some(&Value::Bool(true)) =>
+                {
+                    ApprovalOutcome::AllowedOnce
+                }
+                Ok(_) => ApprovalOutcome::Rejected,
+                Err(e) => {
+                    tracing::warn!("asking the MCP client for approval failed: {e}");
+                    ApprovalOutcome::Unavailable
+                }
+            }),
+            _ = req.signal.aborted() => Ok(ApprovalOutcome::Cancelled),
+        }
     }
 }
 

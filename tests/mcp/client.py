@@ -3,8 +3,11 @@
 Usage: client.py DSH_BINARY [dsh args...] (stdio: starts the server itself), or
 client.py http://HOST:PORT/mcp [TOKEN] (streamable HTTP, with `Authorization: Bearer TOKEN` when
 a token is given). Lists the tools, makes the calls given as JSON on stdin (a list of
-[name, arguments]), and prints one JSON object: the tool names and each call's result (isError
-and text blocks).
+[name, arguments], or {"calls": [...], "elicit": [answer, ...]}), and prints one JSON object: the
+tool names, each call's result (isError and text blocks) and the messages of the elicitation
+requests it was sent. With "elicit", the client declares elicitation and answers each request
+with the next answer: "allow" (accept, allow: true), "accept-false" (accept, allow: false),
+"decline" or "cancel"; without it, it declares no elicitation.
 """
 
 import asyncio
@@ -12,7 +15,7 @@ import contextlib
 import json
 import sys
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -31,12 +34,26 @@ async def transport(argv):
 
 
 async def main() -> None:
-    calls = json.load(sys.stdin)
+    given = json.load(sys.stdin)
+    calls = given["calls"] if isinstance(given, dict) else given
+    answers = list(given.get("elicit", [])) if isinstance(given, dict) else None
+    elicited = []
+
+    async def elicit(_context, params):
+        elicited.append(params.message)
+        answer = answers.pop(0) if answers else "decline"
+        if answer == "allow":
+            return types.ElicitResult(action="accept", content={"allow": True})
+        if answer == "accept-false":
+            return types.ElicitResult(action="accept", content={"allow": False})
+        return types.ElicitResult(action=answer)
+
+    callback = elicit if answers is not None else None
     async with transport(sys.argv[1:]) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, elicitation_callback=callback) as session:
             await session.initialize()
             listed = await session.list_tools()
-            out = {"tools": [t.name for t in listed.tools], "calls": []}
+            out = {"tools": [t.name for t in listed.tools], "calls": [], "elicited": elicited}
             for name, arguments in calls:
                 result = await session.call_tool(name, arguments)
                 out["calls"].append(

@@ -310,7 +310,7 @@ fn apr_questions_show_their_subject_before_they_ask() {
         "- debug = true",
         "+ debug = false",
         "bash wants approval (call b1)",
-        "command:  cargo update",
+        "command:   cargo update",
         "cargo build",
     ] {
         assert!(e.contains(want), "{want:?} not in:\n{e}");
@@ -352,7 +352,7 @@ fn apr_questions_show_their_subject_before_they_ask() {
         Some("n\n"),
     );
     let e = &out.stderr;
-    let command = e.find("command:  npm install");
+    let command = e.find("command:   npm install");
     let mode = e.find("outside the sandbox, in danger-full-access");
     let words = e.find("the model says: \"need to update the lockfile\"");
     assert!(

@@ -386,3 +386,45 @@ fn approve_ask_over_http_asks_the_terminal_that_started_dsh() {
         "the question shows the path: {stderr}"
     );
 }
+
+#[test]
+fn an_ask_goes_to_a_client_that_declared_elicitation_and_only_an_explicit_allow_runs_it() {
+    let ws = workspace();
+    let log = ws.path().join("elicit.jsonl");
+    let policy = ws.path().join("policy.toml");
+    std::fs::write(&policy, "[permissions]\nask = [\"read\"]\n").unwrap();
+    let read = json!(["read", {"file_path": "notes.txt"}]);
+    let report = mcp_client(
+        &[
+            "--workspace",
+            s(ws.path()),
+            "--session",
+            s(&log),
+            "--policy",
+            s(&policy),
+        ],
+        json!({
+            "calls": [read, read, read, read],
+            "elicit": ["allow", "decline", "accept-false", "cancel"],
+        }),
+    );
+    let errors: Vec<&Value> = (0..4).map(|i| &report["calls"][i]["isError"]).collect();
+    assert_eq!(errors, [false, true, true, true], "{report}");
+    assert!(
+        report["calls"][0]["text"][0]
+            .as_str()
+            .is_some_and(|t| t.contains("hello from a note")),
+        "{report}"
+    );
+    let asked = report["elicited"].as_array().expect("elicited");
+    assert_eq!(asked.len(), 4, "one question per call: {report}");
+    for message in asked {
+        let message = message.as_str().unwrap_or_default();
+        assert!(
+            message.contains("read wants approval") && message.contains("path:      notes.txt"),
+            "the question names the tool and the path: {message}"
+        );
+    }
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}
