@@ -23,7 +23,7 @@ impl Runtime {
             expect_ordered(call.stages.enter(Stage::PostExecute, exec));
             result = self
                 .post_execute(call, result)
-                .instrument(crate::trace::stage("post_execute", exec))
+                .instrument(crate::trace::stage("post_execute", call))
                 .await;
         }
         // Only successful outcomes are replaced by cancellation (C1, C2).

@@ -174,7 +174,7 @@ impl<P> Pool<P> {
             Start::Run if !self.window.is_empty() => {
                 let runtime = self.runtime.clone();
                 let preparing = call.clone();
-                let span = crate::trace::stage("prepare", &exec);
+                let span = crate::trace::stage("prepare", &call);
                 let mut prepare: BoxFuture<'static, Prepared> =
                     async move { runtime.prepare(&preparing).await }
                         .instrument(span)
@@ -195,7 +195,7 @@ impl<P> Pool<P> {
                 let prepared = self
                     .runtime
                     .prepare(&call)
-                    .instrument(crate::trace::stage("prepare", &exec))
+                    .instrument(crate::trace::stage("prepare", &call))
                     .await;
                 match prepared {
                     // Boxed: the dispatch future is large, and left inline it would make every
@@ -204,7 +204,7 @@ impl<P> Pool<P> {
                     Prepared::Ready if matches!(how, Start::RunAlone) => Some(
                         Box::pin(
                             contained(self.runtime.dispatch(&call))
-                                .instrument(crate::trace::stage("dispatch", &exec)),
+                                .instrument(crate::trace::stage("dispatch", &call)),
                         )
                         .await,
                     ),
@@ -234,7 +234,7 @@ impl<P> Pool<P> {
         }
         let runtime = self.runtime.clone();
         let running = call.clone();
-        let span = crate::trace::stage("dispatch", call.exec());
+        let span = crate::trace::stage("dispatch", call);
         let mut body: BoxFuture<'static, Candidate> =
             contained(async move { runtime.dispatch(&running).await })
                 .instrument(span)
@@ -269,13 +269,13 @@ impl<P> Pool<P> {
         let entry = self.window.pop_front()?;
         self.first += 1;
         let candidate = entry.outcome?;
-        let span = crate::trace::stage("finalize", entry.call.exec());
+        let span = crate::trace::stage("finalize", &entry.call);
         let result = self
             .runtime
             .finalize(&entry.call, candidate)
             .instrument(span.clone())
             .await;
-        crate::trace::outcome(&span, &result);
+        crate::trace::outcome(&span, &entry.call, &result);
         if entry.exclusive {
             self.exclusive_open = false;
         }

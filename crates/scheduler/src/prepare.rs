@@ -41,14 +41,14 @@ impl Runtime {
                     None => Some(no_approver(exec, reason)),
                     Some(a) => a
                         .approve(exec, reason)
-                        .instrument(crate::trace::stage("approval", exec))
+                        .instrument(crate::trace::stage("approval", call))
                         .await
                         .err(),
                 }
             }
         };
         let denial = denial.or_else(|| {
-            let _guards = crate::trace::stage("guards", exec).entered();
+            let _guards = crate::trace::stage("guards", call).entered();
             self.hooks.check_guards(exec, &call.chain).map(Failure::new)
         });
         if let Some(f) = denial {

@@ -53,6 +53,8 @@ pub(crate) struct Call {
     pub(crate) chain: Vec<AgentId>,
     /// The stages this call has entered (spec order, checked in debug builds).
     pub(crate) stages: crate::invariants::StageLog,
+    /// The call's tracing span (`execute_tool`): its stages' spans are inside it.
+    pub(crate) span: tracing::Span,
 }
 
 impl Call {
@@ -153,7 +155,9 @@ impl Runtime {
         let chain = self.registry.scope_chain(exec.agent());
         let (def, generation) = self.registry.get_at(exec.name(), exec.agent());
         let hooks = self.hooks.snapshot(&chain);
+        let span = crate::trace::call(&exec);
         Call {
+            span,
             exec,
             def,
             generation,

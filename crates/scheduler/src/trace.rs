@@ -1,25 +1,52 @@
-//! Tracing: one `debug` span per stage of every call (`prepare`, `approval`, `guards`,
-//! `dispatch`, `post_execute`, `finalize`), per step and per turn, with the call id, the tool and
-//! the outcome as fields. With no subscriber installed a span costs a callsite check.
-//! `RUST_LOG=dsh=debug dsh run ...` (the binary's subscriber) shows them.
+//! Tracing: one `debug` span per call (`execute_tool`, with the OpenTelemetry GenAI attributes:
+//! `gen_ai.operation.name`, `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`, and
+//! `error.type` with an error status when the call failed), one per stage of every call, inside
+//! its call's span (`prepare`, `approval`, `guards`, `dispatch`, `post_execute`, `finalize`),
+//! and per step and per turn, with the call id, the tool and the outcome as fields. With no
+//! subscriber installed a span costs a callsite check. `RUST_LOG=dsh=debug dsh run ...` (the
+//! binary's subscriber) shows them; the binary's OpenTelemetry layer exports them.
 
 use dsh_core::{ToolExecution, ToolResult};
 
-/// The span of one stage of one call.
-pub(crate) fn stage(name: &'static str, exec: &ToolExecution) -> tracing::Span {
+use crate::runtime::Call;
+
+/// The span of one call, from its creation to its commit: `execute_tool <tool>`, as the
+/// OpenTelemetry GenAI conventions name it (its `otel.name`).
+pub(crate) fn call(exec: &ToolExecution) -> tracing::Span {
+    tracing::debug_span!(
+        "execute_tool",
+        otel.name = %format_args!("execute_tool {}", exec.name()),
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = exec.name(),
+        gen_ai.tool.call.id = exec.call_id(),
+        gen_ai.tool.type = "function",
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
+/// The span of one stage of one call, inside the call's span.
+pub(crate) fn stage(name: &'static str, call: &Call) -> tracing::Span {
+    let exec = &call.exec;
+    let parent = &call.span;
     match name {
-        "prepare" => tracing::debug_span!("prepare", call_id = exec.call_id(), tool = exec.name()),
-        "approval" => {
-            tracing::debug_span!("approval", call_id = exec.call_id(), tool = exec.name())
-        }
-        "guards" => tracing::debug_span!("guards", call_id = exec.call_id(), tool = exec.name()),
-        "dispatch" => {
-            tracing::debug_span!("dispatch", call_id = exec.call_id(), tool = exec.name())
-        }
-        "post_execute" => {
-            tracing::debug_span!("post_execute", call_id = exec.call_id(), tool = exec.name())
-        }
+        "prepare" => tracing::debug_span!(
+            parent: parent, "prepare", call_id = exec.call_id(), tool = exec.name()
+        ),
+        "approval" => tracing::debug_span!(
+            parent: parent, "approval", call_id = exec.call_id(), tool = exec.name()
+        ),
+        "guards" => tracing::debug_span!(
+            parent: parent, "guards", call_id = exec.call_id(), tool = exec.name()
+        ),
+        "dispatch" => tracing::debug_span!(
+            parent: parent, "dispatch", call_id = exec.call_id(), tool = exec.name()
+        ),
+        "post_execute" => tracing::debug_span!(
+            parent: parent, "post_execute", call_id = exec.call_id(), tool = exec.name()
+        ),
         _ => tracing::debug_span!(
+            parent: parent,
             "finalize",
             call_id = exec.call_id(),
             tool = exec.name(),
@@ -28,14 +55,20 @@ pub(crate) fn stage(name: &'static str, exec: &ToolExecution) -> tracing::Span {
     }
 }
 
-/// Records a call's outcome on its finalize span: `ok`, or the failure's code.
-pub(crate) fn outcome(span: &tracing::Span, result: &ToolResult) {
+/// Records a call's outcome on its finalize span (`ok`, or the failure's code) and, for a
+/// failure, on its call's span (`error.type`, error status).
+pub(crate) fn outcome(span: &tracing::Span, call: &Call, result: &ToolResult) {
     if span.is_disabled() {
         return;
     }
     match result.error() {
         None => span.record("outcome", "ok"),
-        Some(f) => span.record("outcome", f.code().unwrap_or("error")),
+        Some(f) => {
+            let code = f.code().unwrap_or("error");
+            call.span.record("error.type", code);
+            call.span.record("otel.status_code", "ERROR");
+            span.record("outcome", code)
+        }
     };
     let _entered = span.enter();
     tracing::debug!(is_error = result.is_error(), "result final");

@@ -19,6 +19,24 @@ use super::support::{assistant, runtime, text_reply};
 #[derive(Clone, Default)]
 struct Spans(Arc<Mutex<Vec<(u64, String)>>>);
 
+/// Each span's parent: (span id, parent id).
+#[derive(Clone, Default)]
+struct Parents(Arc<Mutex<Vec<(u64, Option<u64>)>>>);
+
+impl<S: tracing::Subscriber> Layer<S> for Parents
+where
+    S: for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let parent = match attrs.parent() {
+            Some(p) => Some(p.into_u64()),
+            None if attrs.is_contextual() => ctx.current_span().id().map(Id::into_u64),
+            None => None,
+        };
+        self.0.lock().push((id.into_u64(), parent));
+    }
+}
+
 struct Fields(String);
 
 impl Visit for Fields {
@@ -54,7 +72,10 @@ impl<S: tracing::Subscriber> Layer<S> for Spans {
 #[test]
 fn every_stage_of_every_call_step_and_turn_has_a_span_with_its_call_tool_and_outcome() {
     let spans = Spans::default();
-    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    let parents = Parents::default();
+    let subscriber = tracing_subscriber::registry()
+        .with(spans.clone())
+        .with(parents.clone());
     let runtime_ = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -93,7 +114,53 @@ fn every_stage_of_every_call_step_and_turn_has_a_span_with_its_call_tool_and_out
                 .unwrap();
         })
     });
-    let lines: Vec<String> = spans.0.lock().iter().map(|(_, l)| l.clone()).collect();
+    let recorded = spans.0.lock().clone();
+    let lines: Vec<String> = recorded.iter().map(|(_, l)| l.clone()).collect();
+    let parent_of = |id: u64| {
+        parents
+            .0
+            .lock()
+            .iter()
+            .find(|(i, _)| *i == id)
+            .and_then(|(_, p)| *p)
+    };
+    let id_of = |prefix: &str| {
+        recorded
+            .iter()
+            .find(|(_, l)| l.starts_with(prefix))
+            .map(|(i, _)| *i)
+            .unwrap_or_else(|| panic!("no span {prefix}: {lines:#?}"))
+    };
+    // Each call is an OpenTelemetry GenAI `execute_tool` span inside its step, inside its turn;
+    // every stage of the call is inside the call's span.
+    let step = id_of("step turn=1 step=1");
+    assert_eq!(parent_of(step), Some(id_of("turn turn=1")));
+    for call in ["c1", "c2"] {
+        let exec = id_of(&format!(
+            "execute_tool otel.name=execute_tool echo gen_ai.operation.name=execute_tool \
+             gen_ai.tool.name=echo gen_ai.tool.call.id={call} gen_ai.tool.type=function"
+        ));
+        assert_eq!(parent_of(exec), Some(step), "{call}: {lines:#?}");
+        for stage in ["prepare", "finalize"] {
+            let span = id_of(&format!("{stage} call_id={call} "));
+            assert_eq!(parent_of(span), Some(exec), "{stage} {call}: {lines:#?}");
+        }
+    }
+    let failed = recorded
+        .iter()
+        .find(|(_, l)| l.contains("gen_ai.tool.call.id=c2"))
+        .map(|(_, l)| l.clone())
+        .unwrap_or_default();
+    assert!(
+        failed.contains("error.type=") && failed.ends_with("otel.status_code=ERROR"),
+        "a failed call's span carries its error type: {failed}"
+    );
+    let ok = recorded
+        .iter()
+        .find(|(_, l)| l.contains("gen_ai.tool.call.id=c1"))
+        .map(|(_, l)| l.clone())
+        .unwrap_or_default();
+    assert!(!ok.contains("error.type"), "{ok}");
     let has = |want: &str| lines.iter().any(|l| l.starts_with(want));
     assert!(has("turn turn=1"), "{lines:#?}");
     assert!(has("step turn=1 step=1 calls=2"), "{lines:#?}");
