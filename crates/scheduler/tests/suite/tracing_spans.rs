@@ -19,9 +19,12 @@ use super::support::{assistant, runtime, text_reply};
 #[derive(Clone, Default)]
 struct Spans(Arc<Mutex<Vec<(u64, String)>>>);
 
-/// Each span's parent: (span id, parent id).
+/// A span's id and its parent's.
+type Edge = (u64, Option<u64>);
+
+/// Each span's parent.
 #[derive(Clone, Default)]
-struct Parents(Arc<Mutex<Vec<(u64, Option<u64>)>>>);
+struct Parents(Arc<Mutex<Vec<Edge>>>);
 
 impl<S: tracing::Subscriber> Layer<S> for Parents
 where
