@@ -10,6 +10,8 @@ mod logs;
 #[cfg(feature = "mcp-serve")]
 mod mcp;
 mod options;
+#[cfg(feature = "otel")]
+mod otel;
 mod render;
 mod run;
 mod sandbox;
@@ -119,8 +121,11 @@ impl From<anyhow::Error> for Exit {
 /// Warnings (a hook that cannot run, times out or answers garbage; a hook point dsh does not
 /// run) go to stderr: `warn` and above by default, `RUST_LOG` honoured (`RUST_LOG=dsh=debug`).
 /// An unparsable `RUST_LOG` falls back to `warn` and says so.
-fn install_tracing() {
+fn install_tracing() -> Option<Telemetry> {
     use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let (filter, bad) = match std::env::var("RUST_LOG") {
         Ok(v) if !v.trim().is_empty() => match EnvFilter::try_new(&v) {
             Ok(f) => (f, None),
@@ -128,17 +133,42 @@ fn install_tracing() {
         },
         _ => (EnvFilter::new("warn"), None),
     };
-    let installed = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
         .without_time()
+        .with_filter(filter);
+    #[cfg(feature = "otel")]
+    let (otel, telemetry, otel_problem) = match otel::layer() {
+        Ok(Some((layer, guard))) => (Some(layer), Some(guard), None),
+        Ok(None) => (None, None, None),
+        Err(problem) => (None, None, Some(problem)),
+    };
+    #[cfg(not(feature = "otel"))]
+    let (otel, telemetry, otel_problem): (
+        Option<tracing_subscriber::layer::Identity>,
+        _,
+        Option<String>,
+    ) = (None, None, None);
+    let installed = tracing_subscriber::registry()
+        .with(fmt)
+        .with(otel)
         .try_init()
         .is_ok();
     if let (true, Some(bad)) = (installed, bad) {
         tracing::warn!("RUST_LOG ignored, using \"warn\": {bad}");
     }
+    if let Some(problem) = otel_problem {
+        eprintln!("dsh: OpenTelemetry: {problem}");
+    }
+    telemetry
 }
+
+/// The trace exporter while the program runs (nothing without the `otel` feature).
+#[cfg(feature = "otel")]
+type Telemetry = otel::Otel;
+#[cfg(not(feature = "otel"))]
+type Telemetry = ();
 
 pub fn main() -> i32 {
     // The sandbox helper starts once per `bash` call: it skips building the whole parser.
@@ -152,7 +182,7 @@ pub fn main() -> i32 {
         Command::SandboxExec(args) => sandbox::exec(args),
         other => other,
     };
-    install_tracing();
+    let telemetry = install_tracing();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -180,6 +210,12 @@ pub fn main() -> i32 {
     // A terminal question cancelled mid-read leaves a blocking stdin read behind; the log is
     // closed by now, so do not wait for someone to press Enter.
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    #[cfg(feature = "otel")]
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown();
+    }
+    #[cfg(not(feature = "otel"))]
+    let () = telemetry.unwrap_or(());
     match outcome {
         Ok(code) => code,
         Err(exit) => {

@@ -21,6 +21,7 @@ mod library_face;
 mod lifetime;
 mod logs;
 mod mcp_serve;
+mod otel;
 mod props;
 mod rules;
 mod script;

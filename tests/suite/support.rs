@@ -11,12 +11,14 @@ use serde_json::{Value, json};
 /// No single invocation may take longer than this (the slowest one sleeps a few hundred ms).
 const DEADLINE: Duration = Duration::from_secs(20);
 
-/// The binary under test, with a clean environment: no colour setting, and no user
-/// configuration directory (nothing from the machine's own settings may change a run).
+/// The binary under test, with a clean environment: no colour setting, no trace export, and no
+/// user configuration directory (nothing from the machine's own settings may change a run).
 pub fn dsh() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dsh"));
     cmd.env_remove("NO_COLOR")
         .env_remove("RUST_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .env("XDG_CONFIG_HOME", "/nonexistent/dsh-tests-config")
         .env("XDG_STATE_HOME", state_home());
     cmd

@@ -64,10 +64,11 @@ pub(crate) fn outcome(span: &tracing::Span, call: &Call, result: &ToolResult) {
     match result.error() {
         None => span.record("outcome", "ok"),
         Some(f) => {
-            let code = f.code().unwrap_or("error");
-            call.span.record("error.type", code);
+            // `_OTHER` is the conventions' value when an error has no type of its own (a tool's
+            // own failure carries no code).
+            call.span.record("error.type", f.code().unwrap_or("_OTHER"));
             call.span.record("otel.status_code", "ERROR");
-            span.record("outcome", code)
+            span.record("outcome", f.code().unwrap_or("error"))
         }
     };
     let _entered = span.enter();
