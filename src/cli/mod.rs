@@ -4,17 +4,22 @@
 //! for `check`, a log with problems); 2 bad usage (arguments, script, policy); 130 interrupted or
 //! cancelled (the log still checks clean).
 
+#[cfg(feature = "agent")]
+mod agent;
 mod approve;
 mod demo;
 mod logs;
 #[cfg(feature = "mcp-serve")]
 mod mcp;
+#[cfg(feature = "agent")]
+mod model_config;
 mod options;
 #[cfg(feature = "otel")]
 mod otel;
 mod render;
 mod run;
 mod sandbox;
+mod sessions;
 mod tools;
 mod trust;
 
@@ -42,6 +47,12 @@ enum Command {
     Demo,
     /// Run a scripted model (JSON Lines of assistant messages) through the pipeline.
     Run(run::RunArgs),
+    /// Ask a model (DeepSeek, OpenAI or Anthropic); its tool calls run through the pipeline and
+    /// its final text is printed.
+    #[cfg(feature = "agent")]
+    Agent(agent::AgentArgs),
+    /// List the workspace's sessions, newest first: id, time, size, first prompt.
+    Sessions(sessions::SessionsArgs),
     /// Print the tool definitions a model would be sent under the policy and mode (JSON).
     Tools(tools::ToolsArgs),
     /// Check session logs; prints each problem with its file and line.
@@ -198,6 +209,9 @@ pub fn main() -> i32 {
         match command {
             Command::Demo => demo::demo().await,
             Command::Run(args) => run::run(args).await,
+            #[cfg(feature = "agent")]
+            Command::Agent(args) => agent::agent(args).await,
+            Command::Sessions(args) => sessions::sessions(args),
             Command::Tools(args) => tools::tools(args).await,
             #[cfg(feature = "mcp-serve")]
             Command::Mcp(args) => mcp::mcp(args).await,

@@ -271,22 +271,29 @@ async fn check_settings(workspace: &Path, explicit: Option<PathBuf>) -> Result<(
     .map_err(|e| Exit::usage(e.to_string()))
 }
 
-/// Runs the turn with interrupt handling; returns the exit code.
-pub async fn drive(
-    prepared: &Prepared,
-    cancel_after_ms: Option<u64>,
-    quiet_summary: bool,
-) -> Result<i32, Exit> {
-    let controller = AbortController::new();
-    let signal: Signal = controller.signal();
-    let ctl = controller.clone();
+/// The Ctrl-C handler of a run: the first Ctrl-C calls `cancel`; a second kills every command
+/// dsh started and fires `hard_stop`, for the caller to exit at once (from `main`, never from
+/// inside a task).
+pub struct Interrupts {
+    /// The handler; abort it (or drop this) once the run is over.
+    pub task: tokio::task::JoinHandle<()>,
+    /// Fires on the second Ctrl-C.
+    pub hard_stop: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl Drop for Interrupts {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Installs the Ctrl-C handler, and returns once it is installed (so a Ctrl-C at any point of
+/// what follows cancels instead of killing the process).
+pub async fn on_interrupts(cancel: impl FnOnce() + Send + 'static) -> Interrupts {
     let (installed, is_installed) = tokio::sync::oneshot::channel();
-    // A second Ctrl-C: the turn is dropped and the program exits at once (from `main`, never
-    // from inside a task).
     let (hard_stop, hard_stopped) = tokio::sync::oneshot::channel::<()>();
-    let interrupts = tokio::spawn(async move {
-        // The handler is installed on the first poll: poll once, then let the turn start, so a
-        // Ctrl-C at any point of the turn cancels it instead of killing the process.
+    let task = tokio::spawn(async move {
+        // The handler is installed on the first poll: poll once, then let the turn start.
         let first = tokio::signal::ctrl_c();
         tokio::pin!(first);
         let early = futures::poll!(&mut first);
@@ -296,7 +303,7 @@ pub async fn drive(
             std::task::Poll::Pending => first.await,
         };
         if first.is_ok() {
-            ctl.abort(AbortReason::Cancelled(CancelCause::User));
+            cancel();
             eprintln!(
                 "dsh: interrupted; finishing started calls (press Ctrl-C again to exit at once)"
             );
@@ -309,6 +316,41 @@ pub async fn drive(
             }
         }
     });
+    let _ = is_installed.await;
+    Interrupts {
+        task,
+        hard_stop: hard_stopped,
+    }
+}
+
+/// Where asks go: `--approve`, else the terminal when stdin is one, else nobody (denied).
+pub fn approvals(approve: Option<Approve>) -> Approvals {
+    match approve {
+        Some(Approve::Always) => Approvals::Always,
+        Some(Approve::Never) => Approvals::Never,
+        Some(Approve::Ask) => {
+            Approvals::Answerer(Arc::new(super::approve::TerminalApprover::new()))
+        }
+        None if std::io::stdin().is_terminal() => {
+            Approvals::Answerer(Arc::new(super::approve::TerminalApprover::new()))
+        }
+        None => Approvals::NoChannel,
+    }
+}
+
+/// Runs the turn with interrupt handling; returns the exit code.
+pub async fn drive(
+    prepared: &Prepared,
+    cancel_after_ms: Option<u64>,
+    quiet_summary: bool,
+) -> Result<i32, Exit> {
+    let controller = AbortController::new();
+    let signal: Signal = controller.signal();
+    let ctl = controller.clone();
+    let mut interrupts = on_interrupts(move || {
+        ctl.abort(AbortReason::Cancelled(CancelCause::User));
+    })
+    .await;
     let timer = cancel_after_ms.map(|ms| {
         let ctl = controller.clone();
         tokio::spawn(async move {
@@ -316,16 +358,15 @@ pub async fn drive(
             ctl.abort(AbortReason::Cancelled(CancelCause::User));
         })
     });
-    let _ = is_installed.await;
     let mut driver = prepared.harness.driver();
     let outcome = tokio::select! {
         outcome = driver.run_turn(prepared.steps.iter().cloned(), signal) => outcome,
-        Ok(()) = hard_stopped => {
+        Ok(()) = &mut interrupts.hard_stop => {
             // The log is repaired the next time it is opened (spec I4).
             return Err(Exit { code: 130, message: None });
         }
     };
-    interrupts.abort();
+    drop(interrupts);
     if let Some(t) = timer {
         t.abort();
     }
@@ -358,17 +399,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Exit> {
         args.mode,
         args.preset,
     )?;
-    let approvals = match args.approve {
-        Some(Approve::Always) => Approvals::Always,
-        Some(Approve::Never) => Approvals::Never,
-        Some(Approve::Ask) => {
-            Approvals::Answerer(Arc::new(super::approve::TerminalApprover::new()))
-        }
-        None if std::io::stdin().is_terminal() => {
-            Approvals::Answerer(Arc::new(super::approve::TerminalApprover::new()))
-        }
-        None => Approvals::NoChannel,
-    };
+    let approvals = approvals(args.approve);
     let workspace = match &args.workspace {
         Some(w) => w.clone(),
         None => std::env::current_dir()

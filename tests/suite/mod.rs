@@ -5,6 +5,7 @@ mod adversarial_kill;
 mod adversarial_log;
 mod adversarial_pipeline;
 mod adversarial_terminal;
+mod agent_cli;
 mod agent_log;
 mod approval;
 mod bash_tool;

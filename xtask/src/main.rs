@@ -1,9 +1,11 @@
-//! Project chores: `cargo xtask ci` runs what CI runs; `cargo xtask check-rules` checks that
+//! Project chores: `cargo xtask test` installs what the tests drive and runs them; `cargo xtask
+//! ci` runs what CI runs; `cargo xtask check-rules` checks that
 //! docs/rules.md describes every cited rule id; `cargo xtask bench` runs the benchmarks and
 //! rewrites BENCHMARKS.md.
 
 mod bench;
 mod check_rules;
+mod components;
 mod fuzz;
 mod kill_trials;
 mod machine;
@@ -43,8 +45,10 @@ fn root() -> PathBuf {
     manifest.parent().map(PathBuf::from).unwrap_or(manifest)
 }
 
-const USAGE: &str = "usage: cargo xtask <ci | check-rules [--write] | bench [--report-only]>
+const USAGE: &str = "usage: cargo xtask <test | ci | check-rules [--write] | bench [--report-only]>
 
+  test [ARGS]          install what the tests drive (Python packages from PyPI) when missing,
+                       then cargo test --workspace [ARGS]
   ci                   fmt check, clippy -D warnings, check-rules, public-api --check, cargo doc
                        -D warnings, package-check, the feature builds, cargo test --workspace
   check-rules          every id a comment or test name cites is described in docs/rules.md
@@ -60,6 +64,7 @@ const USAGE: &str = "usage: cargo xtask <ci | check-rules [--write] | bench [--r
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
+        Some("test") => components::test(&args[1..]),
         Some("ci") => ci(),
         Some("check-rules") => check_rules::cli(&root(), &args[1..]),
         Some("public-api") => public_api::cli(&root(), &args[1..]),

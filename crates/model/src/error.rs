@@ -92,6 +92,19 @@ pub enum ModelError {
         #[source]
         source: reqwest::Error,
     },
+    /// A success status with a web page instead of the API's answer (a proxy's or a login
+    /// page, a base URL that is not the API root).
+    #[error(
+        "{url} answered with a web page ({content_type}), not the API: is the base URL the API root (OpenAI-compatible ones end in /v1)? It began: {excerpt:?}"
+    )]
+    NotTheApi {
+        /// The URL that was requested.
+        url: String,
+        /// The response's `content-type`.
+        content_type: String,
+        /// The first characters of the page.
+        excerpt: String,
+    },
     /// The request failed before a response arrived, for another transport reason.
     #[error("request to {url} failed")]
     Transport {

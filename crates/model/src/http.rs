@@ -114,7 +114,22 @@ pub(crate) async fn open(
             .map_err(|source| transport_error(target.url, source))?;
         let status = response.status().as_u16();
         if response.status().is_success() {
-            return Ok(response);
+            let content_type = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            if !content_type.to_ascii_lowercase().starts_with("text/html") {
+                return Ok(response);
+            }
+            let page = within(deadline, response.text()).await?.unwrap_or_default();
+            let excerpt: String = page.split_whitespace().collect::<Vec<_>>().join(" ");
+            return Err(ModelError::NotTheApi {
+                url: target.url.to_owned(),
+                content_type,
+                excerpt: excerpt.chars().take(80).collect(),
+            });
         }
         let wait = retry_after(response.headers(), SystemTime::now());
         let text = within(deadline, response.text()).await?.unwrap_or_default();

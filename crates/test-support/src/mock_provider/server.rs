@@ -105,9 +105,14 @@ fn status_reply(reply: &Reply) -> Response<Body> {
             headers,
             body,
         } => {
-            builder = builder
-                .status(*status)
-                .header("content-type", "application/json");
+            builder = builder.status(*status);
+            // JSON unless the reply names its own type (a proxy's HTML page, say).
+            if !headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+            {
+                builder = builder.header("content-type", "application/json");
+            }
             for (n, v) in headers {
                 builder = builder.header(n.as_str(), v.as_str());
             }

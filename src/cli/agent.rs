@@ -1,0 +1,226 @@
+//! `dsh agent "PROMPT"`: one turn of a real model, every tool call it makes through the
+//! pipeline, the model's final text on stdout.
+//!
+//! Guarantees: everything given (config files, policy, settings, the key) is checked before the
+//! log is opened; the turn is logged as `dsh run`'s are, so `dsh check`, `dsh transcript` and
+//! `--resume` read it; a provider that refuses the key, knows no such model, cannot be reached
+//! or answers something that is not its API is one sentence on stderr and exit 2, with the log
+//! closed clean; Ctrl-C cancels the turn (exit 130, the log checks clean), a second exits at
+//! once as `dsh run` does.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::Args;
+use dsh::scheduler::TurnEnd;
+use dsh_agent::{Agent, AgentConfig, AgentHooks, Cancel, Limits};
+use dsh_model::Chunk;
+
+use super::Exit;
+use super::model_config::{self, Choice, ProviderArg};
+use super::run::{Approve, HookSources, ModeArg, PresetArg, Setup, prepare};
+
+/// The system prompt when neither the command line nor a config file gives one.
+const SYSTEM: &str = "You are a coding agent working in the user's workspace through the tools \
+you are given. Read before you edit, keep changes small, run the project's checks when you \
+change code, and end with a short answer saying what you did.";
+
+/// `dsh agent` options.
+#[derive(Args, Debug)]
+pub struct AgentArgs {
+    /// What to ask the model.
+    pub prompt: String,
+    /// The provider (default: the config file's, else `deepseek`).
+    #[arg(long, value_enum)]
+    pub provider: Option<ProviderArg>,
+    /// The model (default: the config file's, else the provider's usual one).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The API root, as the provider's own SDK takes it (OpenAI-compatible: ending in `/v1`;
+    /// Anthropic: the host).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The system prompt (default: the config file's, else dsh's).
+    #[arg(long)]
+    pub system: Option<String>,
+    /// At most this many model requests in the turn.
+    #[arg(long)]
+    pub max_steps: Option<u32>,
+    /// The workspace the file tools may touch (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// The session log (default: a new one under the workspace's state directory).
+    #[arg(long, conflicts_with = "resume")]
+    pub session: Option<PathBuf>,
+    /// Continue a session: its id (`dsh sessions` lists them) or its log file; with no value,
+    /// the workspace's most recent one.
+    #[arg(long, value_name = "SESSION", num_args = 0..=1, default_missing_value = "")]
+    pub resume: Option<String>,
+    /// A policy file (TOML).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// The permission preset (as for `dsh run`).
+    #[arg(long, value_enum)]
+    pub preset: Option<PresetArg>,
+    /// A hook settings file (Claude Code format), merged as for `dsh run`.
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
+    /// Apply the workspace's own `.dsh/settings.json` without asking.
+    #[arg(long)]
+    pub trust_workspace: bool,
+    /// How asks are answered (default: `ask` on a terminal, otherwise every ask is denied).
+    #[arg(long, value_enum)]
+    pub approve: Option<Approve>,
+    /// Most tool bodies running at once (overrides the policy).
+    #[arg(long)]
+    pub max_parallel: Option<usize>,
+    /// Tool presentation mode (overrides the policy).
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// Print one JSON object per durable event on stdout instead of the final text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Streams the model's text to stdout as it comes (on a terminal).
+struct Stream;
+
+impl AgentHooks for Stream {
+    fn on_chunk(&self, _agent: &Agent, _turn: u32, _step: u32, chunk: &Chunk) {
+        if let Chunk::TextDelta { text, .. } = chunk {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(super::render::sanitize(text).as_bytes());
+            let _ = out.flush();
+        }
+    }
+}
+
+/// Runs `dsh agent`.
+pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
+    let workspace = match &args.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
+    };
+    let file = model_config::load(&workspace)?;
+    let model = model_config::resolve(
+        Choice {
+            provider: args.provider,
+            model: args.model.clone(),
+            base_url: args.base_url.clone(),
+        },
+        &file,
+    )?;
+    let policy = super::options::load_policy(
+        args.policy.as_deref(),
+        args.max_parallel,
+        args.mode,
+        args.preset,
+    )?;
+    let session = match &args.resume {
+        None => args.session.clone(),
+        Some(which) => {
+            let root = workspace
+                .canonicalize()
+                .map_err(|e| Exit::usage(format!("workspace {}: {e}", workspace.display())))?;
+            Some(super::sessions::find(&root, which)?)
+        }
+    };
+    let prepared = prepare(Setup {
+        script_text: None,
+        workspace: &workspace,
+        session,
+        policy,
+        approvals: super::run::approvals(args.approve),
+        demo_tools: false,
+        json: args.json,
+        // stdout carries the model's answer (or, with --json, the events).
+        stderr: !args.json,
+        hooks: HookSources::Standard {
+            explicit: args.settings.clone(),
+            trust_workspace: args.trust_workspace,
+        },
+    })
+    .await?;
+    let system = args
+        .system
+        .clone()
+        .or_else(|| file.system.clone())
+        .unwrap_or_else(|| SYSTEM.to_owned());
+    let limits = Limits {
+        max_steps: args.max_steps.or(file.max_steps),
+        ..Limits::default()
+    };
+    let config = AgentConfig::new(model.provider, model.model)
+        .with_system(system)
+        .with_limits(limits);
+    let agent = Agent::with_agent_id(
+        prepared.harness.runtime().clone(),
+        prepared.harness.session().clone(),
+        config,
+        Some(prepared.harness.agent().clone()),
+    );
+    let streaming = !args.json && std::io::stdout().is_terminal();
+    if streaming {
+        agent.set_hooks(Stream);
+    }
+    let mut interrupts = super::run::on_interrupts({
+        let agent = agent.clone();
+        move || agent.cancel(Cancel::user())
+    })
+    .await;
+    let outcome = tokio::select! {
+        outcome = agent.prompt(&args.prompt) => outcome,
+        Ok(()) = &mut interrupts.hard_stop => return Err(Exit { code: 130, message: None }),
+    };
+    drop(interrupts);
+    let closed = prepared.harness.session().close().await;
+    let outcome = outcome.map_err(|e| Exit::internal(format!("the turn failed: {e}")))?;
+    if let Err(e) = closed {
+        return Err(Exit::internal(format!(
+            "closing {}: {e}",
+            prepared.log.display()
+        )));
+    }
+    let Some(outcome) = outcome else {
+        return Err(Exit::internal("the turn did not run"));
+    };
+    if !args.json {
+        if streaming {
+            println!();
+        } else if !outcome.text.is_empty() {
+            println!("{}", super::render::sanitize(&outcome.text));
+        }
+        eprintln!("{}", prepared.renderer.summary());
+        eprintln!("log: {}", prepared.log.display());
+    }
+    match &outcome.end {
+        TurnEnd::Completed => Ok(0),
+        TurnEnd::Aborted(_) => Ok(130),
+        TurnEnd::Failed(error) => {
+            let error = error.value();
+            let message = error["message"]
+                .as_str()
+                .unwrap_or("the model request failed");
+            // What the user has to fix (the key, the model, the URL, the server) is exit 2.
+            let code = match error["code"].as_str() {
+                Some("AUTH" | "NOT_FOUND" | "BAD_REQUEST" | "NETWORK" | "NOT_THE_API") => 2,
+                _ => 1,
+            };
+            Err(Exit {
+                code,
+                message: Some(format!("{message} (log: {})", prepared.log.display())),
+            })
+        }
+        TurnEnd::MaxTokens => Err(Exit::internal(
+            "the model stopped at its output limit before it finished",
+        )),
+        TurnEnd::Limit(limit) => Err(Exit::internal(format!(
+            "the turn reached its {limit} limit"
+        ))),
+        other => Err(Exit::internal(format!(
+            "the turn ended: {}",
+            other.reason_json()
+        ))),
+    }
+}

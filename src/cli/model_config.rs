@@ -1,0 +1,193 @@
+//! Which model `dsh agent` talks to: the command line over the workspace's `.dsh/config.toml`,
+//! over the user's `$XDG_CONFIG_HOME/dsh/config.toml` (or `~/.config/dsh/config.toml`), over
+//! the provider's defaults and its environment variables.
+//!
+//! Guarantees: a config file with a key it does not define, or a value of the wrong type, is
+//! refused naming the file and the key (exit 2); a provider's default server without a key is
+//! refused before anything is opened, naming the environment variable to set; a base URL is
+//! taken as the providers' own SDKs take it (OpenAI-compatible ones end in `/v1`, Anthropic's is
+//! the host).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::ValueEnum;
+use dsh_model::{AnthropicConfig, AnthropicProvider, OpenAiConfig, OpenAiProvider, Provider};
+use serde::Deserialize;
+
+use super::Exit;
+
+/// The providers `dsh agent` speaks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderArg {
+    /// DeepSeek (OpenAI-compatible; `DEEPSEEK_API_KEY`), the default.
+    Deepseek,
+    /// OpenAI or any OpenAI-compatible server (`OPENAI_API_KEY`, `OPENAI_BASE_URL`).
+    Openai,
+    /// Anthropic's Messages API (`ANTHROPIC_API_KEY`).
+    Anthropic,
+}
+
+/// One `config.toml`: every key optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `deepseek`, `openai` or `anthropic`.
+    pub provider: Option<ProviderArg>,
+    /// The model's name as the provider knows it.
+    pub model: Option<String>,
+    /// The API root (`https://api.deepseek.com/v1`, `http://127.0.0.1:11434/v1`, ...).
+    pub base_url: Option<String>,
+    /// The environment variable holding the key (instead of the provider's usual one).
+    pub api_key_env: Option<String>,
+    /// The system prompt (instead of dsh's).
+    pub system: Option<String>,
+    /// At most this many model requests per turn.
+    pub max_steps: Option<u32>,
+}
+
+impl ConfigFile {
+    /// `later`'s keys over this file's.
+    fn merged(self, later: ConfigFile) -> ConfigFile {
+        ConfigFile {
+            provider: later.provider.or(self.provider),
+            model: later.model.or(self.model),
+            base_url: later.base_url.or(self.base_url),
+            api_key_env: later.api_key_env.or(self.api_key_env),
+            system: later.system.or(self.system),
+            max_steps: later.max_steps.or(self.max_steps),
+        }
+    }
+}
+
+/// Reads `path` when it exists.
+fn read(path: &Path) -> Result<ConfigFile, Exit> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ConfigFile::default()),
+        Err(e) => return Err(Exit::usage(format!("{}: {e}", path.display()))),
+    };
+    toml::from_str(&text).map_err(|e| Exit::usage(format!("{}: {}", path.display(), e.message())))
+}
+
+/// The user's config file.
+fn user_file() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))?;
+    Some(base.join("dsh").join("config.toml"))
+}
+
+/// The user's file, then the workspace's.
+pub fn load(workspace: &Path) -> Result<ConfigFile, Exit> {
+    let user = match user_file() {
+        Some(p) => read(&p)?,
+        None => ConfigFile::default(),
+    };
+    Ok(user.merged(read(&workspace.join(".dsh").join("config.toml"))?))
+}
+
+/// What the command line says, over the files.
+pub struct Choice {
+    /// `--provider`.
+    pub provider: Option<ProviderArg>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--base-url`.
+    pub base_url: Option<String>,
+}
+
+/// The provider and model to use.
+pub struct Model {
+    /// The provider, ready to send requests.
+    pub provider: Arc<dyn Provider>,
+    /// The model's name.
+    pub model: String,
+}
+
+/// Builds the provider the command line and `file` choose.
+pub fn resolve(choice: Choice, file: &ConfigFile) -> Result<Model, Exit> {
+    let provider = choice
+        .provider
+        .or(file.provider)
+        .unwrap_or(ProviderArg::Deepseek);
+    let base_url = choice.base_url.or_else(|| file.base_url.clone());
+    let model = choice.model.or_else(|| file.model.clone());
+    let key = |default_env: &str| -> (String, Option<String>) {
+        let env = file
+            .api_key_env
+            .clone()
+            .unwrap_or_else(|| default_env.to_owned());
+        let key = std::env::var(&env).ok().filter(|k| !k.trim().is_empty());
+        (env, key)
+    };
+    // A provider's own server needs a key; a server of the user's own (Ollama, vLLM, a proxy)
+    // may not.
+    let missing = |name: &str, env: &str| {
+        Exit::usage(format!(
+            "no API key for {name}: set {env} (or `api_key_env` in config.toml to name another \
+             variable), or give --base-url for a server that needs none"
+        ))
+    };
+    match provider {
+        ProviderArg::Deepseek | ProviderArg::Openai => {
+            let (mut config, default_model) = match provider {
+                ProviderArg::Deepseek => (OpenAiConfig::deepseek(), "deepseek-chat"),
+                _ => (OpenAiConfig::openai(), "gpt-4.1"),
+            };
+            let (env, api_key) = key(&config.key_env.clone());
+            config.key_env = env.clone();
+            config.api_key = api_key;
+            let env_base = (provider == ProviderArg::Openai)
+                .then(|| std::env::var("OPENAI_BASE_URL").ok())
+                .flatten()
+                .filter(|u| !u.trim().is_empty());
+            let custom = base_url.or(env_base);
+            if custom.is_none() && config.api_key.is_none() {
+                return Err(missing(&config.name, &env));
+            }
+            if let Some(url) = custom {
+                check_url(&url)?;
+                config = config.with_base_url(url.trim_end_matches('/'));
+            }
+            let provider = OpenAiProvider::new(config)
+                .map_err(|e| Exit::usage(format!("the model provider: {e}")))?;
+            Ok(Model {
+                provider: Arc::new(provider),
+                model: model.unwrap_or_else(|| default_model.to_owned()),
+            })
+        }
+        ProviderArg::Anthropic => {
+            let mut config = AnthropicConfig::default();
+            let (env, api_key) = key(&config.key_env.clone());
+            config.key_env = env.clone();
+            config.api_key = api_key;
+            if base_url.is_none() && config.api_key.is_none() {
+                return Err(missing(&config.name, &env));
+            }
+            if let Some(url) = base_url {
+                check_url(&url)?;
+                config = config.with_base_url(url.trim_end_matches('/'));
+            }
+            let provider = AnthropicProvider::new(config)
+                .map_err(|e| Exit::usage(format!("the model provider: {e}")))?;
+            Ok(Model {
+                provider: Arc::new(provider),
+                model: model.unwrap_or_else(|| "claude-sonnet-4-5".to_owned()),
+            })
+        }
+    }
+}
+
+/// A base URL must be an `http` or `https` URL.
+fn check_url(url: &str) -> Result<(), Exit> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(Exit::usage(format!(
+            "--base-url {url:?} is not an http:// or https:// URL"
+        )))
+    }
+}

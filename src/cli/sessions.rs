@@ -1,0 +1,142 @@
+//! `dsh sessions`: a workspace's session logs, newest first, one per line starting with its id;
+//! and finding one for `--resume`.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use clap::Args;
+
+use super::Exit;
+
+/// `dsh sessions` options.
+#[derive(Args, Debug)]
+pub struct SessionsArgs {
+    /// The workspace (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+}
+
+/// One session log of a workspace.
+struct Entry {
+    id: String,
+    path: PathBuf,
+    modified: SystemTime,
+    size: u64,
+}
+
+/// The workspace's session logs, newest first.
+fn list(workspace: &Path) -> Result<Vec<Entry>, Exit> {
+    let dir = dsh::jsonl::sessions_dir(workspace);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Exit::usage(format!("{}: {e}", dir.display()))),
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(id) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".jsonl"))
+        else {
+            continue;
+        };
+        let Ok(meta) = entry.metadata() else { continue };
+        found.push(Entry {
+            id: id.to_owned(),
+            path: path.clone(),
+            modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            size: meta.len(),
+        });
+    }
+    found.sort_by(|a, b| b.modified.cmp(&a.modified).then(b.id.cmp(&a.id)));
+    Ok(found)
+}
+
+/// The log `--resume WHICH` names: a file, a session id of the workspace, or (empty) the
+/// workspace's most recent session.
+pub fn find(workspace: &Path, which: &str) -> Result<PathBuf, Exit> {
+    let given = Path::new(which);
+    if !which.is_empty() && given.is_file() {
+        return Ok(given.to_path_buf());
+    }
+    let sessions = list(workspace)?;
+    let found = if which.is_empty() {
+        sessions.into_iter().next()
+    } else {
+        sessions.into_iter().find(|s| s.id == which)
+    };
+    match found {
+        Some(s) => Ok(s.path),
+        None if which.is_empty() => Err(Exit::usage(format!(
+            "--resume: {} has no session yet",
+            workspace.display()
+        ))),
+        None => Err(Exit::usage(format!(
+            "--resume {which}: no such session in {} (`dsh sessions` lists them)",
+            workspace.display()
+        ))),
+    }
+}
+
+/// The first prompt of a log (its first `user/message`), on one line, cut at 80 characters.
+fn first_prompt(path: &Path) -> Option<String> {
+    let file = std::fs::File::open(path).ok()?;
+    for line in std::io::BufReader::new(file).lines().map_while(Result::ok) {
+        if !line.contains("\"user/message\"") {
+            continue;
+        }
+        let event: serde_json::Value = serde_json::from_str(&line).ok()?;
+        let content = &event["data"]["content"];
+        let text = match content {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            _ => continue,
+        };
+        let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let mut cut: String = one_line.chars().take(80).collect();
+        if cut.len() < one_line.len() {
+            cut.push('…');
+        }
+        return Some(cut);
+    }
+    None
+}
+
+/// A size as people read it.
+fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 => format!("{:.1} MB", b as f64 / (1 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} kB", b as f64 / (1 << 10) as f64),
+        b => format!("{b} B"),
+    }
+}
+
+/// Runs `dsh sessions`.
+pub fn sessions(args: SessionsArgs) -> Result<i32, Exit> {
+    let workspace = match &args.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
+    };
+    let workspace = workspace
+        .canonicalize()
+        .map_err(|e| Exit::usage(format!("workspace {}: {e}", workspace.display())))?;
+    for s in list(&workspace)? {
+        let when = httpdate::fmt_http_date(s.modified);
+        let prompt = first_prompt(&s.path).unwrap_or_else(|| "(no prompt)".to_owned());
+        println!(
+            "{}  {when}  {:>8}  {}",
+            s.id,
+            human(s.size),
+            super::render::sanitize(&prompt)
+        );
+    }
+    Ok(0)
+}
