@@ -57,6 +57,7 @@ fn list(workspace: &Path) -> Result<Vec<Entry>, Exit> {
 
 /// The log `--resume WHICH` names: a file, a session id of the workspace, or (empty) the
 /// workspace's most recent session.
+#[cfg_attr(not(feature = "agent"), allow(dead_code))]
 pub fn find(workspace: &Path, which: &str) -> Result<PathBuf, Exit> {
     let given = Path::new(which);
     if !which.is_empty() && given.is_file() {
