@@ -30,6 +30,13 @@ change code, and end with a short answer saying what you did.";
 pub struct AgentArgs {
     /// What to ask the model.
     pub prompt: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// The options `dsh agent` and `dsh chat` share.
+#[derive(Args, Debug)]
+pub struct ModelArgs {
     /// The provider (default: the config file's, else `deepseek`).
     #[arg(long, value_enum)]
     pub provider: Option<ProviderArg>,
@@ -95,8 +102,18 @@ impl AgentHooks for Stream {
     }
 }
 
-/// Runs `dsh agent`.
-pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
+/// A session and an agent over it, ready for prompts.
+pub struct Started {
+    /// The harness, the log and the renderer.
+    pub prepared: super::run::Prepared,
+    /// The agent loop.
+    pub agent: Agent,
+    /// Whether the model's text streams to stdout as it comes.
+    pub streaming: bool,
+}
+
+/// Checks everything, opens (or resumes) the session and builds the agent.
+pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
     let workspace = match &args.workspace {
         Some(w) => w.clone(),
         None => std::env::current_dir()
@@ -133,9 +150,9 @@ pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
         policy,
         approvals: super::run::approvals(args.approve),
         demo_tools: false,
-        json: args.json,
+        json,
         // stdout carries the model's answer (or, with --json, the events).
-        stderr: !args.json,
+        stderr: !json,
         hooks: HookSources::Standard {
             explicit: args.settings.clone(),
             trust_workspace: args.trust_workspace,
@@ -160,10 +177,25 @@ pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
         config,
         Some(prepared.harness.agent().clone()),
     );
-    let streaming = !args.json && std::io::stdout().is_terminal();
+    let streaming = !json && std::io::stdout().is_terminal();
     if streaming {
         agent.set_hooks(Stream);
     }
+    Ok(Started {
+        prepared,
+        agent,
+        streaming,
+    })
+}
+
+/// Runs `dsh agent`.
+pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
+    let json = args.model.json;
+    let Started {
+        prepared,
+        agent,
+        streaming,
+    } = start(&args.model, json).await?;
     let mut interrupts = super::run::on_interrupts({
         let agent = agent.clone();
         move || agent.cancel(Cancel::user())
@@ -185,7 +217,7 @@ pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
     let Some(outcome) = outcome else {
         return Err(Exit::internal("the turn did not run"));
     };
-    if !args.json {
+    if !json {
         if streaming {
             println!();
         } else if !outcome.text.is_empty() {
@@ -194,7 +226,13 @@ pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
         eprintln!("{}", prepared.renderer.summary());
         eprintln!("log: {}", prepared.log.display());
     }
-    match &outcome.end {
+    end_code(&outcome.end, &prepared.log)
+}
+
+/// The exit code of a turn's end: 0 completed, 130 cancelled, 2 what the user has to fix (the
+/// key, the model, the URL, the server), 1 anything else; each failure is one sentence.
+pub fn end_code(end: &TurnEnd, log: &std::path::Path) -> Result<i32, Exit> {
+    match end {
         TurnEnd::Completed => Ok(0),
         TurnEnd::Aborted(_) => Ok(130),
         TurnEnd::Failed(error) => {
@@ -202,14 +240,13 @@ pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
             let message = error["message"]
                 .as_str()
                 .unwrap_or("the model request failed");
-            // What the user has to fix (the key, the model, the URL, the server) is exit 2.
             let code = match error["code"].as_str() {
                 Some("AUTH" | "NOT_FOUND" | "BAD_REQUEST" | "NETWORK" | "NOT_THE_API") => 2,
                 _ => 1,
             };
             Err(Exit {
                 code,
-                message: Some(format!("{message} (log: {})", prepared.log.display())),
+                message: Some(format!("{message} (log: {})", log.display())),
             })
         }
         TurnEnd::MaxTokens => Err(Exit::internal(

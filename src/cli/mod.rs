@@ -7,6 +7,8 @@
 #[cfg(feature = "agent")]
 mod agent;
 mod approve;
+#[cfg(feature = "agent")]
+mod chat;
 mod demo;
 mod logs;
 #[cfg(feature = "mcp-serve")]
@@ -51,6 +53,10 @@ enum Command {
     /// its final text is printed.
     #[cfg(feature = "agent")]
     Agent(agent::AgentArgs),
+    /// Talk with a model in the terminal: each line a turn of one session, its tool calls
+    /// through the pipeline.
+    #[cfg(feature = "agent")]
+    Chat(chat::ChatArgs),
     /// List the workspace's sessions, newest first: id, time, size, first prompt.
     Sessions(sessions::SessionsArgs),
     /// Print the tool definitions a model would be sent under the policy and mode (JSON).
@@ -211,6 +217,8 @@ pub fn main() -> i32 {
             Command::Run(args) => run::run(args).await,
             #[cfg(feature = "agent")]
             Command::Agent(args) => agent::agent(args).await,
+            #[cfg(feature = "agent")]
+            Command::Chat(args) => chat::chat(args).await,
             Command::Sessions(args) => sessions::sessions(args),
             Command::Tools(args) => tools::tools(args).await,
             #[cfg(feature = "mcp-serve")]

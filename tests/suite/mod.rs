@@ -10,6 +10,7 @@ mod agent_log;
 mod approval;
 mod bash_tool;
 mod cancel;
+mod chat;
 mod claude_permissions;
 mod code_mode;
 mod crash;

@@ -1,0 +1,170 @@
+//! `dsh chat`: a conversation with a model in the terminal; each line a turn of one session, the
+//! model's tool calls through the pipeline.
+//!
+//! Guarantees: each line typed is one turn, in order, of one session log (resumable with
+//! `--resume`, checked by `dsh check`); a line is read only between turns, so a question the
+//! pipeline asks during a turn reads its own answer; Ctrl-C during a turn cancels that turn (its
+//! calls are answered, the log stays clean) and the chat goes on, a second Ctrl-C in the same
+//! turn exits at once as `dsh run` does; Ctrl-C or Ctrl-D at the prompt, `/exit` or the end of
+//! input ends the chat with the log closed. A turn that fails (a refused key, a server that
+//! cannot be reached) is one sentence, and the next line is a new turn.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+use clap::Args;
+use dsh::scheduler::TurnEnd;
+use rustyline::error::ReadlineError;
+
+use super::Exit;
+use super::agent::{ModelArgs, Started, end_code, start};
+
+/// `dsh chat` options.
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// What the line reader hands back.
+enum Line {
+    /// A line (without its newline).
+    Text(String),
+    /// Ctrl-C at the prompt.
+    Interrupted,
+    /// Ctrl-D or the end of input.
+    End,
+}
+
+/// The line editor on a thread of its own (it is not `Send`): each request is a prompt, each
+/// answer a line.
+struct Reader {
+    requests: mpsc::Sender<(String, tokio::sync::oneshot::Sender<Line>)>,
+}
+
+impl Reader {
+    /// Starts the editor with the history in `history` (kept across chats).
+    fn start(history: Option<PathBuf>) -> Result<Reader, Exit> {
+        let mut editor = rustyline::DefaultEditor::new()
+            .map_err(|e| Exit::internal(format!("the line editor: {e}")))?;
+        if let Some(h) = &history {
+            // A first chat has no history yet.
+            let _ = editor.load_history(h);
+        }
+        let (requests, incoming) = mpsc::channel::<(String, tokio::sync::oneshot::Sender<Line>)>();
+        std::thread::spawn(move || {
+            for (prompt, answer) in incoming {
+                let line = match editor.readline(&prompt) {
+                    Ok(text) => {
+                        if !text.trim().is_empty() {
+                            let _ = editor.add_history_entry(text.as_str());
+                            if let Some(h) = &history {
+                                if let Some(dir) = h.parent() {
+                                    let _ = std::fs::create_dir_all(dir);
+                                }
+                                if let Err(e) = editor.save_history(h) {
+                                    tracing::warn!("saving the chat history {}: {e}", h.display());
+                                }
+                            }
+                        }
+                        Line::Text(text)
+                    }
+                    Err(ReadlineError::Interrupted) => Line::Interrupted,
+                    Err(ReadlineError::Eof) => Line::End,
+                    Err(e) => {
+                        eprintln!("dsh: reading a line: {e}");
+                        Line::End
+                    }
+                };
+                let _ = answer.send(line);
+            }
+        });
+        Ok(Reader { requests })
+    }
+
+    /// Reads one line.
+    async fn line(&self, prompt: &str) -> Line {
+        let (answer, line) = tokio::sync::oneshot::channel();
+        if self.requests.send((prompt.to_owned(), answer)).is_err() {
+            return Line::End;
+        }
+        line.await.unwrap_or(Line::End)
+    }
+}
+
+/// Runs `dsh chat`.
+pub async fn chat(args: ChatArgs) -> Result<i32, Exit> {
+    if args.model.json {
+        return Err(Exit::usage(
+            "--json is for `dsh agent`: `dsh chat` is a conversation in the terminal",
+        ));
+    }
+    let Started {
+        prepared,
+        agent,
+        streaming,
+    } = start(&args.model, false).await?;
+    let history = dsh::jsonl::state_dir().map(|d| d.join("chat_history"));
+    let reader = Reader::start(history)?;
+    eprintln!(
+        "dsh chat: one line per turn; Ctrl-C cancels a turn; /exit, Ctrl-D or Ctrl-C at the \
+         prompt ends (log: {})",
+        prepared.log.display()
+    );
+    let mut code = 0;
+    loop {
+        let text = match reader.line("> ").await {
+            Line::Text(t) => t,
+            Line::Interrupted | Line::End => break,
+        };
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if text == "/exit" || text == "/quit" {
+            break;
+        }
+        let mut interrupts = super::run::on_interrupts({
+            let agent = agent.clone();
+            move || agent.cancel(dsh_agent::Cancel::user())
+        })
+        .await;
+        let outcome = tokio::select! {
+            outcome = agent.prompt(text) => outcome,
+            Ok(()) = &mut interrupts.hard_stop => return Err(Exit { code: 130, message: None }),
+        };
+        drop(interrupts);
+        let outcome = match outcome {
+            Ok(Some(o)) => o,
+            Ok(None) => continue,
+            Err(e) => {
+                code = 1;
+                eprintln!("dsh: the turn failed: {e}");
+                break;
+            }
+        };
+        if streaming {
+            println!();
+        } else if !outcome.text.is_empty() {
+            println!("{}", super::render::sanitize(&outcome.text));
+        }
+        match (&outcome.end, end_code(&outcome.end, &prepared.log)) {
+            (TurnEnd::Aborted(_), _) => eprintln!("dsh: turn {} cancelled", outcome.turn),
+            (_, Err(e)) => {
+                if let Some(m) = e.message {
+                    eprintln!("dsh: {}", super::render::sanitize(&m));
+                }
+            }
+            _ => {}
+        }
+        eprintln!("{}", prepared.renderer.summary());
+    }
+    if let Err(e) = prepared.harness.session().close().await {
+        return Err(Exit::internal(format!(
+            "closing {}: {e}",
+            prepared.log.display()
+        )));
+    }
+    eprintln!("log: {}", prepared.log.display());
+    Ok(code)
+}

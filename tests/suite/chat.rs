@@ -1,0 +1,187 @@
+//! `dsh chat` through the real binary against the mock provider server: over a pipe (one turn
+//! per line) and through a pseudo-terminal (`expectrl`): an approval answered at its question,
+//! a turn cancelled mid-stream with Ctrl-C and the chat going on, the screen read back.
+
+use std::path::Path;
+use std::time::Duration;
+
+use dsh_test_support::mock_provider::{Frame, MockProvider, Reply, openai};
+use expectrl::{ControlCode, Expect};
+
+use super::support::*;
+
+struct Server {
+    mock: MockProvider,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn server() -> Server {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mock = rt.block_on(MockProvider::start()).unwrap();
+    Server { mock, _rt: rt }
+}
+
+fn workspace() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "the answer is 42\n").unwrap();
+    ws
+}
+
+fn read_call(id: &str) -> Reply {
+    let mut call = vec![openai::role()];
+    call.extend(openai::tool_call(
+        0,
+        id,
+        "read",
+        &["{\"file_path\"", ": \"notes.txt\"}"],
+    ));
+    call.extend(openai::finish("tool_calls", 40, 12));
+    Reply::Stream(call)
+}
+
+/// The log a chat names on its last stderr line.
+fn log_in(text: &str) -> std::path::PathBuf {
+    let line = text
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("log: "))
+        .unwrap_or_else(|| panic!("no log line: {text}"));
+    std::path::PathBuf::from(line.trim())
+}
+
+#[test]
+fn chat_over_a_pipe_runs_one_turn_per_line_in_one_session() {
+    let srv = server();
+    srv.mock.push(openai::text_reply(&["One."]));
+    srv.mock.push(openai::text_reply(&["Two."]));
+    let ws = workspace();
+    let state = tempfile::tempdir().unwrap();
+    let out = run_with(
+        dsh()
+            .args(["chat", "--workspace", s(ws.path()), "--base-url"])
+            .arg(srv.mock.openai_base_url())
+            .env("DEEPSEEK_API_KEY", "sk-test")
+            .env("XDG_STATE_HOME", state.path()),
+        Some("first\n\nsecond\n/exit\nnever sent\n"),
+    );
+    assert_eq!(out.code, 0, "{}", out.both());
+    assert_eq!(out.stdout, "One.\nTwo.\n", "{}", out.both());
+    let bodies = srv.mock.bodies();
+    assert_eq!(
+        bodies.len(),
+        2,
+        "an empty line is no turn, /exit ends: {bodies:#?}"
+    );
+    let second: Vec<String> = bodies[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(
+        second[1].contains("first") && second[2].contains("One.") && second[3].contains("second"),
+        "{second:#?}"
+    );
+    let check = dsh_run(&["check", s(&log_in(&out.stderr))]);
+    assert_eq!(check.code, 0, "{}", check.both());
+    // Both turns are in one session, which `dsh sessions` lists once.
+    let listed = run(dsh()
+        .args(["sessions", "--workspace", s(ws.path())])
+        .env("XDG_STATE_HOME", state.path()));
+    assert_eq!(listed.stdout.lines().count(), 1, "{}", listed.both());
+}
+
+/// `dsh chat` on a pseudo-terminal.
+fn chat_on_a_terminal(
+    ws: &Path,
+    state: &Path,
+    url: &str,
+    policy: &Path,
+) -> expectrl::session::OsSession {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
+    cmd.args(["chat", "--workspace", s(ws), "--base-url", url])
+        .arg("--policy")
+        .arg(policy)
+        .env("DEEPSEEK_API_KEY", "sk-test")
+        .env("XDG_STATE_HOME", state)
+        .env("XDG_CONFIG_HOME", "/nonexistent/dsh-tests-config")
+        .env("TERM", "dumb")
+        .env_remove("RUST_LOG");
+    let mut session = expectrl::Session::spawn(cmd).expect("dsh chat starts on a pty");
+    session.set_expect_timeout(Some(Duration::from_secs(20)));
+    session
+}
+
+#[test]
+fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
+    let srv = server();
+    // Turn 1: the model reads a file (the rules ask), then answers.
+    srv.mock.push(read_call("call_1"));
+    srv.mock.push(openai::text_reply(&["It says ", "42."]));
+    // Turn 2: a stream that starts, then hangs until the turn is cancelled.
+    let mut slow = vec![openai::role()];
+    slow.extend(openai::text(&["Thinking about it"]));
+    slow.push(Frame::Stall);
+    srv.mock.push(Reply::Stream(slow));
+    // Turn 3: the chat goes on.
+    srv.mock.push(openai::text_reply(&["Back again."]));
+    let ws = workspace();
+    let state = tempfile::tempdir().unwrap();
+    let policy = ws.path().join("policy.toml");
+    std::fs::write(&policy, "[permissions]\nask = [\"read\"]\n").unwrap();
+    let mut chat = chat_on_a_terminal(
+        ws.path(),
+        state.path(),
+        &srv.mock.openai_base_url(),
+        &policy,
+    );
+    let mut screen = String::new();
+    let expect =
+        |chat: &mut expectrl::session::OsSession, needle: &str, screen: &mut String| {
+            let found = chat.expect(needle).unwrap_or_else(|e| {
+                panic!("waiting for {needle:?}: {e}\nscreen so far:\n{screen}")
+            });
+            screen.push_str(&String::from_utf8_lossy(found.before()));
+            screen.push_str(needle);
+        };
+    expect(&mut chat, "> ", &mut screen);
+    chat.send_line("what does notes.txt say?").unwrap();
+    expect(&mut chat, "allow this call? [y/N]", &mut screen);
+    assert!(
+        screen.contains("read wants approval") && screen.contains("notes.txt"),
+        "the question shows the tool and the path:\n{screen}"
+    );
+    chat.send_line("y").unwrap();
+    expect(&mut chat, "It says 42.", &mut screen);
+    expect(&mut chat, "> ", &mut screen);
+    chat.send_line("tell me more").unwrap();
+    expect(&mut chat, "Thinking about it", &mut screen);
+    chat.send(ControlCode::EndOfText).unwrap();
+    expect(&mut chat, "cancelled", &mut screen);
+    expect(&mut chat, "> ", &mut screen);
+    chat.send_line("are you there?").unwrap();
+    expect(&mut chat, "Back again.", &mut screen);
+    expect(&mut chat, "> ", &mut screen);
+    chat.send_line("/exit").unwrap();
+    expect(&mut chat, "log: ", &mut screen);
+    let mut rest = String::new();
+    expect(&mut chat, ".jsonl", &mut rest);
+    let log = log_in(&format!("log: {}", rest.trim()));
+    // Three turns, the cancelled one included, each request carrying the history before it.
+    let bodies = srv.mock.bodies();
+    assert_eq!(bodies.len(), 4, "{bodies:#?}");
+    let last = bodies[3]["messages"].to_string();
+    assert!(
+        last.contains("what does notes.txt say?")
+            && last.contains("the answer is 42")
+            && last.contains("tell me more")
+            && last.contains("are you there?"),
+        "{last}"
+    );
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}
