@@ -140,14 +140,13 @@ fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
         &policy,
     );
     let mut screen = String::new();
-    let expect =
-        |chat: &mut expectrl::session::OsSession, needle: &str, screen: &mut String| {
-            let found = chat.expect(needle).unwrap_or_else(|e| {
-                panic!("waiting for {needle:?}: {e}\nscreen so far:\n{screen}")
-            });
-            screen.push_str(&String::from_utf8_lossy(found.before()));
-            screen.push_str(needle);
-        };
+    let expect = |chat: &mut expectrl::session::OsSession, needle: &str, screen: &mut String| {
+        let found = chat
+            .expect(needle)
+            .unwrap_or_else(|e| panic!("waiting for {needle:?}: {e}\nscreen so far:\n{screen}"));
+        screen.push_str(&String::from_utf8_lossy(found.before()));
+        screen.push_str(needle);
+    };
     expect(&mut chat, "> ", &mut screen);
     chat.send_line("what does notes.txt say?").unwrap();
     expect(&mut chat, "allow this call? [y/N]", &mut screen);

@@ -16,8 +16,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
+use dsh_core::RUN_CODE;
 use dsh_core::codes::{self, messages};
-use dsh_core::registry::RUN_CODE;
 use dsh_core::{
     AgentId, Arguments, ExecutionMode, ExecutionToken, Failure, Registration, ToolDefinition,
     ToolExecution, ToolRegistry, ToolSchema,

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 
+use dsh_core::RUN_CODE;
 use dsh_core::codes::{self, messages};
-use dsh_core::registry::RUN_CODE;
 use dsh_core::{ContentBlock, Failure, Json, ToolContext, ToolDefinition, ToolOutput};
 use futures::FutureExt;
 use serde_json::{Value, json};

@@ -6,7 +6,7 @@
 //! context messages in the reference shapes; [`ToolDefinition`] with its output contract and a
 //! typed helper; [`ToolExecutionInput`] / [`ToolExecution`] with opaque tokens; [`ToolResult`] and
 //! [`Failure`] with the error codes and exact messages ([`codes`]); the decisions hooks return;
-//! the small hook traits ([`hooks`]); the cancellation [`Signal`] with [`deadline()`] and
+//! the small hook traits ([`PreExecuteHook`], [`Guard`], [`ExecuteWrapper`], ...); the cancellation [`Signal`] with [`deadline()`] and
 //! [`timeout_of`]; argument validation; and the [`ToolRegistry`].
 //!
 //! It deliberately does NOT: do I/O, spawn tasks (except the one timer a [`deadline()`] arms),
@@ -43,29 +43,31 @@
 //!
 //! Running a call is the scheduler's job (`dsh-scheduler`'s `Runtime::execute`).
 
+// The public modules are namespaces a user names (`codes::TOOL_ERROR`, `json::MAX_DEPTH`); every
+// other module is private and its public items are re-exported below, chosen one by one.
 pub mod codes;
-pub mod content;
+mod content;
 pub mod context;
 mod deadline;
-pub mod decision;
+mod decision;
 mod error;
-pub mod execution;
-pub mod failure;
+mod execution;
+mod failure;
 mod hook_fn;
-pub mod hooks;
+mod hooks;
 pub mod json;
 mod lossless;
 mod name_hash;
 pub mod names;
-pub mod registry;
-pub mod result;
-pub mod signal;
-pub mod subject;
-pub mod tool;
+mod registry;
+mod result;
+mod signal;
+mod subject;
+mod tool;
 pub mod typed;
 pub mod validate;
 
-pub use content::{Content, ContentBlock, text_content};
+pub use content::{Content, ContentBlock, summarize, text_content};
 pub use context::ContextMessage;
 pub use deadline::{
     Deadline, DeadlineError, MAX_TIMEOUT_MS, TimeoutReason, clamp_timeout, deadline,
@@ -81,8 +83,11 @@ pub use hooks::{
     PreNext, ResultObserver, Terminal,
 };
 pub use json::{Json, JsonError};
-pub use registry::{ExecutionMode, Registration, ToolFilter, ToolRegistry, ToolSchema};
+pub use registry::{ExecutionMode, RUN_CODE, Registration, ToolFilter, ToolRegistry, ToolSchema};
 pub use result::ToolResult;
 pub use signal::{AbortController, AbortReason, CancelCause, Signal};
 pub use subject::PermissionSubject;
-pub use tool::{BodyEffects, ToolBody, ToolContext, ToolDefinition, ToolOutput};
+pub use tool::{
+    BodyEffects, PRETTY_MAX_DEPTH, ToolBody, ToolBuilder, ToolContext, ToolDefinition, ToolOutput,
+    render_value_text,
+};

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use dsh_core::codes::messages;
-use dsh_core::content::summarize;
+use dsh_core::summarize;
 use dsh_core::{Failure, PostNext, PostToolDecision, Replacement, ToolResult, text_content};
 
 use tracing::Instrument;

@@ -234,7 +234,7 @@ impl Gate {
     fn build(
         &self,
         name: &str,
-        mode: impl FnOnce(dsh_core::tool::ToolBuilder) -> dsh_core::tool::ToolBuilder,
+        mode: impl FnOnce(dsh_core::ToolBuilder) -> dsh_core::ToolBuilder,
     ) -> ToolDefinition {
         let gate = self.clone();
         let n = name.to_owned();

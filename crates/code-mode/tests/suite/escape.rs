@@ -361,7 +361,7 @@ mod pipeline {
     use std::time::Duration;
 
     use dsh_code_mode::{CodeOutcome, PresentationMode};
-    use dsh_core::registry::RUN_CODE;
+    use dsh_core::RUN_CODE;
     use dsh_core::{ExecutionToken, codes};
     use futures::FutureExt;
     use parking_lot::Mutex;

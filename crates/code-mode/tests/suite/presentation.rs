@@ -7,8 +7,8 @@ use dsh_code_mode::{
     CODE_ONLY_SECTION, CodeMode, CodeModeConfig, CodeOutcome, CodeRuntime, PresentationMode,
     SDK_SECTION, UNLISTED_TOOLS, render_sdk,
 };
+use dsh_core::RUN_CODE;
 use dsh_core::codes;
-use dsh_core::registry::RUN_CODE;
 use dsh_core::{
     AbortReason, AgentId, Arguments, CancelCause, ExecutionMode, Json, Signal, ToolDefinition,
     ToolFilter, ToolOutput, ToolRegistry,

@@ -7,8 +7,8 @@ use dsh_code_mode::{
     CodeErrorKind, CodeMode, CodeModeConfig, CodeOutcome, KNOWN_LANGUAGES, PresentationMode,
     flavor, validate_max_parallel_sub_calls,
 };
+use dsh_core::RUN_CODE;
 use dsh_core::codes;
-use dsh_core::registry::RUN_CODE;
 use dsh_core::{
     AbortController, AbortReason, CancelCause, Json, PostToolDecision, Replacement, Signal,
     ToolRegistry, text_content,

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::fixtures::{args, keep, keep_scoped};
 
-fn builder(name: &str) -> dsh_core::tool::ToolBuilder {
+fn builder(name: &str) -> dsh_core::ToolBuilder {
     ToolDefinition::builder(name, "d")
         .output(ToolOutput::string())
         .execute(|_ctx| async { Ok(Json::string("")) })

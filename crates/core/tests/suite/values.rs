@@ -153,7 +153,7 @@ fn signals_keep_the_first_reason_and_fuse_one_way() {
 
 #[test]
 fn json_output_renders_pretty_and_deep_values_compact() {
-    use dsh_core::tool::{PRETTY_MAX_DEPTH, render_value_text};
+    use dsh_core::{PRETTY_MAX_DEPTH, render_value_text};
     let obj = Json::from_shallow(json!({"n": 42, "ok": true}));
     assert_eq!(
         render_value_text(&obj),

@@ -91,7 +91,7 @@ pub(crate) struct Shape {
 /// Text of content blocks for a `tool` message: texts joined by newlines, other blocks as
 /// `[<type> content]`.
 fn text_of(content: &[ContentBlock]) -> String {
-    dsh_core::content::summarize(content)
+    dsh_core::summarize(content)
 }
 
 fn user_content(content: &[ContentBlock]) -> Content<'_> {
