@@ -168,6 +168,9 @@ pub struct Harness {
     #[cfg(feature = "code-mode")]
     code: Option<dsh_code_mode::CodeMode>,
     warnings: Vec<String>,
+    /// The MCP servers whose tools are registered (dropping one ends its process).
+    #[cfg(feature = "mcp")]
+    mcp: Vec<dsh_mcp::McpServer>,
     policy_rules: Option<dsh_guard::PermissionRules>,
     #[cfg(feature = "hooks")]
     merged: Option<crate::permissions::MergedPermissions>,
@@ -188,6 +191,12 @@ impl Harness {
     /// (a program prints them; see the README's sandbox section).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// The MCP servers of the policy that started, whose tools are registered.
+    #[cfg(feature = "mcp")]
+    pub fn mcp_servers(&self) -> &[dsh_mcp::McpServer] {
+        &self.mcp
     }
 
     /// Starts wiring a harness over `session`.
@@ -379,6 +388,8 @@ impl HarnessBuilder {
         }
         extra.register_tools(&registry)?;
         extra.install_observers(&hooks);
+        #[cfg(feature = "mcp")]
+        let (mcp, mcp_warnings) = crate::mcp_tools::connect(&self.policy, &registry).await?;
         // The bash tool's full outputs go to a private per-session directory that is also a
         // root of the file tools, so the model can `read` the path a truncated result names.
         #[cfg(feature = "bash")]
@@ -530,6 +541,12 @@ impl HarnessBuilder {
         };
         #[cfg(not(feature = "bash"))]
         let warnings = Vec::new();
+        #[cfg(feature = "mcp")]
+        let warnings = {
+            let mut warnings = warnings;
+            warnings.extend(mcp_warnings);
+            warnings
+        };
         // Every tool is registered now: a rule or a `[tools.<name>]` table naming none would
         // silently never apply.
         let known = registry.names(Some(&self.agent));
@@ -566,6 +583,8 @@ impl HarnessBuilder {
             #[cfg(feature = "code-mode")]
             code,
             warnings,
+            #[cfg(feature = "mcp")]
+            mcp,
             policy_rules,
             #[cfg(feature = "hooks")]
             merged,

@@ -104,6 +104,8 @@ pub use dsh_core as core;
 pub use dsh_guard as guard;
 #[cfg(feature = "hooks")]
 pub use dsh_hooks as hooks;
+#[cfg(feature = "mcp")]
+pub use dsh_mcp as mcp;
 pub use dsh_scheduler as scheduler;
 pub use dsh_session as session;
 #[cfg(feature = "bash")]
@@ -117,6 +119,8 @@ pub mod demo_tools;
 mod harness;
 #[cfg(feature = "jsonl")]
 pub mod jsonl;
+#[cfg(feature = "mcp")]
+mod mcp_tools;
 #[cfg(feature = "hooks")]
 pub mod permissions;
 pub mod policy;

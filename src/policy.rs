@@ -105,6 +105,9 @@ pub struct Policy {
     /// chosen (the `bash` tool then runs in `workspace-write` under `approval`).
     #[cfg(feature = "bash")]
     pub preset: Option<dsh_tool_bash::Preset>,
+    /// `[mcp.servers.<name>]`: the MCP servers whose tools are offered as `mcp__<name>__<tool>`.
+    #[cfg(feature = "mcp")]
+    pub mcp_servers: BTreeMap<String, dsh_mcp::ServerConfig>,
     has_permissions: bool,
     text: String,
 }
@@ -118,6 +121,8 @@ impl Default for Policy {
             tool_timeouts: BTreeMap::new(),
             #[cfg(feature = "bash")]
             preset: None,
+            #[cfg(feature = "mcp")]
+            mcp_servers: BTreeMap::new(),
             has_permissions: false,
             text: String::new(),
         }
@@ -134,6 +139,7 @@ struct File {
     permissions: Option<toml::Value>,
     #[serde(default)]
     tools: BTreeMap<String, ToolTable>,
+    mcp: Option<toml::Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -236,6 +242,10 @@ impl Policy {
             };
             policy.tool_timeouts.insert(name.clone(), ms);
         }
+        if let Some(mcp) = file.mcp {
+            let at = mcp.span().start;
+            policy.set_mcp(mcp.into_inner(), |m| invalid(at, m))?;
+        }
         if file.permissions.is_some() {
             policy.has_permissions = true;
             policy.permissions(ToolRegistry::new())?;
@@ -281,6 +291,40 @@ impl Policy {
             Err(invalid(
                 at,
                 "preset: this build has no `bash` tool (feature \"bash\")".to_owned(),
+            ))
+        }
+    }
+
+    /// Reads `[mcp]`: `servers.<name>` tables, each a server to start (refused in a build
+    /// without the MCP client, and for a name a tool name cannot carry).
+    fn set_mcp(
+        &mut self,
+        table: toml::Value,
+        invalid: impl Fn(String) -> PolicyError,
+    ) -> Result<(), PolicyError> {
+        #[cfg(feature = "mcp")]
+        {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Mcp {
+                #[serde(default)]
+                servers: BTreeMap<String, dsh_mcp::ServerConfig>,
+            }
+            let mcp: Mcp = table
+                .try_into()
+                .map_err(|e: toml::de::Error| invalid(format!("mcp: {}", e.message())))?;
+            for name in mcp.servers.keys() {
+                dsh_mcp::tool_name(name, "x")
+                    .map_err(|_| invalid(format!("mcp.servers.{name}: a server's name may hold only letters, digits, `_` and `-`")))?;
+            }
+            self.mcp_servers = mcp.servers;
+            Ok(())
+        }
+        #[cfg(not(feature = "mcp"))]
+        {
+            let _ = (self, table);
+            Err(invalid(
+                "mcp: this build has no MCP client (feature \"mcp\")".to_owned(),
             ))
         }
     }

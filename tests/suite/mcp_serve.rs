@@ -428,3 +428,46 @@ fn an_ask_goes_to_a_client_that_declared_elicitation_and_only_an_explicit_allow_
     let check = dsh_run(&["check", s(&log)]);
     assert_eq!(check.code, 0, "{}", check.both());
 }
+
+#[test]
+fn as_a_gateway_it_serves_the_tools_of_the_policys_mcp_servers_behind_its_rules() {
+    let ws = workspace();
+    let policy = ws.path().join("gateway.toml");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/server.py");
+    std::fs::write(
+        &policy,
+        format!(
+            "[mcp.servers.py]\ncommand = \"python3\"\nargs = [{:?}]\n\
+             [permissions]\ndeny = [\"mcp__py__shout\"]\n",
+            server.display().to_string()
+        ),
+    )
+    .unwrap();
+    let log = ws.path().join("gateway.jsonl");
+    let report = mcp_client(
+        &[
+            "--workspace",
+            s(ws.path()),
+            "--session",
+            s(&log),
+            "--policy",
+            s(&policy),
+        ],
+        json!([["mcp__py__add", {"a": 20, "b": 22}]]),
+    );
+    let tools: Vec<&str> = report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    assert!(tools.contains(&"mcp__py__add"), "{tools:?}");
+    assert!(
+        !tools.contains(&"mcp__py__shout"),
+        "a tool the rules deny is not offered: {tools:?}"
+    );
+    assert_eq!(report["calls"][0]["isError"], false, "{report}");
+    assert_eq!(report["calls"][0]["text"][0], "20 + 22 = 42", "{report}");
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}

@@ -22,6 +22,7 @@ mod large_read;
 mod library_face;
 mod lifetime;
 mod logs;
+mod mcp_client;
 mod mcp_serve;
 mod otel;
 mod props;

@@ -23,6 +23,7 @@ pub const CRATES: &[(&str, &str)] = &[
     ("dsh-model", "crates/model"),
     ("dsh-scheduler", "crates/scheduler"),
     ("dsh-agent", "crates/agent"),
+    ("dsh-mcp", "crates/mcp"),
     ("dsh-tool-fs", "crates/tool-fs"),
     ("dsh-code-mode", "crates/code-mode"),
     ("dsh-hooks", "crates/hooks"),

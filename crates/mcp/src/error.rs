@@ -1,0 +1,65 @@
+//! What can go wrong before a server's tools are registered.
+
+/// Starting a server or listing its tools failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// The program could not be started.
+    #[error("MCP server `{server}`: cannot start `{command}`")]
+    Spawn {
+        /// The server's name.
+        server: String,
+        /// The program.
+        command: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server started but the MCP handshake failed (it exited, or spoke something else).
+    #[error("MCP server `{server}` did not complete the MCP handshake: {detail}")]
+    Handshake {
+        /// The server's name.
+        server: String,
+        /// What the client saw.
+        detail: String,
+    },
+    /// The server did not answer in time.
+    #[error("MCP server `{server}` did not start within {after:?}")]
+    Timeout {
+        /// The server's name.
+        server: String,
+        /// The budget.
+        after: std::time::Duration,
+    },
+    /// Listing its tools failed.
+    #[error("MCP server `{server}`: listing its tools failed")]
+    List {
+        /// The server's name.
+        server: String,
+        /// Why.
+        #[source]
+        source: Box<rmcp::ServiceError>,
+    },
+    /// A tool's name, made into `mcp__<server>__<tool>`, is not one a model API takes, or two
+    /// tools end up with the same name.
+    #[error("MCP server `{server}`: tool `{tool}`: {problem}")]
+    ToolName {
+        /// The server's name.
+        server: String,
+        /// The tool's own name.
+        tool: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A tool definition was refused by the registry's checks.
+    #[error("MCP server `{server}`: tool `{tool}`")]
+    Definition {
+        /// The server's name.
+        server: String,
+        /// The tool's name.
+        tool: String,
+        /// Why.
+        #[source]
+        source: dsh_core::CoreError,
+    },
+}

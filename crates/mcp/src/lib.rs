@@ -1,0 +1,46 @@
+//! # dsh-mcp
+//!
+//! The tools of MCP servers as dsh tools. [`McpServer::connect`] starts a server as a child
+//! process (stdio), lists its tools, and [`McpServer::tools`] gives one [`ToolDefinition`](dsh_core::ToolDefinition) per
+//! tool, named `mcp__<server>__<tool>` as Claude Code names them, so permission rules (`deny =
+//! ["mcp__github__*"]`), hooks, approval, guards, timeouts and the session log apply to them as
+//! to any tool.
+//!
+//! It holds: the server table of a policy file ([`ServerConfig`]), the connection, the name
+//! mapping ([`tool_name`]) and the mapping of MCP results to dsh content (text and images as
+//! they are; audio and resources as text saying what they are).
+//!
+//! It deliberately does NOT: decide anything (the pipeline decides), retry a call (a call may
+//! have had effects), or know about sessions.
+//!
+//! Guarantees: a tool's input schema is the tool's parameters, validated by the pipeline
+//! before the server sees the call; `readOnlyHint: true` lets calls run beside others, any
+//! other tool runs alone; `isError: true` is a failure with the server's text; a server that
+//! dies mid-call fails the call naming the server; a call the pipeline cancels is abandoned
+//! (the request is dropped, which sends `notifications/cancelled`); each call has a timeout
+//! (60 s unless the server's table says otherwise).
+//!
+//! ## Example
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use dsh_core::ToolRegistry;
+//! use dsh_mcp::{McpServer, ServerConfig};
+//!
+//! let config = ServerConfig::command("npx", ["-y", "@modelcontextprotocol/server-everything"]);
+//! let server = McpServer::connect("everything", &config).await?;
+//! let registry = ToolRegistry::new();
+//! for tool in server.tools()? {
+//!     registry.add(tool)?;
+//! }
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod content;
+mod error;
+mod server;
+
+pub use config::ServerConfig;
+pub use error::McpError;
+pub use server::{McpServer, tool_name};

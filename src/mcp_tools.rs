@@ -1,0 +1,65 @@
+//! The policy's `[mcp.servers.<name>]`: each server started, its tools registered as
+//! `mcp__<name>__<tool>` before the rules are checked against the registry.
+//!
+//! Guarantees: the servers start together, each within its start-up budget; a server that
+//! cannot start, or lists a tool dsh cannot offer, is a warning naming it and why, and the run
+//! goes on without its tools (as Claude Code does), so a call to one of them is
+//! `UNKNOWN_TOOL`; a server left out with `enabled = false` is not started.
+
+use dsh_core::ToolRegistry;
+use dsh_mcp::McpServer;
+
+use crate::harness::HarnessError;
+use crate::policy::Policy;
+
+/// Starts the policy's servers and registers their tools; returns the running servers and the
+/// warnings for those that failed.
+pub(crate) async fn connect(
+    policy: &Policy,
+    registry: &ToolRegistry,
+) -> Result<(Vec<McpServer>, Vec<String>), HarnessError> {
+    let enabled: Vec<_> = policy
+        .mcp_servers
+        .iter()
+        .filter(|(_, config)| config.enabled)
+        .collect();
+    let started = futures::future::join_all(
+        enabled
+            .iter()
+            .map(|(name, config)| McpServer::connect(name, config)),
+    )
+    .await;
+    let mut servers = Vec::new();
+    let mut warnings = Vec::new();
+    for result in started {
+        let server = match result {
+            Ok(server) => server,
+            Err(e) => {
+                warnings.push(format!("{}; its tools are not available", chain(&e)));
+                continue;
+            }
+        };
+        match server.tools() {
+            Ok(tools) => {
+                for tool in tools {
+                    registry.add(tool)?;
+                }
+                servers.push(server);
+            }
+            Err(e) => warnings.push(format!("{}; its tools are not available", chain(&e))),
+        }
+    }
+    Ok((servers, warnings))
+}
+
+/// An error with its causes, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}

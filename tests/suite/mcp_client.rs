@@ -1,0 +1,238 @@
+//! The tools of MCP servers in `dsh run`, declared as `[mcp.servers.<name>]` in the policy:
+//! against a server written with the Python `mcp` SDK (installed by `cargo xtask test`; these
+//! tests fail, naming it, without it), started by dsh as a child process.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::support::*;
+
+fn server_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/server.py")
+}
+
+fn require_python_mcp() {
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import mcp.server.mcpserver"])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        probe.status.success(),
+        "the Python `mcp` SDK is missing: `pip install mcp==2.3.0` (`cargo xtask test` installs \
+         it): {}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+}
+
+/// A policy declaring the test server as `py` (plus `extra` TOML).
+fn policy(dir: &Path, extra: &str) -> PathBuf {
+    require_python_mcp();
+    let path = dir.join("policy.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[mcp.servers.py]\ncommand = \"python3\"\nargs = [{:?}]\n{extra}",
+            server_script().display().to_string()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn the_tools_of_a_python_sdk_server_run_through_the_pipeline_and_the_log() {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(ws.path(), "");
+    let log = ws.path().join("log.jsonl");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai(
+                "",
+                &[
+                    call("c1", "mcp__py__add", json!({"a": 2, "b": 3})),
+                    call("c2", "mcp__py__fail", json!({"why": "testing"})),
+                    call("c3", "mcp__py__picture", json!({})),
+                    call("c4", "mcp__py__add", json!({"a": "two"})),
+                ],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log);
+    let added = result_of(&ev, "c1");
+    assert!(!added.is_error && added.text == "2 + 3 = 5", "{added:?}");
+    // The server's `isError` result is a failure the model sees.
+    let failed = result_of(&ev, "c2");
+    assert!(
+        failed.is_error && failed.text.contains("fail"),
+        "{failed:?}"
+    );
+    // An image block passes as an image.
+    let picture = of_type(&ev, "tool/result")
+        .into_iter()
+        .find(|e| e["data"]["message"]["content"][0]["toolCallId"] == "c3")
+        .expect("c3's result")
+        .clone();
+    let block = &picture["data"]["message"]["content"][0]["content"][0];
+    assert_eq!(block["type"], "image", "{picture}");
+    assert_eq!(block["mimeType"], "image/png", "{picture}");
+    // The server's input schema is checked before the server sees the call.
+    let invalid = result_of(&ev, "c4");
+    assert_eq!(invalid.code.as_deref(), Some("INVALID_ARGS"), "{invalid:?}");
+    assert!(invalid.text.contains("\"b\""), "{invalid:?}");
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}
+
+#[test]
+fn permission_rules_deny_and_ask_for_mcp_tools_by_name_and_pattern() {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(
+        ws.path(),
+        "[permissions]\ndeny = [\"mcp__py__shout\"]\nask = [\"mcp__py__*\"]\n",
+    );
+    let log = ws.path().join("log.jsonl");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai(
+                "",
+                &[
+                    call("c1", "mcp__py__shout", json!({"text": "hi"})),
+                    call("c2", "mcp__py__add", json!({"a": 1, "b": 1})),
+                ],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    // No terminal, no --approve: an ask is denied (fail closed).
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log);
+    let shout = result_of(&ev, "c1");
+    assert!(shout.is_error && shout.text.contains("deny"), "{shout:?}");
+    assert!(result_of(&ev, "c2").is_error, "asked with nobody to ask");
+    // Allowed once asked, the same call runs.
+    let log2 = ws.path().join("log2.jsonl");
+    let out = run_script(
+        &script,
+        ws.path(),
+        &log2,
+        &["--policy", s(&policy), "--approve", "always"],
+    );
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log2);
+    assert!(result_of(&ev, "c1").is_error, "a deny stays a deny");
+    assert_eq!(result_of(&ev, "c2").text, "1 + 1 = 2");
+}
+
+#[test]
+fn a_call_past_the_servers_budget_times_out_and_the_run_goes_on() {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(ws.path(), "timeout_ms = 300\n");
+    let log = ws.path().join("log.jsonl");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai("", &[call("c1", "mcp__py__slow", json!({"seconds": 30}))]),
+            openai("", &[call("c2", "mcp__py__add", json!({"a": 1, "b": 2}))]),
+            openai("done", &[]),
+        ],
+    );
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log);
+    let slow = result_of(&ev, "c1");
+    assert_eq!(slow.code.as_deref(), Some("TOOL_TIMEOUT"), "{slow:?}");
+    assert_eq!(
+        result_of(&ev, "c2").text,
+        "1 + 2 = 3",
+        "the server still answers"
+    );
+}
+
+#[test]
+fn a_server_that_dies_at_start_is_a_warning_naming_it_and_the_others_still_work() {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(
+        ws.path(),
+        &format!(
+            "[mcp.servers.broken]\ncommand = \"python3\"\nargs = [{:?}, \"--die-at-start\"]\n",
+            server_script().display().to_string()
+        ),
+    );
+    let log = ws.path().join("log.jsonl");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai(
+                "",
+                &[
+                    call("c1", "mcp__broken__add", json!({"a": 1, "b": 2})),
+                    call("c2", "mcp__py__add", json!({"a": 1, "b": 2})),
+                ],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    assert!(
+        out.stderr.contains("MCP server `broken`") && out.stderr.contains("giving up"),
+        "the warning names the server and what it said: {}",
+        out.both()
+    );
+    let ev = events(&log);
+    assert_eq!(
+        result_of(&ev, "c1").code.as_deref(),
+        Some("UNKNOWN_TOOL"),
+        "{}",
+        out.both()
+    );
+    assert_eq!(result_of(&ev, "c2").text, "1 + 2 = 3");
+}
+
+#[test]
+fn dsh_tools_lists_mcp_tools_with_the_servers_schemas() {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(ws.path(), "");
+    let out = dsh_run(&["tools", "--workspace", s(ws.path()), "--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let tools: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let add = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "mcp__py__add")
+        .unwrap_or_else(|| panic!("{tools:#}"));
+    assert_eq!(add["function"]["description"], "Adds two whole numbers.");
+    let params = &add["function"]["parameters"];
+    assert_eq!(params["properties"]["a"]["type"], "integer", "{params}");
+    assert_eq!(params["required"], json!(["a", "b"]), "{params}");
+}
+
+#[test]
+fn a_bad_mcp_table_is_refused_with_its_line_before_anything_starts() {
+    let ws = tempfile::tempdir().unwrap();
+    let path = ws.path().join("policy.toml");
+    std::fs::write(
+        &path,
+        "mode = \"native\"\n[mcp.servers.py]\ncommand = \"python3\"\ncomand = \"x\"\n",
+    )
+    .unwrap();
+    let out = dsh_run(&["tools", "--workspace", s(ws.path()), "--policy", s(&path)]);
+    assert_eq!(out.code, 2, "{}", out.both());
+    assert!(out.stderr.contains("comand"), "{}", out.both());
+    std::fs::write(&path, "[mcp.servers.\"a b\"]\ncommand = \"x\"\n").unwrap();
+    let out = dsh_run(&["tools", "--workspace", s(ws.path()), "--policy", s(&path)]);
+    assert_eq!(out.code, 2, "{}", out.both());
+    assert!(out.stderr.contains("a b"), "{}", out.both());
+}
