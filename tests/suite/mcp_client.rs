@@ -236,3 +236,82 @@ fn a_bad_mcp_table_is_refused_with_its_line_before_anything_starts() {
     assert_eq!(out.code, 2, "{}", out.both());
     assert!(out.stderr.contains("a b"), "{}", out.both());
 }
+
+/// `@modelcontextprotocol/server-filesystem` from npm (tests/mcp/package.json; `cargo xtask
+/// test` installs it), serving `dir`.
+fn npm_filesystem_policy(ws: &Path, dir: &Path) -> PathBuf {
+    let server = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    assert!(
+        server.is_file(),
+        "@modelcontextprotocol/server-filesystem is missing: `npm ci` in tests/mcp (`cargo xtask \
+         test` installs it)"
+    );
+    let path = ws.join("policy.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[mcp.servers.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n\
+             [permissions]\nask = [\"mcp__fs__write_file\"]\n",
+            server.display().to_string(),
+            dir.display().to_string()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn the_npm_filesystem_server_reads_inside_its_roots_refuses_outside_and_writes_only_when_allowed() {
+    let ws = tempfile::tempdir().unwrap();
+    let served = tempfile::tempdir().unwrap();
+    std::fs::write(served.path().join("hello.txt"), "hello from npm\n").unwrap();
+    let outside = ws.path().join("secret.txt");
+    std::fs::write(&outside, "not yours\n").unwrap();
+    let policy = npm_filesystem_policy(ws.path(), served.path());
+    let log = ws.path().join("log.jsonl");
+    let hello = served.path().join("hello.txt");
+    let written = served.path().join("new.txt");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai(
+                "",
+                &[
+                    call("c1", "mcp__fs__read_text_file", json!({"path": s(&hello)})),
+                    call(
+                        "c2",
+                        "mcp__fs__read_text_file",
+                        json!({"path": s(&outside)}),
+                    ),
+                    call(
+                        "c3",
+                        "mcp__fs__write_file",
+                        json!({"path": s(&written), "content": "x"}),
+                    ),
+                ],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log);
+    let read = result_of(&ev, "c1");
+    assert!(
+        !read.is_error && read.text.contains("hello from npm"),
+        "{read:?}"
+    );
+    // The server's own check: a path outside its roots is its error, not dsh's.
+    let refused = result_of(&ev, "c2");
+    assert!(
+        refused.is_error && !refused.text.contains("not yours"),
+        "{refused:?}"
+    );
+    // The rule asks; with nobody to ask, nothing is written.
+    assert!(result_of(&ev, "c3").is_error);
+    assert!(!written.exists(), "a denied write never reached the server");
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}

@@ -2,57 +2,93 @@
 //! machine lacks them, then runs `cargo test --workspace`. The one list of those components
 //! (`.ci/run` runs this command).
 
+use std::path::Path;
+
 use anyhow::Result;
+
+/// How to tell a component is there.
+enum Probe {
+    /// A `python3 -c` program that succeeds.
+    Python(&'static str),
+    /// A file under the workspace root.
+    File(&'static str),
+}
 
 /// A component: how to tell it is there, and how to install it.
 struct Component {
     /// What it is, for the log.
     name: &'static str,
-    /// A `python3` program that succeeds when it is there.
-    probe: &'static str,
-    /// The arguments of the `python3` command that installs it.
+    probe: Probe,
+    /// The install command and its arguments.
     install: &'static [&'static str],
+    /// Where the install runs, under the workspace root.
+    dir: &'static str,
 }
 
 const COMPONENTS: &[Component] = &[
     Component {
-        name: "the Python `mcp` SDK (an MCP client of `dsh mcp serve`)",
-        probe: "import mcp",
-        install: &["-m", "pip", "install", "--quiet", "mcp==2.3.0"],
+        name: "the Python `mcp` SDK (an MCP client of `dsh mcp serve`, an MCP server for dsh)",
+        probe: Probe::Python("import mcp.server.mcpserver"),
+        install: &["python3", "-m", "pip", "install", "--quiet", "mcp==2.3.0"],
+        dir: ".",
     },
     Component {
         name: "the OpenTelemetry protobuf definitions (decode what dsh exports)",
-        probe: "import opentelemetry.proto.collector.trace.v1.trace_service_pb2",
+        probe: Probe::Python("import opentelemetry.proto.collector.trace.v1.trace_service_pb2"),
         install: &[
+            "python3",
             "-m",
             "pip",
             "install",
             "--quiet",
             "opentelemetry-proto==1.45.2",
         ],
+        dir: ".",
+    },
+    Component {
+        name: "MCP servers from npm (tests/mcp/package.json, versions locked)",
+        probe: Probe::File(
+            "tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+        ),
+        install: &["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        dir: "tests/mcp",
     },
 ];
 
 /// Installs what is missing.
-pub fn install() -> Result<()> {
+pub fn install(root: &Path) -> Result<()> {
     for c in COMPONENTS {
-        let there = std::process::Command::new("python3")
-            .args(["-c", c.probe])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+        let there = match c.probe {
+            Probe::Python(program) => std::process::Command::new("python3")
+                .args(["-c", program])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success()),
+            Probe::File(path) => root.join(path).is_file(),
+        };
+        if there {
+            continue;
+        }
+        eprintln!("installing {}", c.name);
+        let Some((cmd, args)) = c.install.split_first() else {
+            continue;
+        };
+        let status = std::process::Command::new(cmd)
+            .args(args)
+            .current_dir(root.join(c.dir))
             .status()
-            .is_ok_and(|s| s.success());
-        if !there {
-            eprintln!("installing {}", c.name);
-            crate::run("python3", c.install)?;
+            .map_err(|e| anyhow::anyhow!("could not start {cmd}: {e}"))?;
+        if !status.success() {
+            anyhow::bail!("installing {} failed with {status}", c.name);
         }
     }
     Ok(())
 }
 
 /// Installs what is missing, then runs the tests (`extra` is passed to `cargo test`).
-pub fn test(extra: &[String]) -> Result<()> {
-    install()?;
+pub fn test(root: &Path, extra: &[String]) -> Result<()> {
+    install(root)?;
     let mut args = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));
     crate::run("cargo", &args)

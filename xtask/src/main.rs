@@ -47,7 +47,7 @@ fn root() -> PathBuf {
 
 const USAGE: &str = "usage: cargo xtask <test | ci | check-rules [--write] | bench [--report-only]>
 
-  test [ARGS]          install what the tests drive (Python packages from PyPI) when missing,
+  test [ARGS]          install what the tests drive (PyPI and npm packages) when missing,
                        then cargo test --workspace [ARGS]
   ci                   fmt check, clippy -D warnings, check-rules, public-api --check, cargo doc
                        -D warnings, package-check, the feature builds, cargo test --workspace
@@ -64,7 +64,7 @@ const USAGE: &str = "usage: cargo xtask <test | ci | check-rules [--write] | ben
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("test") => components::test(&args[1..]),
+        Some("test") => components::test(&root(), &args[1..]),
         Some("ci") => ci(),
         Some("check-rules") => check_rules::cli(&root(), &args[1..]),
         Some("public-api") => public_api::cli(&root(), &args[1..]),
