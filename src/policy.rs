@@ -313,9 +313,12 @@ impl Policy {
             let mcp: Mcp = table
                 .try_into()
                 .map_err(|e: toml::de::Error| invalid(format!("mcp: {}", e.message())))?;
-            for name in mcp.servers.keys() {
+            for (name, config) in &mcp.servers {
                 dsh_mcp::tool_name(name, "x")
                     .map_err(|_| invalid(format!("mcp.servers.{name}: a server's name may hold only letters, digits, `_` and `-`")))?;
+                config
+                    .check(name)
+                    .map_err(|e| invalid(format!("mcp.servers.{name}: {e}")))?;
             }
             self.mcp_servers = mcp.servers;
             Ok(())

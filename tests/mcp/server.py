@@ -1,6 +1,7 @@
 """An MCP server written with the Python `mcp` SDK (its `MCPServer`), for dsh's MCP client tests.
 
-Usage: server.py [--die-at-start]. Tools: `add` (read-only), `shout` (writes nothing, but is
+Usage: server.py [--die-at-start | --http PORT] (stdio unless --http: streamable HTTP on
+127.0.0.1:PORT at /mcp). Tools: `add` (read-only), `shout` (writes nothing, but is
 not declared read-only), `fail` (raises: an `isError` result), `slow` (sleeps), `picture` (an
 image block). With --die-at-start it exits before the handshake, saying why on stderr.
 """
@@ -53,4 +54,7 @@ def picture() -> Image:
     return Image(data=png, format="png")
 
 
-server.run("stdio")
+if "--http" in sys.argv:
+    server.run("streamable-http", port=int(sys.argv[sys.argv.index("--http") + 1]))
+else:
+    server.run("stdio")

@@ -315,3 +315,62 @@ fn the_npm_filesystem_server_reads_inside_its_roots_refuses_outside_and_writes_o
     let check = dsh_run(&["check", s(&log)]);
     assert_eq!(check.code, 0, "{}", check.both());
 }
+
+#[test]
+fn a_python_sdk_server_over_streamable_http_serves_its_tools() {
+    require_python_mcp();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = std::process::Command::new("python3")
+        .arg(server_script())
+        .args(["--http", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    // Ready once it accepts connections.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never listened"
+        );
+        assert!(server.try_wait().unwrap().is_none(), "the server exited");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _server = Kill(server);
+    let ws = tempfile::tempdir().unwrap();
+    let policy = ws.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!("[mcp.servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"),
+    )
+    .unwrap();
+    let log = ws.path().join("log.jsonl");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai("", &[call("c1", "mcp__web__add", json!({"a": 40, "b": 2}))]),
+            openai("done", &[]),
+        ],
+    );
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    assert_eq!(
+        result_of(&events(&log), "c1").text,
+        "40 + 2 = 42",
+        "{}",
+        out.both()
+    );
+}

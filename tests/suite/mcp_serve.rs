@@ -471,3 +471,91 @@ fn as_a_gateway_it_serves_the_tools_of_the_policys_mcp_servers_behind_its_rules(
     let check = dsh_run(&["check", s(&log)]);
     assert_eq!(check.code, 0, "{}", check.both());
 }
+
+#[test]
+fn dsh_uses_the_tools_of_an_http_mcp_server_sending_the_bearer_token_from_the_environment() {
+    // Upstream: another dsh serving its demo tools over HTTP behind a token.
+    let up = workspace();
+    let server = HttpServer::start(
+        &[
+            "--workspace",
+            s(up.path()),
+            "--session",
+            s(&up.path().join("up.jsonl")),
+            "--token",
+            "up-secret",
+            "--demo-tools",
+        ],
+        "",
+    );
+    let ws = workspace();
+    let policy = ws.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[mcp.servers.up]\nurl = {:?}\nbearer_token_env = \"UP_TOKEN\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai(
+                "",
+                &[call(
+                    "c1",
+                    "mcp__up__echo",
+                    json!({"text": "through two pipelines"}),
+                )],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let log = ws.path().join("log.jsonl");
+    let out = run(dsh()
+        .args([
+            "run",
+            s(&script),
+            "--workspace",
+            s(ws.path()),
+            "--session",
+            s(&log),
+        ])
+        .args(["--policy", s(&policy)])
+        .env("UP_TOKEN", "up-secret"));
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log);
+    assert_eq!(
+        result_of(&ev, "c1").text,
+        "through two pipelines",
+        "{}",
+        out.both()
+    );
+    // Without the token in the environment the server is left out, saying why.
+    let log2 = ws.path().join("log2.jsonl");
+    let out = run(dsh()
+        .args([
+            "run",
+            s(&script),
+            "--workspace",
+            s(ws.path()),
+            "--session",
+            s(&log2),
+        ])
+        .args(["--policy", s(&policy)])
+        .env_remove("UP_TOKEN"));
+    assert_eq!(out.code, 0, "{}", out.both());
+    assert!(out.stderr.contains("UP_TOKEN"), "{}", out.both());
+    assert_eq!(
+        result_of(&events(&log2), "c1").code.as_deref(),
+        Some("UNKNOWN_TOOL")
+    );
+    let (code, stderr) = server.interrupt();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("echo"),
+        "the upstream ran the call: {stderr}"
+    );
+}

@@ -6,14 +6,22 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-/// How to start one MCP server (stdio: a child process speaking JSON-RPC on its stdin and
-/// stdout).
+/// How to reach one MCP server: `command` (stdio: a child process speaking JSON-RPC on its
+/// stdin and stdout) or `url` (streamable HTTP), exactly one of them.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct ServerConfig {
-    /// The program.
-    pub command: String,
+    /// The program (stdio).
+    pub command: Option<String>,
+    /// The endpoint (streamable HTTP), e.g. `https://mcp.example.com/mcp`.
+    pub url: Option<String>,
+    /// Headers sent with every HTTP request.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The environment variable holding a bearer token for `url` (sent as
+    /// `Authorization: Bearer <token>`; the token itself never goes in the policy file).
+    pub bearer_token_env: Option<String>,
     /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
@@ -43,13 +51,53 @@ impl ServerConfig {
         S: Into<String>,
     {
         ServerConfig {
-            command: command.to_owned(),
+            command: Some(command.to_owned()),
+            url: None,
+            headers: BTreeMap::new(),
+            bearer_token_env: None,
             args: args.into_iter().map(Into::into).collect(),
             env: BTreeMap::new(),
             cwd: None,
             enabled: true,
             timeout_ms: None,
             startup_timeout_ms: None,
+        }
+    }
+
+    /// A server at the streamable HTTP endpoint `url`, with the defaults.
+    pub fn http(url: &str) -> ServerConfig {
+        ServerConfig {
+            url: Some(url.to_owned()),
+            command: None,
+            ..ServerConfig::command("", std::iter::empty::<String>())
+        }
+    }
+
+    /// Checks that the table says how to reach the server: `command` or `url`, not both, and
+    /// what a command server cannot use (`headers`, `bearer_token_env`) only with `url`.
+    pub fn check(&self, server: &str) -> Result<(), crate::McpError> {
+        let problem = match (&self.command, &self.url) {
+            (Some(_), Some(_)) => Some("give `command` (stdio) or `url` (HTTP), not both"),
+            (None, None) => Some("give `command` (stdio) or `url` (HTTP)"),
+            (Some(_), None) if !self.headers.is_empty() || self.bearer_token_env.is_some() => {
+                Some("`headers` and `bearer_token_env` go with `url`, not `command`")
+            }
+            (None, Some(url)) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                Some("`url` must be an http:// or https:// URL")
+            }
+            (None, Some(_))
+                if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() =>
+            {
+                Some("`args`, `env` and `cwd` go with `command`, not `url`")
+            }
+            _ => None,
+        };
+        match problem {
+            Some(p) => Err(crate::McpError::Config {
+                server: server.to_owned(),
+                problem: p.to_owned(),
+            }),
+            None => Ok(()),
         }
     }
 

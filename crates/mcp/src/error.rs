@@ -4,6 +4,14 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum McpError {
+    /// The server's table cannot work as written.
+    #[error("MCP server `{server}`: {problem}")]
+    Config {
+        /// The server's name.
+        server: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// The program could not be started.
     #[error("MCP server `{server}`: cannot start `{command}`")]
     Spawn {

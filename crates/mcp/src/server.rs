@@ -8,6 +8,9 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
@@ -69,42 +72,28 @@ impl McpServer {
     /// Starts the server `config` describes, completes the MCP handshake and lists its tools,
     /// all within the start-up budget.
     pub async fn connect(name: &str, config: &ServerConfig) -> Result<McpServer, McpError> {
-        let mut cmd = tokio::process::Command::new(&config.command);
-        cmd.args(&config.args).envs(&config.env);
-        if let Some(cwd) = &config.cwd {
-            cmd.current_dir(cwd);
-        }
-        let (transport, stderr) = TokioChildProcess::builder(cmd)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|source| McpError::Spawn {
-                server: name.to_owned(),
-                command: config.command.clone(),
-                source,
-            })?;
+        config.check(name)?;
         let lines = Arc::new(Mutex::new(VecDeque::new()));
-        if let Some(stderr) = stderr {
-            let keep = lines.clone();
-            let server = name.to_owned();
-            tokio::spawn(async move {
-                let mut reader = tokio::io::BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = reader.next_line().await {
-                    tracing::debug!(server = %server, "MCP server stderr: {line}");
-                    if let Ok(mut kept) = keep.lock() {
-                        if kept.len() == STDERR_LINES {
-                            kept.pop_front();
-                        }
-                        kept.push_back(line);
-                    }
-                }
-            });
-        }
+        let transport = match (&config.command, &config.url) {
+            (Some(command), _) => Transport::Stdio(spawn(name, command, config, &lines)?),
+            (None, Some(url)) => Transport::Http(http(name, url, config)?),
+            (None, None) => {
+                return Err(McpError::Config {
+                    server: name.to_owned(),
+                    problem: "no `command` and no `url`".to_owned(),
+                });
+            }
+        };
         let budget = config.startup_timeout();
         let started = tokio::time::timeout(budget, async {
-            let service = ().serve(transport).await.map_err(|e| McpError::Handshake {
+            let handshake = |e: &dyn std::fmt::Display| McpError::Handshake {
                 server: name.to_owned(),
                 detail: e.to_string(),
-            })?;
+            };
+            let service = match transport {
+                Transport::Stdio(t) => ().serve(t).await.map_err(|e| handshake(&e))?,
+                Transport::Http(t) => ().serve(t).await.map_err(|e| handshake(&e))?,
+            };
             let tools = service
                 .peer()
                 .list_all_tools()
@@ -200,6 +189,80 @@ impl McpServer {
         }
         Ok(out)
     }
+}
+
+/// How the client reaches a server.
+enum Transport {
+    Stdio(TokioChildProcess),
+    Http(StreamableHttpClientTransport<reqwest::Client>),
+}
+
+/// Starts `command`, its stderr's last lines kept in `lines`.
+fn spawn(
+    name: &str,
+    command: &str,
+    config: &ServerConfig,
+    lines: &Arc<Mutex<VecDeque<String>>>,
+) -> Result<TokioChildProcess, McpError> {
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(&config.args).envs(&config.env);
+    if let Some(cwd) = &config.cwd {
+        cmd.current_dir(cwd);
+    }
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|source| McpError::Spawn {
+            server: name.to_owned(),
+            command: command.to_owned(),
+            source,
+        })?;
+    if let Some(stderr) = stderr {
+        let keep = lines.clone();
+        let server = name.to_owned();
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                tracing::debug!(server = %server, "MCP server stderr: {line}");
+                if let Ok(mut kept) = keep.lock() {
+                    if kept.len() == STDERR_LINES {
+                        kept.pop_front();
+                    }
+                    kept.push_back(line);
+                }
+            }
+        });
+    }
+    Ok(transport)
+}
+
+/// The streamable HTTP transport to `url`, with the table's headers and bearer token.
+fn http(
+    name: &str,
+    url: &str,
+    config: &ServerConfig,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, McpError> {
+    let bad = |problem: String| McpError::Config {
+        server: name.to_owned(),
+        problem,
+    };
+    let mut headers = std::collections::HashMap::new();
+    for (k, v) in &config.headers {
+        let key = reqwest::header::HeaderName::try_from(k.as_str())
+            .map_err(|e| bad(format!("header `{k}`: {e}")))?;
+        let value = reqwest::header::HeaderValue::try_from(v.as_str())
+            .map_err(|e| bad(format!("header `{k}`: {e}")))?;
+        headers.insert(key, value);
+    }
+    let mut transport = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+    if let Some(env) = &config.bearer_token_env {
+        let token = std::env::var(env)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .ok_or_else(|| bad(format!("`bearer_token_env` names {env}, which is not set")))?;
+        transport = transport.auth_header(token);
+    }
+    Ok(StreamableHttpClientTransport::from_config(transport))
 }
 
 /// One tool of one server, as its body calls it.
