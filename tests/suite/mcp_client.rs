@@ -374,3 +374,44 @@ fn a_python_sdk_server_over_streamable_http_serves_its_tools() {
         out.both()
     );
 }
+
+#[test]
+fn code_mode_calls_mcp_tools_as_bindings_each_a_sub_call_through_the_pipeline() {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(ws.path(), "");
+    let log = ws.path().join("log.jsonl");
+    let code = "const r = await tools.mcp__py__add({a: 5, b: 6}); console.log(JSON.stringify(r));";
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai(
+                "",
+                &[call(
+                    "c1",
+                    "run_code",
+                    json!({"description": "add", "code": code}),
+                )],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let out = run_script(
+        &script,
+        ws.path(),
+        &log,
+        &["--policy", s(&policy), "--mode", "code"],
+    );
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log);
+    let result = result_of(&ev, "c1");
+    assert!(
+        !result.is_error && result.text.contains("5 + 6 = 11"),
+        "{result:?}"
+    );
+    assert!(
+        out.stdout.contains("↳ ✓ mcp__py__add"),
+        "the sub-call ran through the pipeline: {}",
+        out.both()
+    );
+}
