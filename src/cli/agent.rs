@@ -119,7 +119,7 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
         None => std::env::current_dir()
             .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
     };
-    let file = model_config::load(&workspace)?;
+    let file = super::config_file::load(&workspace, args.trust_workspace)?;
     let model = model_config::resolve(
         Choice {
             provider: args.provider,
@@ -128,12 +128,14 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
         },
         &file,
     )?;
-    let policy = super::options::load_policy(
+    let policy = super::options::load_policy_or(
         args.policy.as_deref(),
+        file.policy.clone(),
         args.max_parallel,
         args.mode,
         args.preset,
     )?;
+    let max_parallel = policy.max_parallel_tool_calls;
     let session = match &args.resume {
         None => args.session.clone(),
         Some(which) => {
@@ -159,23 +161,38 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
         },
     })
     .await?;
-    let system = args
+    // What the model is offered is what `dsh tools` prints: Code Mode's presentation under
+    // `--mode code|both` (its typed SDK joins the system prompt), never a tool the rules deny
+    // outright.
+    let harness = &prepared.harness;
+    let agent_id = harness.agent().clone();
+    let (mut offered, sdk) = match super::tools::code_mode_offer(harness, &agent_id)? {
+        Some((tools, sdk)) => (tools, Some(sdk)),
+        None => (harness.registry().schemas(Some(&agent_id)), None),
+    };
+    offered.retain(|s| !harness.denies_every_call(&s.name));
+    let mut system = args
         .system
         .clone()
         .or_else(|| file.system.clone())
         .unwrap_or_else(|| SYSTEM.to_owned());
+    if let Some(sdk) = sdk.filter(|s| !s.trim().is_empty()) {
+        system = format!("{system}\n\n{sdk}");
+    }
     let limits = Limits {
         max_steps: args.max_steps.or(file.max_steps),
         ..Limits::default()
     };
     let config = AgentConfig::new(model.provider, model.model)
         .with_system(system)
-        .with_limits(limits);
+        .with_limits(limits)
+        .with_max_parallel(max_parallel)
+        .with_tool_offer(move |_| offered.clone());
     let agent = Agent::with_agent_id(
-        prepared.harness.runtime().clone(),
-        prepared.harness.session().clone(),
+        harness.runtime().clone(),
+        harness.session().clone(),
         config,
-        Some(prepared.harness.agent().clone()),
+        Some(agent_id),
     );
     let streaming = !json && std::io::stdout().is_terminal();
     if streaming {

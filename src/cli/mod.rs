@@ -9,6 +9,8 @@ mod agent;
 mod approve;
 #[cfg(feature = "agent")]
 mod chat;
+#[cfg(feature = "agent")]
+mod config_file;
 mod demo;
 mod logs;
 #[cfg(feature = "mcp-serve")]

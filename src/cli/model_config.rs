@@ -2,13 +2,11 @@
 //! over the user's `$XDG_CONFIG_HOME/dsh/config.toml` (or `~/.config/dsh/config.toml`), over
 //! the provider's defaults and its environment variables.
 //!
-//! Guarantees: a config file with a key it does not define, or a value of the wrong type, is
-//! refused naming the file and the key (exit 2); a provider's default server without a key is
+//! The files themselves are read in `config_file.rs`. Guarantees: a provider's default server without a key is
 //! refused before anything is opened, naming the environment variable to set; a base URL is
 //! taken as the providers' own SDKs take it (OpenAI-compatible ones end in `/v1`, Anthropic's is
 //! the host).
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::ValueEnum;
@@ -16,6 +14,7 @@ use dsh_model::{AnthropicConfig, AnthropicProvider, OpenAiConfig, OpenAiProvider
 use serde::Deserialize;
 
 use super::Exit;
+use super::config_file::ConfigFile;
 
 /// The providers `dsh agent` speaks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -27,66 +26,6 @@ pub enum ProviderArg {
     Openai,
     /// Anthropic's Messages API (`ANTHROPIC_API_KEY`).
     Anthropic,
-}
-
-/// One `config.toml`: every key optional.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigFile {
-    /// `deepseek`, `openai` or `anthropic`.
-    pub provider: Option<ProviderArg>,
-    /// The model's name as the provider knows it.
-    pub model: Option<String>,
-    /// The API root (`https://api.deepseek.com/v1`, `http://127.0.0.1:11434/v1`, ...).
-    pub base_url: Option<String>,
-    /// The environment variable holding the key (instead of the provider's usual one).
-    pub api_key_env: Option<String>,
-    /// The system prompt (instead of dsh's).
-    pub system: Option<String>,
-    /// At most this many model requests per turn.
-    pub max_steps: Option<u32>,
-}
-
-impl ConfigFile {
-    /// `later`'s keys over this file's.
-    fn merged(self, later: ConfigFile) -> ConfigFile {
-        ConfigFile {
-            provider: later.provider.or(self.provider),
-            model: later.model.or(self.model),
-            base_url: later.base_url.or(self.base_url),
-            api_key_env: later.api_key_env.or(self.api_key_env),
-            system: later.system.or(self.system),
-            max_steps: later.max_steps.or(self.max_steps),
-        }
-    }
-}
-
-/// Reads `path` when it exists.
-fn read(path: &Path) -> Result<ConfigFile, Exit> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ConfigFile::default()),
-        Err(e) => return Err(Exit::usage(format!("{}: {e}", path.display()))),
-    };
-    toml::from_str(&text).map_err(|e| Exit::usage(format!("{}: {}", path.display(), e.message())))
-}
-
-/// The user's config file.
-fn user_file() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))?;
-    Some(base.join("dsh").join("config.toml"))
-}
-
-/// The user's file, then the workspace's.
-pub fn load(workspace: &Path) -> Result<ConfigFile, Exit> {
-    let user = match user_file() {
-        Some(p) => read(&p)?,
-        None => ConfigFile::default(),
-    };
-    Ok(user.merged(read(&workspace.join(".dsh").join("config.toml"))?))
 }
 
 /// What the command line says, over the files.

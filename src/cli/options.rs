@@ -1,4 +1,4 @@
-//! The policy options `dsh run` and `dsh tools` share: `--policy`, `--max-parallel`, `--mode`,
+//! The policy options `dsh run`, `dsh tools` and `dsh agent` share: `--policy`, `--max-parallel`, `--mode`,
 //! `--preset`, applied over the policy file in that order.
 
 use std::path::Path;
@@ -15,9 +15,21 @@ pub fn load_policy(
     mode: Option<ModeArg>,
     preset: Option<PresetArg>,
 ) -> Result<Policy, Exit> {
+    load_policy_or(file, None, max_parallel, mode, preset)
+}
+
+/// [`load_policy`] with `fallback` (a configuration file's policy keys) in place of the default
+/// policy when no file is given.
+pub fn load_policy_or(
+    file: Option<&Path>,
+    fallback: Option<Policy>,
+    max_parallel: Option<usize>,
+    mode: Option<ModeArg>,
+    preset: Option<PresetArg>,
+) -> Result<Policy, Exit> {
     let mut policy = match file {
         Some(p) => Policy::load(p).map_err(|e| Exit::usage(e.to_string()))?,
-        None => Policy::default(),
+        None => fallback.unwrap_or_default(),
     };
     if let Some(n) = max_parallel {
         policy.max_parallel_tool_calls = dsh::scheduler::validate_max_parallel(n)

@@ -130,7 +130,7 @@ fn shape(schemas: &[ToolSchema], format: ToolsFormat) -> Value {
 /// What Code Mode offers the model, when the mode shows `run_code`: its tools and the system text
 /// that goes with them.
 #[cfg(feature = "code-mode")]
-fn code_mode_offer(
+pub fn code_mode_offer(
     harness: &Harness,
     agent: &dsh::core::AgentId,
 ) -> Result<Option<(Vec<dsh::core::ToolSchema>, String)>, Exit> {
@@ -149,7 +149,7 @@ fn code_mode_offer(
 
 /// Without Code Mode in the build, the model is offered the native tools only.
 #[cfg(not(feature = "code-mode"))]
-fn code_mode_offer(
+pub fn code_mode_offer(
     _harness: &Harness,
     _agent: &dsh::core::AgentId,
 ) -> Result<Option<(Vec<dsh::core::ToolSchema>, String)>, Exit> {

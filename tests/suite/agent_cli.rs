@@ -339,7 +339,7 @@ fn agent_talks_to_anthropic_in_its_own_wire_format() {
 }
 
 #[test]
-fn agent_reads_provider_and_model_from_the_workspace_config_file() {
+fn agent_reads_provider_and_model_from_a_trusted_workspace_config_file() {
     let srv = server();
     srv.mock.push(openai::text_reply(&["ok"]));
     let ws = workspace();
@@ -352,7 +352,13 @@ fn agent_reads_provider_and_model_from_the_workspace_config_file() {
         ),
     )
     .unwrap();
-    let out = agent(ws.path(), None, &["hi"], &[("MY_KEY", "sk-mine")]);
+    // The file names a URL and a key variable: it applies once the workspace is trusted.
+    let out = agent(
+        ws.path(),
+        None,
+        &["--trust-workspace", "hi"],
+        &[("MY_KEY", "sk-mine")],
+    );
     assert_eq!(out.code, 0, "{}", out.both());
     assert_eq!(srv.mock.bodies()[0]["model"], "gpt-test");
     assert_eq!(

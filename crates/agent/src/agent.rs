@@ -135,8 +135,11 @@ impl Agent {
         agent_id: Option<AgentId>,
     ) -> Agent {
         let next_step = Inbox::new();
-        let driver = TurnDriver::new(runtime.clone(), session.clone(), agent_id.clone())
+        let mut driver = TurnDriver::new(runtime.clone(), session.clone(), agent_id.clone())
             .with_inbox(next_step.clone());
+        if let Some(n) = config.max_parallel {
+            driver = driver.with_max_parallel(n);
+        }
         let (status, _) = watch::channel(Status::Idle);
         Agent {
             inner: Arc::new(Inner {

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_core::ToolSchema;
+use dsh_core::{AgentId, ToolSchema};
 use dsh_model::{Options, Provider};
 use serde_json::{Value, json};
 
@@ -26,6 +26,11 @@ pub struct Limits {
     pub wall_time: Option<Duration>,
 }
 
+/// The tools a request offers the model, when not every tool the agent sees (Code Mode's
+/// `run_code` alone, say, or the tools minus those the rules deny outright). Called once per
+/// request with the agent's id.
+pub type ToolOffer = Arc<dyn Fn(Option<&AgentId>) -> Vec<ToolSchema> + Send + Sync>;
+
 /// An agent's model configuration.
 #[derive(Clone)]
 pub struct AgentConfig {
@@ -41,6 +46,10 @@ pub struct AgentConfig {
     pub options: Options,
     /// Limits of each turn.
     pub limits: Limits,
+    /// Most tool bodies of one step running at once (`None`: the step scheduler's default).
+    pub max_parallel: Option<usize>,
+    /// The tools offered (`None`: every tool the agent sees in the registry).
+    pub tools: Option<ToolOffer>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -64,6 +73,8 @@ impl AgentConfig {
             tool_order: Vec::new(),
             options: Options::default(),
             limits: Limits::default(),
+            max_parallel: None,
+            tools: None,
         }
     }
 
@@ -92,6 +103,35 @@ impl AgentConfig {
     pub fn with_limits(mut self, limits: Limits) -> AgentConfig {
         self.limits = limits;
         self
+    }
+
+    /// Sets how many tool bodies of one step may run at once.
+    pub fn with_max_parallel(mut self, n: usize) -> AgentConfig {
+        self.max_parallel = Some(n);
+        self
+    }
+
+    /// Offers the model the tools `offer` returns instead of every registered one (a call to
+    /// a tool not offered still goes through the pipeline, which decides about it).
+    pub fn with_tool_offer(
+        mut self,
+        offer: impl Fn(Option<&AgentId>) -> Vec<ToolSchema> + Send + Sync + 'static,
+    ) -> AgentConfig {
+        self.tools = Some(Arc::new(offer));
+        self
+    }
+
+    /// The tools a request of `agent` offers, before ordering: the offer when one is set,
+    /// else every tool `registry` shows the agent.
+    pub fn offered(
+        &self,
+        registry: &dsh_core::ToolRegistry,
+        agent: Option<&AgentId>,
+    ) -> Vec<ToolSchema> {
+        match &self.tools {
+            Some(offer) => offer(agent),
+            None => registry.schemas(agent),
+        }
     }
 
     /// `schemas` in request order: the configured order first, the rest lexicographic.

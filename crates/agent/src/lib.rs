@@ -83,7 +83,7 @@ mod hooks;
 mod source;
 
 pub use agent::{Agent, Cancel, Status, TurnOutcome};
-pub use config::{AgentConfig, Limits};
+pub use config::{AgentConfig, Limits, ToolOffer};
 pub use error::AgentError;
 pub use history::{block_json, to_provider_messages};
 pub use hooks::{AgentHooks, HookFailure, NoHooks, PreStepDecision, RequestErrorAction};

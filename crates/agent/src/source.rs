@@ -146,10 +146,10 @@ impl ModelSource {
 
     /// The request of the next step, built from the log; logs its header when it changed.
     async fn request(&self, session: &Session) -> Result<Result<Request, TurnEnd>, SchedulerError> {
-        let tools = match self
-            .config
-            .order_tools(self.runtime.registry().schemas(self.agent.agent_id()))
-        {
+        let tools = match self.config.order_tools(
+            self.config
+                .offered(self.runtime.registry(), self.agent.agent_id()),
+        ) {
             Ok(tools) => tools,
             Err(e) => return Ok(Err(TurnEnd::Error(e.to_string()))),
         };
@@ -276,9 +276,10 @@ impl StepSource for ModelSource {
             return Ok(PreStep::End(end));
         }
         if input.step == 1
-            && let Err(e) = self
-                .config
-                .order_tools(self.runtime.registry().schemas(self.agent.agent_id()))
+            && let Err(e) = self.config.order_tools(
+                self.config
+                    .offered(self.runtime.registry(), self.agent.agent_id()),
+            )
         {
             // REG-84: no request and no header, and no step opens.
             return Ok(PreStep::End(TurnEnd::Error(e.to_string())));

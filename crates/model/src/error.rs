@@ -92,8 +92,9 @@ pub enum ModelError {
         #[source]
         source: reqwest::Error,
     },
-    /// A success status with a web page instead of the API's answer (a proxy's or a login
-    /// page, a base URL that is not the API root).
+    /// A web page instead of the API's answer, whatever the status but a 429 or 5xx (which are
+    /// retried): a proxy's or a login page, a site's 404 page at a base URL that is not the
+    /// API root.
     #[error(
         "{url} answered with a web page ({content_type}), not the API: is the base URL the API root (OpenAI-compatible ones end in /v1)? It began: {excerpt:?}"
     )]

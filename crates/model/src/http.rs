@@ -113,28 +113,35 @@ pub(crate) async fn open(
             .await?
             .map_err(|source| transport_error(target.url, source))?;
         let status = response.status().as_u16();
-        if response.status().is_success() {
-            let content_type = response
-                .headers()
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned();
-            if !content_type.to_ascii_lowercase().starts_with("text/html") {
-                return Ok(response);
-            }
-            let page = within(deadline, response.text()).await?.unwrap_or_default();
-            let excerpt: String = page.split_whitespace().collect::<Vec<_>>().join(" ");
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let html = content_type.to_ascii_lowercase().starts_with("text/html");
+        let retryable = status == 429 || (500..600).contains(&status);
+        if response.status().is_success() && !html {
+            return Ok(response);
+        }
+        let wait = retry_after(response.headers(), SystemTime::now());
+        let text = within(deadline, response.text()).await?.unwrap_or_default();
+        if html && !retryable {
+            // A web page where the API should answer, whatever its status (a site's 404 page
+            // at a base URL that is not the API root, a proxy's login page). A 5xx page (a
+            // proxy in front of a real API) is retried as any 5xx is.
+            let excerpt: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
             return Err(ModelError::NotTheApi {
                 url: target.url.to_owned(),
                 content_type,
                 excerpt: excerpt.chars().take(80).collect(),
             });
         }
-        let wait = retry_after(response.headers(), SystemTime::now());
-        let text = within(deadline, response.text()).await?.unwrap_or_default();
-        let message = error_message(&text);
-        let retryable = status == 429 || (500..600).contains(&status);
+        let message = if html {
+            format!("a web page ({content_type}) instead of the API's error")
+        } else {
+            error_message(&text)
+        };
         if retryable && attempt < settings.retry.max_attempts {
             let delay = settings.retry.delay(attempt, wait);
             let fits = deadline.is_none_or(|(at, _)| Instant::now() + delay < at);

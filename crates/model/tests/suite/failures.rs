@@ -352,3 +352,61 @@ async fn an_error_object_in_the_stream_carries_the_api_message() {
         ("server_error", "upstream overloaded")
     );
 }
+
+fn html(status: u16, body: &str) -> Reply {
+    Reply::Status {
+        status,
+        headers: vec![("content-type".into(), "text/html; charset=utf-8".into())],
+        body: body.into(),
+    }
+}
+
+#[tokio::test]
+async fn a_web_page_with_an_error_status_is_named_as_a_web_page_not_retried() {
+    let server = MockProvider::start().await.unwrap();
+    let page =
+        "<!doctype html><html><head><title>404 Not Found</title></head>\n<body>nginx</body></html>";
+    server.push(html(404, page));
+    let Err(error) = openai(&server).stream(request()).await else {
+        panic!("a web page is not the API");
+    };
+    assert!(matches!(&error, ModelError::NotTheApi { .. }), "{error:?}");
+    let text = error.to_string();
+    assert!(text.contains("a web page (text/html"), "{text}");
+    assert!(
+        text.contains("404 Not Found"),
+        "the page's start is shown: {text}"
+    );
+    assert!(
+        !text.contains("has no model"),
+        "not a missing model: {text}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_web_page_with_a_5xx_status_is_retried_and_then_said_briefly() {
+    let server = MockProvider::start().await.unwrap();
+    let page = format!("<html><body>{}</body></html>", "Bad gateway ".repeat(100));
+    server.push_all((0..3).map(|_| html(502, &page)));
+    let Err(error) = openai(&server).stream(request()).await else {
+        panic!("502");
+    };
+    assert!(
+        matches!(
+            &error,
+            ModelError::Server {
+                status: 502,
+                attempts: 3,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(
+        text.ends_with("a web page (text/html; charset=utf-8) instead of the API's error"),
+        "{text}"
+    );
+    assert_eq!(server.requests().len(), 3);
+}
