@@ -18,7 +18,7 @@ use dsh_model::Chunk;
 
 use super::Exit;
 use super::model_config::{self, Choice, ProviderArg};
-use super::run::{Approve, HookSources, ModeArg, PresetArg, Setup, prepare};
+use super::run::{Approve, HookSources, ModeArg, Setup, prepare};
 
 /// The system prompt when neither the command line nor a config file gives one.
 const SYSTEM: &str = "You are a coding agent working in the user's workspace through the tools \
@@ -53,9 +53,8 @@ pub struct ModelArgs {
     /// At most this many model requests in the turn.
     #[arg(long)]
     pub max_steps: Option<u32>,
-    /// The workspace the file tools may touch (default: the current directory).
-    #[arg(long)]
-    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub pipeline: super::options::PipelineArgs,
     /// The session log (default: a new one under the workspace's state directory).
     #[arg(long, conflicts_with = "resume")]
     pub session: Option<PathBuf>,
@@ -63,18 +62,6 @@ pub struct ModelArgs {
     /// the workspace's most recent one.
     #[arg(long, value_name = "SESSION", num_args = 0..=1, default_missing_value = "")]
     pub resume: Option<String>,
-    /// A policy file (TOML).
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// The permission preset (as for `dsh run`).
-    #[arg(long, value_enum)]
-    pub preset: Option<PresetArg>,
-    /// A hook settings file (Claude Code format), merged as for `dsh run`.
-    #[arg(long, value_name = "FILE")]
-    pub settings: Option<PathBuf>,
-    /// Apply the workspace's own `.dsh/settings.json` without asking.
-    #[arg(long)]
-    pub trust_workspace: bool,
     /// How asks are answered (default: `ask` on a terminal, otherwise every ask is denied).
     #[arg(long, value_enum)]
     pub approve: Option<Approve>,
@@ -114,12 +101,8 @@ pub struct Started {
 
 /// Checks everything, opens (or resumes) the session and builds the agent.
 pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
-    let workspace = match &args.workspace {
-        Some(w) => w.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
-    };
-    let file = super::config_file::load(&workspace, args.trust_workspace)?;
+    let workspace = super::options::workspace_or_cwd(args.pipeline.workspace.as_ref())?;
+    let file = super::config_file::load(&workspace, args.pipeline.trust_workspace)?;
     let model = model_config::resolve(
         Choice {
             provider: args.provider,
@@ -129,11 +112,11 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
         &file,
     )?;
     let policy = super::options::load_policy_or(
-        args.policy.as_deref(),
+        args.pipeline.policy.as_deref(),
         file.policy.clone(),
         args.max_parallel,
         args.mode,
-        args.preset,
+        args.pipeline.preset,
     )?;
     let max_parallel = policy.max_parallel_tool_calls;
     let session = match &args.resume {
@@ -156,8 +139,8 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
         // stdout carries the model's answer (or, with --json, the events).
         stderr: !json,
         hooks: HookSources::Standard {
-            explicit: args.settings.clone(),
-            trust_workspace: args.trust_workspace,
+            explicit: args.pipeline.settings.clone(),
+            trust_workspace: args.pipeline.trust_workspace,
         },
     })
     .await?;

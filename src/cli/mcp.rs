@@ -33,7 +33,7 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
 use super::Exit;
-use super::run::{Approve, HookSources, ModeArg, Prepared, PresetArg, Setup, prepare};
+use super::run::{Approve, HookSources, ModeArg, Prepared, Setup, prepare};
 
 /// `dsh mcp ...`.
 #[derive(Args, Debug)]
@@ -53,24 +53,11 @@ pub enum McpCommand {
 /// `dsh mcp serve` options (as for `dsh run`, where they apply).
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// The workspace the file tools may touch (default: the current directory).
-    #[arg(long)]
-    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub pipeline: super::options::PipelineArgs,
     /// The session log (default as for `dsh run`); an existing log is repaired and resumed.
     #[arg(long)]
     pub session: Option<PathBuf>,
-    /// A policy file (TOML).
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// The permission preset (as for `dsh run`).
-    #[arg(long, value_enum)]
-    pub preset: Option<PresetArg>,
-    /// A hook settings file (Claude Code format), merged as for `dsh run`.
-    #[arg(long, value_name = "FILE")]
-    pub settings: Option<PathBuf>,
-    /// Apply the workspace's own `.dsh/settings.json` without asking.
-    #[arg(long)]
-    pub trust_workspace: bool,
     /// How asks are answered: `always`, `never`, or (over `--http` only) `ask` on dsh's
     /// terminal; default over stdio: no channel, every ask is denied (stdin carries the
     /// protocol); over HTTP: asked on the terminal when stdin is one, else denied.
@@ -129,12 +116,13 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
         // Over HTTP stdin is free: the person at dsh's terminal answers, as for `dsh run`.
         (Some(Approve::Ask), true) => Approvals::Answerer(terminal()),
     };
-    let policy = super::options::load_policy(args.policy.as_deref(), None, args.mode, args.preset)?;
-    let workspace = match &args.workspace {
-        Some(w) => w.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
-    };
+    let policy = super::options::load_policy(
+        args.pipeline.policy.as_deref(),
+        None,
+        args.mode,
+        args.pipeline.preset,
+    )?;
+    let workspace = super::options::workspace_or_cwd(args.pipeline.workspace.as_ref())?;
     let prepared = prepare(Setup {
         script_text: None,
         workspace: &workspace,
@@ -145,8 +133,8 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
         json: false,
         stderr: true,
         hooks: HookSources::Standard {
-            explicit: args.settings.clone(),
-            trust_workspace: args.trust_workspace,
+            explicit: args.pipeline.settings.clone(),
+            trust_workspace: args.pipeline.trust_workspace,
         },
     })
     .await?;

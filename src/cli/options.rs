@@ -3,10 +3,49 @@
 
 use std::path::Path;
 
+use std::path::PathBuf;
+
+use clap::Args;
 use dsh::{Mode, Policy};
 
 use super::Exit;
 use super::run::{ModeArg, PresetArg};
+
+/// The options of every command that runs the pipeline: where, under which policy and with
+/// which settings.
+#[derive(Args, Debug)]
+pub struct PipelineArgs {
+    /// The workspace the file tools may touch (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// A policy file (TOML).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// The permission preset: the `bash` tool's sandbox mode and the approval policy together
+    /// (overrides the policy file's `preset` and `approval`).
+    #[arg(long, value_enum)]
+    pub preset: Option<PresetArg>,
+    /// A hook settings file (Claude Code format), merged after the workspace's
+    /// `.dsh/settings.json` (once the workspace is trusted) and the user's `settings.json`
+    /// (`$XDG_CONFIG_HOME/dsh` or `~/.config/dsh`).
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
+    /// Apply the workspace's own `.dsh/settings.json` (its hooks run commands) and
+    /// `.dsh/config.toml` without asking; for automation. On a terminal dsh asks once and
+    /// remembers the answer.
+    #[arg(long)]
+    pub trust_workspace: bool,
+}
+
+/// `--workspace`, else the current directory.
+pub fn workspace_or_cwd(given: Option<&PathBuf>) -> Result<PathBuf, Exit> {
+    match given {
+        Some(w) => Ok(w.clone()),
+        None => {
+            std::env::current_dir().map_err(|e| Exit::internal(format!("current directory: {e}")))
+        }
+    }
+}
 
 /// The policy file (or the default policy) with the command line's overrides applied.
 pub fn load_policy(

@@ -52,29 +52,12 @@ pub struct RunArgs {
     /// The script: JSON Lines, one assistant message per line (OpenAI or Anthropic shape); each
     /// line is one step of one turn.
     pub script: PathBuf,
-    /// The workspace the file tools may touch (default: the current directory).
-    #[arg(long)]
-    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub pipeline: super::options::PipelineArgs,
     /// The session log (default `$XDG_STATE_HOME/dsh/sessions/<workspace key>/<id>.jsonl`, or
     /// `~/.local/state/dsh/...`); an existing log is repaired and resumed.
     #[arg(long)]
     pub session: Option<PathBuf>,
-    /// A policy file (TOML).
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// The permission preset: the `bash` tool's sandbox mode and the approval policy together
-    /// (overrides the policy file's `preset` and `approval`).
-    #[arg(long, value_enum)]
-    pub preset: Option<PresetArg>,
-    /// A hook settings file (Claude Code format), merged after the workspace's
-    /// `.dsh/settings.json` (once the workspace is trusted) and the user's `settings.json`
-    /// (`$XDG_CONFIG_HOME/dsh` or `~/.config/dsh`).
-    #[arg(long, value_name = "FILE")]
-    pub settings: Option<PathBuf>,
-    /// Apply the workspace's own `.dsh/settings.json` (its hooks run commands) without asking;
-    /// for automation. On a terminal dsh asks once and remembers the answer.
-    #[arg(long)]
-    pub trust_workspace: bool,
     /// How asks are answered (default: `ask` on a terminal, otherwise no channel: every ask is
     /// denied).
     #[arg(long, value_enum)]
@@ -394,17 +377,13 @@ pub async fn run(args: RunArgs) -> Result<i32, Exit> {
     let script_text = std::fs::read_to_string(&args.script)
         .map_err(|e| Exit::usage(format!("cannot read script {}: {e}", args.script.display())))?;
     let policy = super::options::load_policy(
-        args.policy.as_deref(),
+        args.pipeline.policy.as_deref(),
         args.max_parallel,
         args.mode,
-        args.preset,
+        args.pipeline.preset,
     )?;
     let approvals = approvals(args.approve);
-    let workspace = match &args.workspace {
-        Some(w) => w.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
-    };
+    let workspace = super::options::workspace_or_cwd(args.pipeline.workspace.as_ref())?;
     let prepared = prepare(Setup {
         script_text: Some(&script_text),
         workspace: &workspace,
@@ -415,8 +394,8 @@ pub async fn run(args: RunArgs) -> Result<i32, Exit> {
         json: args.json,
         stderr: false,
         hooks: HookSources::Standard {
-            explicit: args.settings.clone(),
-            trust_workspace: args.trust_workspace,
+            explicit: args.pipeline.settings.clone(),
+            trust_workspace: args.pipeline.trust_workspace,
         },
     })
     .await?;

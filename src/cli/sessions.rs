@@ -121,11 +121,7 @@ fn human(bytes: u64) -> String {
 
 /// Runs `dsh sessions`.
 pub fn sessions(args: SessionsArgs) -> Result<i32, Exit> {
-    let workspace = match &args.workspace {
-        Some(w) => w.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
-    };
+    let workspace = super::options::workspace_or_cwd(args.workspace.as_ref())?;
     let workspace = workspace
         .canonicalize()
         .map_err(|e| Exit::usage(format!("workspace {}: {e}", workspace.display())))?;

@@ -1,14 +1,12 @@
 //! `dsh tools`: the tool definitions a model would be sent under the current policy and mode,
 //! in the shape of the API a user's own model loop passes them to.
 
-use std::path::PathBuf;
-
 use clap::{Args, ValueEnum};
 use dsh::core::ToolSchema;
 use dsh::{Approvals, Harness};
 use serde_json::{Value, json};
 
-use super::run::{ModeArg, PresetArg};
+use super::run::ModeArg;
 use super::{Exit, out};
 
 /// The shape of the printed definitions.
@@ -31,23 +29,8 @@ pub struct ToolsArgs {
     /// `--mode code|both`; nothing under `native`).
     #[arg(long)]
     pub system: bool,
-    /// The workspace (default: the current directory); its `.dsh/settings.json` is read once
-    /// the workspace is trusted.
-    #[arg(long)]
-    pub workspace: Option<PathBuf>,
-    /// A policy file (TOML); a tool every call of which its rules (or the settings' rules)
-    /// deny is left out.
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// The permission preset (as for `dsh run`).
-    #[arg(long, value_enum)]
-    pub preset: Option<PresetArg>,
-    /// A settings file (Claude Code format), merged as for `dsh run`.
-    #[arg(long, value_name = "FILE")]
-    pub settings: Option<PathBuf>,
-    /// Apply the workspace's own `.dsh/settings.json` without asking, as for `dsh run`.
-    #[arg(long)]
-    pub trust_workspace: bool,
+    #[command(flatten)]
+    pub pipeline: super::options::PipelineArgs,
     /// Tool presentation mode (overrides the policy).
     #[arg(long, value_enum)]
     pub mode: Option<ModeArg>,
@@ -58,13 +41,14 @@ pub struct ToolsArgs {
 
 /// Prints the definitions (or, with `--system`, the prompt text); nothing is written to disk.
 pub async fn tools(args: ToolsArgs) -> Result<i32, Exit> {
-    let policy = super::options::load_policy(args.policy.as_deref(), None, args.mode, args.preset)?;
+    let policy = super::options::load_policy(
+        args.pipeline.policy.as_deref(),
+        None,
+        args.mode,
+        args.pipeline.preset,
+    )?;
     Harness::supports(&policy).map_err(|e| Exit::usage(e.to_string()))?;
-    let workspace = match &args.workspace {
-        Some(w) => w.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| Exit::internal(format!("current directory: {e}")))?,
-    };
+    let workspace = super::options::workspace_or_cwd(args.pipeline.workspace.as_ref())?;
     let workspace = workspace
         .canonicalize()
         .map_err(|e| Exit::usage(format!("workspace {}: {e}", workspace.display())))?;
@@ -75,8 +59,11 @@ pub async fn tools(args: ToolsArgs) -> Result<i32, Exit> {
         .demo_tools(args.demo_tools)
         .bash(dsh::BashOptions::default())
         .workspace(&workspace)
-        .settings(args.settings.clone())
-        .workspace_trusted(super::trust::decide(&workspace, args.trust_workspace)?)
+        .settings(args.pipeline.settings.clone())
+        .workspace_trusted(super::trust::decide(
+            &workspace,
+            args.pipeline.trust_workspace,
+        )?)
         .build()
         .await
         .map_err(|e| match e {

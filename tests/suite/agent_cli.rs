@@ -8,22 +8,6 @@ use serde_json::Value;
 
 use super::support::*;
 
-/// A mock provider on a runtime of its own, serving while the test runs the binary.
-struct Server {
-    mock: MockProvider,
-    _rt: tokio::runtime::Runtime,
-}
-
-fn server() -> Server {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mock = rt.block_on(MockProvider::start()).unwrap();
-    Server { mock, _rt: rt }
-}
-
 fn workspace() -> tempfile::TempDir {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("notes.txt"), "the answer is 42\n").unwrap();
@@ -82,7 +66,7 @@ fn log_of(out: &Out) -> std::path::PathBuf {
 
 #[test]
 fn loop_agent_one_turn_reads_a_file_prints_the_final_text_and_logs_a_clean_session() {
-    let srv = server();
+    let srv = mock_server();
     srv.mock.require_key("sk-test");
     read_then_answer(&srv.mock);
     let ws = workspace();
@@ -131,7 +115,7 @@ fn loop_agent_one_turn_reads_a_file_prints_the_final_text_and_logs_a_clean_sessi
 
 #[test]
 fn agent_json_prints_one_durable_event_per_line_and_no_bare_text() {
-    let srv = server();
+    let srv = mock_server();
     read_then_answer(&srv.mock);
     let ws = workspace();
     let out = agent(
@@ -162,7 +146,7 @@ fn agent_json_prints_one_durable_event_per_line_and_no_bare_text() {
 
 #[test]
 fn agent_resume_continues_the_last_session_with_its_history_and_sessions_lists_it() {
-    let srv = server();
+    let srv = mock_server();
     srv.mock.push(openai::text_reply(&["First answer."]));
     srv.mock.push(openai::text_reply(&["Second answer."]));
     let ws = workspace();
@@ -276,7 +260,7 @@ fn agent_against_a_closed_port_says_it_cannot_connect_and_exits_2() {
 
 #[test]
 fn agent_with_a_refused_key_or_an_html_answer_is_one_sentence_and_exit_2() {
-    let srv = server();
+    let srv = mock_server();
     srv.mock.require_key("sk-right");
     let ws = workspace();
     let refused = agent(
@@ -301,7 +285,7 @@ fn agent_with_a_refused_key_or_an_html_answer_is_one_sentence_and_exit_2() {
     let check = dsh_run(&["check", &log]);
     assert_eq!(check.code, 0, "{}", check.both());
 
-    let srv = server();
+    let srv = mock_server();
     srv.mock.push(Reply::Status {
         status: 200,
         headers: vec![("content-type".into(), "text/html".into())],
@@ -321,7 +305,7 @@ fn agent_with_a_refused_key_or_an_html_answer_is_one_sentence_and_exit_2() {
 
 #[test]
 fn agent_talks_to_anthropic_in_its_own_wire_format() {
-    let srv = server();
+    let srv = mock_server();
     srv.mock
         .push(anthropic::text_reply(&["Hello from ", "Claude."]));
     let ws = workspace();
@@ -340,7 +324,7 @@ fn agent_talks_to_anthropic_in_its_own_wire_format() {
 
 #[test]
 fn agent_reads_provider_and_model_from_a_trusted_workspace_config_file() {
-    let srv = server();
+    let srv = mock_server();
     srv.mock.push(openai::text_reply(&["ok"]));
     let ws = workspace();
     std::fs::create_dir_all(ws.path().join(".dsh")).unwrap();

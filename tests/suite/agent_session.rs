@@ -14,10 +14,10 @@ use super::support::*;
 fn agent_json_prints_every_durable_event_once_in_order_with_its_seq() {
     let m = mock();
     let w = workspace();
-    push_reads_then_answer(&m.server, &["notes.txt"], "The notes say hello.");
+    push_reads_then_answer(&m.mock, &["notes.txt"], "The notes say hello.");
     let out = run(&mut agent(
         &w,
-        Some(&m.server.openai_base_url()),
+        Some(&m.mock.openai_base_url()),
         "What do the notes say?",
         &["--json"],
     ));
@@ -106,11 +106,11 @@ fn log_of_state(w: &super::agent_policy::Ws) -> std::path::PathBuf {
 fn loop_17_ctrl_c_mid_stream_exits_130_and_the_text_so_far_is_resumed() {
     let m = mock();
     let w = workspace();
-    let url = m.server.openai_base_url();
+    let url = m.mock.openai_base_url();
     let mut frames = vec![openai::role()];
     frames.extend(openai::text(&["partial"]));
     frames.push(Frame::Stall);
-    m.server.push(Reply::Stream(frames));
+    m.mock.push(Reply::Stream(frames));
     let mut live = Live::spawn(&mut agent(&w, Some(&url), "tell me a story", &["--json"]));
     // The text block has started streaming (its start is durable and printed).
     live.until(|l| l.contains("\"block-start\""));
@@ -129,11 +129,11 @@ fn loop_17_ctrl_c_mid_stream_exits_130_and_the_text_so_far_is_resumed() {
     let end = of_type(&events, "turn/end");
     assert_eq!(end[0]["data"]["reason"]["kind"], "aborted");
     // The next turn sees what streamed.
-    m.server.push(openai::text_reply(&["Go on."]));
+    m.mock.push(openai::text_reply(&["Go on."]));
     let resumed = run(&mut agent(&w, Some(&url), "continue", &["--resume"]));
     assert_eq!(resumed.code, 0, "{}", resumed.both());
     assert_eq!(
-        history(&m.server.bodies()[1])[1..],
+        history(&m.mock.bodies()[1])[1..],
         [
             "user: tell me a story",
             "assistant: partial",
@@ -146,8 +146,8 @@ fn loop_17_ctrl_c_mid_stream_exits_130_and_the_text_so_far_is_resumed() {
 fn resume_repairs_a_torn_log_and_continues_one_the_reference_harness_wrote() {
     let m = mock();
     let w = workspace();
-    let url = m.server.openai_base_url();
-    m.server.push(openai::text_reply(&["First answer."]));
+    let url = m.mock.openai_base_url();
+    m.mock.push(openai::text_reply(&["First answer."]));
     let first = run(&mut agent(&w, Some(&url), "first question", &[]));
     assert_eq!(first.code, 0, "{}", first.both());
     let log = log_of(&first);
@@ -155,7 +155,7 @@ fn resume_repairs_a_torn_log_and_continues_one_the_reference_harness_wrote() {
     let mut text = std::fs::read_to_string(&log).unwrap();
     text.push_str("{\"type\":\"user/mess");
     std::fs::write(&log, text).unwrap();
-    m.server.push(openai::text_reply(&["Second answer."]));
+    m.mock.push(openai::text_reply(&["Second answer."]));
     let second = run(&mut agent(&w, Some(&url), "second question", &["--resume"]));
     assert_eq!(second.code, 0, "{}", second.both());
     assert!(
@@ -164,7 +164,7 @@ fn resume_repairs_a_torn_log_and_continues_one_the_reference_harness_wrote() {
         second.both()
     );
     assert_eq!(
-        history(&m.server.bodies()[1])[1..],
+        history(&m.mock.bodies()[1])[1..],
         [
             "user: first question",
             "assistant: First answer.",
@@ -181,7 +181,7 @@ fn resume_repairs_a_torn_log_and_continues_one_the_reference_harness_wrote() {
     );
     let theirs = w.state.parent().unwrap().join("reference.jsonl");
     std::fs::copy(fixture, &theirs).unwrap();
-    m.server.push(openai::text_reply(&["It says RELEASE now."]));
+    m.mock.push(openai::text_reply(&["It says RELEASE now."]));
     let out = run(&mut agent(
         &w,
         Some(&url),
@@ -190,7 +190,7 @@ fn resume_repairs_a_torn_log_and_continues_one_the_reference_harness_wrote() {
     ));
     assert_eq!(out.code, 0, "{}", out.both());
     assert_eq!(out.stdout.trim_end(), "It says RELEASE now.");
-    let body = &m.server.bodies()[2];
+    let body = &m.mock.bodies()[2];
     let h = history(body);
     assert!(h[1].starts_with("user: First use the read tool"), "{h:?}");
     assert_eq!(h.last().unwrap(), "user: What does config.txt say now?");

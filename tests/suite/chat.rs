@@ -5,25 +5,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use dsh_test_support::mock_provider::{Frame, MockProvider, Reply, openai};
+use dsh_test_support::mock_provider::{Frame, Reply, openai};
 use expectrl::{ControlCode, Expect};
 
 use super::support::*;
-
-struct Server {
-    mock: MockProvider,
-    _rt: tokio::runtime::Runtime,
-}
-
-fn server() -> Server {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mock = rt.block_on(MockProvider::start()).unwrap();
-    Server { mock, _rt: rt }
-}
 
 fn workspace() -> tempfile::TempDir {
     let ws = tempfile::tempdir().unwrap();
@@ -55,7 +40,7 @@ fn log_in(text: &str) -> std::path::PathBuf {
 
 #[test]
 fn chat_over_a_pipe_runs_one_turn_per_line_in_one_session() {
-    let srv = server();
+    let srv = mock_server();
     srv.mock.push(openai::text_reply(&["One."]));
     srv.mock.push(openai::text_reply(&["Two."]));
     let ws = workspace();
@@ -118,7 +103,7 @@ fn chat_on_a_terminal(
 
 #[test]
 fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
-    let srv = server();
+    let srv = mock_server();
     // Turn 1: the model reads a file (the rules ask), then answers.
     srv.mock.push(read_call("call_1"));
     srv.mock.push(openai::text_reply(&["It says ", "42."]));

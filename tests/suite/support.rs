@@ -352,3 +352,23 @@ pub fn tmp() -> tempfile::TempDir {
 /// A `[permissions]` policy asking for `echo`, allowing `sleep`, denying the rest.
 pub const ASK_ECHO: &str =
     "[permissions]\nallow = [\"sleep\"]\nask = [\"echo\"]\ndefault = \"deny\"\n";
+
+/// A mock model provider on a runtime of its own, serving while a test drives the binary
+/// (dropped before its runtime).
+pub struct MockServer {
+    pub mock: dsh_test_support::mock_provider::MockProvider,
+    _rt: tokio::runtime::Runtime,
+}
+
+/// Starts a [`MockServer`].
+pub fn mock_server() -> MockServer {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mock = rt
+        .block_on(dsh_test_support::mock_provider::MockProvider::start())
+        .unwrap();
+    MockServer { mock, _rt: rt }
+}
