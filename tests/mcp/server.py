@@ -2,11 +2,12 @@
 
 Usage: server.py [--die-at-start | --http PORT] (stdio unless --http: streamable HTTP on
 127.0.0.1:PORT at /mcp). Tools: `add` (read-only), `shout` (writes nothing, but is
-not declared read-only), `fail` (raises: an `isError` result), `slow` (sleeps), `picture` (an
-image block). With --die-at-start it exits before the handshake, saying why on stderr.
+not declared read-only), `fail` (raises: an `isError` result), `slow` (sleeps), `crash` (ends the
+process mid-call), `picture` (an image block). With --die-at-start it exits before the handshake, saying why on stderr.
 """
 
 import asyncio
+import os
 import sys
 
 from mcp.server.mcpserver import Image, MCPServer
@@ -42,6 +43,13 @@ async def slow(seconds: float) -> str:
     """Sleeps, then answers."""
     await asyncio.sleep(seconds)
     return "slept"
+
+
+@server.tool()
+def crash() -> str:
+    """Ends the server process in the middle of the call."""
+    print("crashing on purpose", file=sys.stderr, flush=True)
+    os._exit(7)
 
 
 @server.tool()

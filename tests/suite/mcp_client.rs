@@ -415,3 +415,38 @@ fn code_mode_calls_mcp_tools_as_bindings_each_a_sub_call_through_the_pipeline() 
         out.both()
     );
 }
+
+#[test]
+fn a_server_that_dies_mid_call_fails_that_call_with_its_exit_status_and_is_started_again() {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(ws.path(), "");
+    let log = ws.path().join("log.jsonl");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai("", &[call("c1", "mcp__py__crash", json!({}))]),
+            openai("", &[call("c2", "mcp__py__add", json!({"a": 1, "b": 1}))]),
+            openai("done", &[]),
+        ],
+    );
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log);
+    let crashed = result_of(&ev, "c1");
+    assert!(
+        crashed.is_error
+            && crashed.text.contains("MCP server `py` exited")
+            && crashed.text.contains('7')
+            && crashed.text.contains("crashing on purpose"),
+        "the failure names the server, its status and its last words: {crashed:?}"
+    );
+    assert_eq!(
+        result_of(&ev, "c2").text,
+        "1 + 1 = 2",
+        "the next call goes to a new process: {}",
+        out.both()
+    );
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}

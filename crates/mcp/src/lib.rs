@@ -16,7 +16,9 @@
 //! Guarantees: a tool's input schema is the tool's parameters, validated by the pipeline
 //! before the server sees the call; `readOnlyHint: true` lets calls run beside others, any
 //! other tool runs alone; `isError: true` is a failure with the server's text; a server that
-//! dies mid-call fails the call naming the server; a call the pipeline cancels is abandoned
+//! dies mid-call fails the call naming the server, its exit status and its last words, and is
+//! started again (with backoff, at most [`MAX_RESTARTS`] times) for the next call; a call the
+//! pipeline cancels is abandoned
 //! (the request is dropped, which sends `notifications/cancelled`); each call has a timeout
 //! (60 s unless the server's table says otherwise).
 //!
@@ -39,8 +41,10 @@
 mod config;
 mod content;
 mod error;
+mod link;
 mod server;
 
 pub use config::ServerConfig;
 pub use error::McpError;
+pub use link::MAX_RESTARTS;
 pub use server::{McpServer, tool_name};

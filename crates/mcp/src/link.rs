@@ -1,0 +1,300 @@
+//! The connection to one server: started (a child process dsh owns, or an HTTP endpoint),
+//! handshaken and listed within the start-up budget, and started again, with backoff, when it
+//! has died.
+//!
+//! Guarantees: a call never goes to a connection known to be closed; a server that died is
+//! started again for the next call (at most [`MAX_RESTARTS`] times, waiting 200 ms, 400 ms, ...
+//! up to 5 s before each), and a call it died under fails naming the server, its exit status
+//! and its last words on stderr; the process is killed when the link is dropped.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_core::Failure;
+use rmcp::ServiceExt;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+};
+use tokio::io::AsyncBufReadExt;
+
+use crate::config::ServerConfig;
+use crate::error::McpError;
+
+/// At most this many of a server's last stderr lines are kept, to say why it failed.
+const STDERR_LINES: usize = 20;
+
+/// How many times a dead server is started again before its calls just fail.
+pub const MAX_RESTARTS: u32 = 5;
+
+/// A running connection.
+pub(crate) type Service = Arc<RunningService<RoleClient, ()>>;
+
+/// One server's connection, restarted when it dies.
+pub(crate) struct Link {
+    name: Arc<str>,
+    config: ServerConfig,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    live: tokio::sync::Mutex<Live>,
+    restarts: AtomicU32,
+}
+
+/// The current connection and the process behind it (none over HTTP).
+struct Live {
+    service: Service,
+    child: Option<tokio::process::Child>,
+}
+
+impl Link {
+    /// Connects for the first time; returns the link and the tools the server listed.
+    pub(crate) async fn open(
+        name: &str,
+        config: &ServerConfig,
+    ) -> Result<(Link, Vec<rmcp::model::Tool>), McpError> {
+        config.check(name)?;
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let (live, tools) = connect(name, config, &stderr).await?;
+        Ok((
+            Link {
+                name: Arc::from(name),
+                config: config.clone(),
+                stderr,
+                live: tokio::sync::Mutex::new(live),
+                restarts: AtomicU32::new(0),
+            },
+            tools,
+        ))
+    }
+
+    /// The server's name.
+    pub(crate) fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// A live connection: the current one, or, when it has died, a new one.
+    pub(crate) async fn service(&self) -> Result<Service, Failure> {
+        let mut live = self.live.lock().await;
+        let exited = live
+            .child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten());
+        if !live.service.is_closed() && exited.is_none() {
+            return Ok(live.service.clone());
+        }
+        let n = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
+        if n > MAX_RESTARTS {
+            return Err(Failure::new(format!(
+                "MCP server `{}` has died {MAX_RESTARTS} times and is not started again",
+                self.name
+            )));
+        }
+        let wait = Duration::from_millis(200u64 << (n - 1).min(5)).min(Duration::from_secs(5));
+        tracing::warn!(
+            server = %self.name,
+            "MCP server died ({}); starting it again in {wait:?} (restart {n} of {MAX_RESTARTS})",
+            exited.map_or_else(|| "its connection closed".to_owned(), |s| s.to_string())
+        );
+        tokio::time::sleep(wait).await;
+        match connect(&self.name, &self.config, &self.stderr).await {
+            Ok((fresh, _tools)) => {
+                *live = fresh;
+                Ok(live.service.clone())
+            }
+            Err(e) => Err(Failure::new(format!(
+                "MCP server `{}` died and could not be started again: {e}",
+                self.name
+            ))),
+        }
+    }
+
+    /// What a call that failed on the connection should say: the server's exit status when it
+    /// has exited, and its last words.
+    pub(crate) async fn why(&self, error: &rmcp::ServiceError) -> String {
+        let exited = {
+            let mut live = self.live.lock().await;
+            match live.child.as_mut() {
+                // Give a dying process a moment to be reaped, so its status can be named.
+                Some(child) => tokio::time::timeout(Duration::from_millis(200), child.wait())
+                    .await
+                    .ok()
+                    .and_then(Result::ok),
+                None => None,
+            }
+        };
+        let said = last_lines(&self.stderr);
+        let said = if said.is_empty() {
+            String::new()
+        } else {
+            format!("; it said: {said}")
+        };
+        match exited {
+            Some(status) => format!(
+                "MCP server `{}` exited ({status}) during the call{said}; it is started again \
+                 for the next call",
+                self.name
+            ),
+            None => format!("MCP server `{}` failed the call: {error}{said}", self.name),
+        }
+    }
+}
+
+/// Starts the server (or opens the endpoint), completes the handshake and lists its tools,
+/// within the start-up budget.
+async fn connect(
+    name: &str,
+    config: &ServerConfig,
+    stderr: &Arc<Mutex<VecDeque<String>>>,
+) -> Result<(Live, Vec<rmcp::model::Tool>), McpError> {
+    let budget = config.startup_timeout();
+    let handshake = |e: &dyn std::fmt::Display| McpError::Handshake {
+        server: name.to_owned(),
+        detail: e.to_string(),
+    };
+    let started = tokio::time::timeout(budget, async {
+        let (service, child) = match (&config.command, &config.url) {
+            (Some(command), _) => {
+                let mut child = spawn(name, command, config, stderr)?;
+                let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+                    return Err(handshake(&"its stdin and stdout could not be opened"));
+                };
+                let service = ().serve((stdout, stdin)).await.map_err(|e| handshake(&e))?;
+                (service, Some(child))
+            }
+            (None, Some(url)) => {
+                let service = ().serve(http(name, url, config)?).await.map_err(|e| handshake(&e))?;
+                (service, None)
+            }
+            (None, None) => {
+                return Err(McpError::Config {
+                    server: name.to_owned(),
+                    problem: "no `command` and no `url`".to_owned(),
+                });
+            }
+        };
+        let tools = service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|source| McpError::List {
+                server: name.to_owned(),
+                source: Box::new(source),
+            })?;
+        Ok((
+            Live {
+                service: Arc::new(service),
+                child,
+            },
+            tools,
+        ))
+    })
+    .await;
+    match started {
+        Ok(Ok(ok)) => Ok(ok),
+        Ok(Err(McpError::Handshake { server, detail })) => {
+            // The server's own last words say more than the protocol error.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let said = last_lines(stderr);
+            Err(McpError::Handshake {
+                server,
+                detail: if said.is_empty() {
+                    detail
+                } else {
+                    format!("{detail}; it said: {said}")
+                },
+            })
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(McpError::Timeout {
+            server: name.to_owned(),
+            after: budget,
+        }),
+    }
+}
+
+/// Starts `command` with piped stdio (killed when dropped), its stderr's last lines kept.
+fn spawn(
+    name: &str,
+    command: &str,
+    config: &ServerConfig,
+    lines: &Arc<Mutex<VecDeque<String>>>,
+) -> Result<tokio::process::Child, McpError> {
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(&config.args)
+        .envs(&config.env)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(cwd) = &config.cwd {
+        cmd.current_dir(cwd);
+    }
+    let mut child = cmd.spawn().map_err(|source| McpError::Spawn {
+        server: name.to_owned(),
+        command: command.to_owned(),
+        source,
+    })?;
+    if let Some(stderr) = child.stderr.take() {
+        let keep = lines.clone();
+        let server = name.to_owned();
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                tracing::debug!(server = %server, "MCP server stderr: {line}");
+                if let Ok(mut kept) = keep.lock() {
+                    if kept.len() == STDERR_LINES {
+                        kept.pop_front();
+                    }
+                    kept.push_back(line);
+                }
+            }
+        });
+    }
+    Ok(child)
+}
+
+/// The streamable HTTP transport to `url`, with the table's headers and bearer token.
+fn http(
+    name: &str,
+    url: &str,
+    config: &ServerConfig,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, McpError> {
+    let bad = |problem: String| McpError::Config {
+        server: name.to_owned(),
+        problem,
+    };
+    let mut headers = std::collections::HashMap::new();
+    for (k, v) in &config.headers {
+        let key = reqwest::header::HeaderName::try_from(k.as_str())
+            .map_err(|e| bad(format!("header `{k}`: {e}")))?;
+        let value = reqwest::header::HeaderValue::try_from(v.as_str())
+            .map_err(|e| bad(format!("header `{k}`: {e}")))?;
+        headers.insert(key, value);
+    }
+    let mut transport = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+    if let Some(env) = &config.bearer_token_env {
+        let token = std::env::var(env)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .ok_or_else(|| bad(format!("`bearer_token_env` names {env}, which is not set")))?;
+        transport = transport.auth_header(token);
+    }
+    Ok(StreamableHttpClientTransport::from_config(transport))
+}
+
+/// The last three lines a server wrote on stderr, on one line.
+fn last_lines(lines: &Mutex<VecDeque<String>>) -> String {
+    lines
+        .lock()
+        .map(|l| {
+            l.iter()
+                .rev()
+                .take(3)
+                .rev()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
+        .unwrap_or_default()
+}
