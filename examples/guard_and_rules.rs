@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use dsh::core::{Json, Signal, ToolDefinition, ToolExecution, ToolOutput};
-use dsh::guard::approval::{ApprovalOutcome, answer_fn};
+use dsh::{ApprovalOutcome, answer_fn};
 use dsh::guard::{PermissionAction, PermissionRules};
 use dsh::serde_json::json;
 use dsh::{Approvals, Harness};

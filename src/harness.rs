@@ -62,7 +62,7 @@ pub enum HarnessError {
     Hooks(#[from] dsh_hooks::HooksError),
 }
 
-/// Where `ask` decisions go.
+/// Where `ask` decisions go (see "Approval, in one place" in the crate docs).
 #[derive(Clone)]
 pub enum Approvals {
     /// No approval channel: every ask is denied (fail closed).

@@ -41,6 +41,17 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## Approval, in one place
+//!
+//! A rule, hook or policy that answers `ask` puts the call to a person (or a program): the
+//! *question* is an [`ApprovalRequest`] (the tool, the call's arguments and subject, why), the
+//! *answer* an [`ApprovalOutcome`]. To answer, implement [`Answerer`] or wrap a closure with
+//! [`answer_fn`], and give it to [`HarnessBuilder::approvals`] as [`Approvals::Answerer`]; the
+//! other [`Approvals`] say "allow every ask", "reject every ask" or "nobody can be asked" (every
+//! ask denied: fail closed). That is all a host uses. Underneath, the scheduler asks through its
+//! own seam (`dsh::scheduler::Approver`), which the guard's approval service implements; only
+//! a host that replaces that service altogether implements it.
+//!
 //! ## Feature flags
 //!
 // Each feature's line links its items only when they are in this build (with the feature off
@@ -136,6 +147,7 @@ pub use serde_json;
 
 #[cfg(feature = "bash")]
 pub use bash_tool::BashOptions;
+pub use dsh_guard::approval::{Answerer, ApprovalOutcome, ApprovalRequest, answer_fn};
 pub use harness::{Approvals, Harness, HarnessBuilder, HarnessError};
 pub use policy::{Mode, Policy, PolicyError};
 pub use script::{Script, ScriptError, parse_script};

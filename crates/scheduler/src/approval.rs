@@ -6,6 +6,11 @@ use dsh_core::codes::messages;
 use dsh_core::{Failure, ToolExecution};
 
 /// Resolves an `ask` for one call: `Ok(())` only when a human allowed it once.
+///
+/// This is the runtime's seam, implemented by `dsh_guard::ApprovalService` (what the `dsh`
+/// facade wires). To answer questions, implement `dsh_guard::approval::Answerer` instead (or
+/// use `answer_fn`) and add it to the service: implement this only to replace the service
+/// altogether.
 #[async_trait]
 pub trait Approver: Send + Sync + 'static {
     /// Asks; every outcome but a grant is a failure carrying the reference's message.
