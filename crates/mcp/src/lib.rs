@@ -22,7 +22,24 @@
 //! (the request is dropped, which sends `notifications/cancelled`); each call has a timeout
 //! (60 s unless the server's table says otherwise).
 //!
-//! ## Example
+//! ## Examples
+//!
+//! Names, and a server that cannot start (an error naming it, nothing registered):
+//!
+//! ```
+//! use dsh_mcp::{McpError, McpServer, ServerConfig, tool_name};
+//!
+//! assert_eq!(tool_name("github", "create_issue")?, "mcp__github__create_issue");
+//! assert!(tool_name("my server", "x").is_err());
+//!
+//! let config = ServerConfig::command("/nonexistent/mcp-server", ["--stdio"]);
+//! let rt = tokio::runtime::Runtime::new()?;
+//! let refused = rt.block_on(McpServer::connect("gone", &config)).unwrap_err();
+//! assert!(matches!(refused, McpError::Spawn { .. }), "{refused}");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A real server's tools in a registry (the agent loop and the `dsh` facade do the same):
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
