@@ -6,9 +6,9 @@
 use std::sync::{Arc, Mutex};
 
 use dsh::core::{Json, Signal, ToolDefinition, ToolExecution, ToolOutput};
-use dsh::{ApprovalOutcome, answer_fn};
 use dsh::guard::{PermissionAction, PermissionRules};
 use dsh::serde_json::json;
+use dsh::{ApprovalOutcome, answer_fn};
 use dsh::{Approvals, Harness};
 
 fn tool(name: &str) -> Result<ToolDefinition, dsh::core::CoreError> {

@@ -6,11 +6,13 @@
 //! `reasoning_content`, OpenRouter, vLLM, llama.cpp's server, Ollama) and
 //! [`AnthropicProvider`] for Anthropic Messages (tool use, thinking and redacted thinking).
 //!
-//! It holds: the request vocabulary ([`request`]), the chunk vocabulary in the reference's
-//! shape ([`chunk`]), the [`Provider`] trait ([`provider`]), the assembler that turns chunks into
-//! an [`AssistantMessage`] with each tool call's arguments kept as the raw text the model
-//! produced ([`mod@assemble`]), the shared HTTP client, retries and status errors ([`http`],
-//! [`retry`], [`ModelError`]) and the stream idle watchdog ([`watchdog`], TMO-34..38).
+//! It holds: the request vocabulary ([`Request`], [`Message`], [`Options`]), the chunk
+//! vocabulary in the reference's shape ([`Chunk`]), the [`Provider`] trait, the assembler that
+//! turns chunks into an [`AssistantMessage`] with each tool call's arguments kept as the raw
+//! text the model produced ([`Assembler`], [`assemble()`]), the shared HTTP client, retries and
+//! status errors ([`HttpSettings`], [`RetryPolicy`], [`ModelError`]) and the stream idle
+//! watchdog ([`IdleWatchdog`], TMO-34..38). Its modules are private: everything public is
+//! re-exported at the root.
 //!
 //! It deliberately does NOT: run tools, keep a session log, decide what a turn is, or retry a
 //! stream that has opened: a cut or a stall mid-stream is an item of the stream, and the agent
@@ -57,20 +59,20 @@
 //! Rules held here (by id, see `docs/rules.md`): TMO-34..38 (the idle watchdog) and the
 //! adapter side of LOOP-20/21 (a mid-stream failure surfaces once, never retried).
 
-pub mod anthropic;
-pub mod assemble;
-pub mod chunk;
+mod anthropic;
+mod assemble;
+mod chunk;
 mod error;
-pub mod http;
-pub mod openai;
-pub mod provider;
-pub mod request;
-pub mod retry;
+mod http;
+mod openai;
+mod provider;
+mod request;
+mod retry;
 mod sse;
 mod sse_parser;
-pub mod watchdog;
+mod watchdog;
 
-pub use anthropic::{AnthropicConfig, AnthropicProvider};
+pub use anthropic::{ANTHROPIC_VERSION, AnthropicConfig, AnthropicProvider};
 pub use assemble::{Assembler, AssistantMessage, assemble};
 pub use chunk::{BlockKind, Chunk, ChunkStream, FinishReason, Usage};
 pub use error::ModelError;
@@ -78,5 +80,5 @@ pub use http::{HttpSettings, shared_client};
 pub use openai::{MaxTokensField, OpenAiConfig, OpenAiProvider};
 pub use provider::Provider;
 pub use request::{AssistantBlock, Effort, Message, Options, Reasoning, Request, ToolCall};
-pub use retry::RetryPolicy;
-pub use watchdog::{IDLE_TIMEOUT_CODE, IdleWatchdog, WatchdogError};
+pub use retry::{RetryPolicy, retry_after};
+pub use watchdog::{IDLE_TIMEOUT_CODE, IdleWatchdog, WatchdogError, idle_timeout_from_ms};

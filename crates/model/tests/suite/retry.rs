@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime};
 
 use dsh_model::RetryPolicy;
-use dsh_model::retry::retry_after;
+use dsh_model::retry_after;
 use proptest::prelude::*;
 use reqwest::header::{HeaderMap, HeaderValue};
 

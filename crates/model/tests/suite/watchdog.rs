@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use dsh_core::MAX_TIMEOUT_MS;
 use dsh_core::{AbortController, AbortReason, CancelCause, timeout_of};
-use dsh_model::watchdog::idle_timeout_from_ms;
+use dsh_model::idle_timeout_from_ms;
 use dsh_model::{IDLE_TIMEOUT_CODE, IdleWatchdog, WatchdogError};
 use tokio::sync::oneshot;
 
