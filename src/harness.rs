@@ -56,6 +56,9 @@ pub enum HarnessError {
         #[source]
         source: std::io::Error,
     },
+    /// A grant could not be restored.
+    #[error(transparent)]
+    Grant(#[from] crate::grants::GrantError),
     /// A hook settings file could not be loaded.
     #[cfg(feature = "hooks")]
     #[error(transparent)]
@@ -107,6 +110,7 @@ pub struct HarnessBuilder {
     agent: AgentId,
     policy: Policy,
     approvals: Approvals,
+    grants: Option<Arc<crate::grants::Grants>>,
     config: RuntimeConfig,
     demo_tools: bool,
     #[cfg(feature = "fs")]
@@ -206,6 +210,7 @@ impl Harness {
             agent: AgentId::new("main"),
             policy: Policy::default(),
             approvals: Approvals::NoChannel,
+            grants: None,
             config: RuntimeConfig::default(),
             demo_tools: false,
             #[cfg(feature = "fs")]
@@ -310,6 +315,14 @@ impl HarnessBuilder {
     /// Where asks go (default: no channel, fail closed).
     pub fn approvals(mut self, approvals: Approvals) -> Self {
         self.approvals = approvals;
+        self
+    }
+
+    /// Grants a person made broader than one call (see [`crate::grants`]): they answer, in
+    /// front of the approvals, every question about a call they cover (never a sandbox
+    /// escalation), and the session grants logged in this harness's session are restored.
+    pub fn grants(mut self, grants: Arc<crate::grants::Grants>) -> Self {
+        self.grants = Some(grants);
         self
     }
     /// Runtime settings (e.g. the hard backstop).
@@ -518,6 +531,13 @@ impl HarnessBuilder {
             Approvals::Always => approval.add_answerer(Scope::Global, AllowAll).keep(),
             Approvals::Answerer(a) => approval.add_answerer(Scope::Global, Shared(a)).keep(),
             Approvals::Never | Approvals::NoChannel => {}
+        }
+        if let Some(grants) = &self.grants {
+            grants.restore(self.session.events().pairs().map(|(_, e)| e))?;
+            grants.attach(self.session.clone());
+            approval
+                .prepend_answerer(Scope::Global, crate::grants::GrantAnswerer(grants.clone()))
+                .keep();
         }
         #[cfg(feature = "code-mode")]
         let code = mount_code_mode(&registry, &self.session, &self.agent, self.policy.mode)?;

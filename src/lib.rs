@@ -127,6 +127,7 @@ pub use dsh_tool_fs as fs;
 #[cfg(feature = "bash")]
 mod bash_tool;
 pub mod demo_tools;
+pub mod grants;
 mod harness;
 #[cfg(feature = "jsonl")]
 pub mod jsonl;
@@ -148,6 +149,7 @@ pub use serde_json;
 #[cfg(feature = "bash")]
 pub use bash_tool::BashOptions;
 pub use dsh_guard::approval::{Answerer, ApprovalOutcome, ApprovalRequest, answer_fn};
+pub use grants::{GrantScope, Grants};
 pub use harness::{Approvals, Harness, HarnessBuilder, HarnessError};
 pub use policy::{Mode, Policy, PolicyError};
 pub use script::{Script, ScriptError, parse_script};

@@ -128,12 +128,14 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
             Some(super::sessions::find(&root, which)?)
         }
     };
+    let grants = super::run::grants(&workspace)?;
     let prepared = prepare(Setup {
         script_text: None,
         workspace: &workspace,
         session,
         policy,
-        approvals: super::run::approvals(args.approve),
+        approvals: super::run::approvals(args.approve, &grants),
+        grants: Some(grants.clone()),
         demo_tools: false,
         json,
         // stdout carries the model's answer (or, with --json, the events).

@@ -1,10 +1,14 @@
 //! Approval at the terminal: a question on stderr, one line from stdin per question (`y`/`yes`
-//! allows once; anything else rejects; end of input means no channel: unavailable).
+//! allows once; `s` allows it and every call the rule shown covers for the rest of the
+//! session; `a` does so always in this workspace, written to the person's grants file; anything
+//! else rejects; end of input means no channel: unavailable).
 
 use std::io::{BufRead, Write};
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use dsh::Grants;
 use dsh::guard::GuardError;
 use dsh::guard::approval::{AnswerNext, Answerer, ApprovalOutcome, ApprovalRequest};
 use tokio::sync::Mutex;
@@ -12,13 +16,42 @@ use tokio::sync::Mutex;
 /// Asks the person at the terminal, one question at a time.
 pub struct TerminalApprover {
     lock: Arc<Mutex<()>>,
+    grants: Option<Arc<Grants>>,
 }
 
 impl TerminalApprover {
+    /// Asks yes or no.
     pub fn new() -> TerminalApprover {
         TerminalApprover {
             lock: Arc::new(Mutex::new(())),
+            grants: None,
         }
+    }
+
+    /// Also offers to allow, for the session or always, the rule that covers the call.
+    pub fn with_grants(grants: Arc<Grants>) -> TerminalApprover {
+        TerminalApprover {
+            lock: Arc::new(Mutex::new(())),
+            grants: Some(grants),
+        }
+    }
+}
+
+/// A person's answer.
+#[derive(Debug, PartialEq, Eq)]
+enum Answer {
+    Once,
+    Session,
+    Always,
+    No,
+}
+
+fn read_answer(line: &str, offers: bool, always: bool) -> Answer {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Answer::Once,
+        "s" | "session" if offers => Answer::Session,
+        "a" | "always" if offers && always => Answer::Always,
+        _ => Answer::No,
     }
 }
 
@@ -30,8 +63,22 @@ impl Answerer for TerminalApprover {
         _next: AnswerNext<'_>,
     ) -> Result<ApprovalOutcome, GuardError> {
         let _one_at_a_time = self.lock.lock().await;
+        // A grant made while this question waited its turn may cover it now.
+        if let Some(g) = &self.grants
+            && g.covering(req).is_some()
+        {
+            return Ok(ApprovalOutcome::AllowedOnce);
+        }
         let _paused = super::render::pause_live();
-        let question = question(req);
+        let rules = match &self.grants {
+            Some(_) => Grants::proposed(req),
+            None => Vec::new(),
+        };
+        let file = self
+            .grants
+            .as_ref()
+            .and_then(|g| g.file().map(Path::to_path_buf));
+        let question = question(req, &rules, file.as_deref());
         let read = tokio::task::spawn_blocking(move || {
             let mut err = std::io::stderr();
             let _ = err.write_all(question.as_bytes());
@@ -46,8 +93,8 @@ impl Answerer for TerminalApprover {
             r = read => match r {
                 Ok(Ok((0, _))) => Ok(ApprovalOutcome::Unavailable),
                 Ok(Ok((_, line))) => {
-                    let a = line.trim().to_ascii_lowercase();
-                    Ok(if a == "y" || a == "yes" { ApprovalOutcome::AllowedOnce } else { ApprovalOutcome::Rejected })
+                    let answer = read_answer(&line, !rules.is_empty(), file.is_some());
+                    Ok(self.settle(req, answer, &rules).await)
                 }
                 _ => Ok(ApprovalOutcome::Unavailable),
             },
@@ -56,13 +103,71 @@ impl Answerer for TerminalApprover {
     }
 }
 
+impl TerminalApprover {
+    /// Stores the grant a person chose (saying so), then allows the call; a grant that could
+    /// not be stored is said, and the call is still allowed once, as the person answered yes.
+    async fn settle(
+        &self,
+        req: &ApprovalRequest,
+        answer: Answer,
+        rules: &[String],
+    ) -> ApprovalOutcome {
+        let call = req.call_id.as_deref();
+        let shown = rules.join(", ");
+        let said = match (answer, &self.grants) {
+            (Answer::No, _) => return ApprovalOutcome::Rejected,
+            (Answer::Once, _) | (_, None) => return ApprovalOutcome::AllowedOnce,
+            (Answer::Session, Some(grants)) => grants
+                .grant_session(rules, call)
+                .await
+                .map(|()| format!("dsh: allowed for the rest of this session: {shown}")),
+            (Answer::Always, Some(grants)) => grants.grant_always(rules, call).await.map(|file| {
+                format!(
+                    "dsh: allowed always in this workspace: {shown} (written to {})",
+                    file.display()
+                )
+            }),
+        };
+        let line = match said {
+            Ok(line) => line,
+            Err(e) => format!("dsh: allowed once; {e}"),
+        };
+        eprintln!("{}", super::render::sanitize(&line));
+        ApprovalOutcome::AllowedOnce
+    }
+}
+
 /// At most this many lines of a command, a written file or an edit are shown.
 const SHOWN_LINES: usize = 12;
 
-/// The question as the terminal asks it: [`description`], then the prompt.
-pub fn question(req: &ApprovalRequest) -> String {
+/// The question as the terminal asks it: [`description`], then the answers: yes or no, and
+/// when `rules` are offered, yes for them for the session and, with a grants `file`, always.
+fn question(req: &ApprovalRequest, rules: &[String], file: Option<&Path>) -> String {
+    use super::render::sanitize;
     let mut q = description(req);
-    q.push_str("dsh: allow this call? [y/N] ");
+    if rules.is_empty() {
+        q.push_str("dsh: allow this call? [y/N] ");
+        return q;
+    }
+    let shown = sanitize(&rules.join(", "));
+    q.push_str(&format!("  {:<11}y  yes, this call\n", "answer:"));
+    q.push_str(&format!(
+        "  {:<11}s  yes, and for the rest of this session: {shown}\n",
+        ""
+    ));
+    if let Some(file) = file {
+        q.push_str(&format!(
+            "  {:<11}a  yes, and always in this workspace: {shown} (kept in {})\n",
+            "",
+            sanitize(&file.display().to_string())
+        ));
+    }
+    q.push_str(&format!("  {:<11}n  no\n", ""));
+    q.push_str(if file.is_some() {
+        "dsh: allow this call? [y/s/a/N] "
+    } else {
+        "dsh: allow this call? [y/s/N] "
+    });
     q
 }
 

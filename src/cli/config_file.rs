@@ -162,13 +162,18 @@ fn policy_error(path: &Path, e: dsh::PolicyError) -> Exit {
     Exit::usage(format!("{}: {message}", path.display()))
 }
 
-/// The user's config file.
-fn user_file() -> Option<PathBuf> {
+/// The user's own dsh directory: `$XDG_CONFIG_HOME/dsh`, or `~/.config/dsh`.
+pub fn user_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))?;
-    Some(base.join("dsh").join("config.toml"))
+    Some(base.join("dsh"))
+}
+
+/// The user's config file.
+fn user_file() -> Option<PathBuf> {
+    user_dir().map(|d| d.join("config.toml"))
 }
 
 /// The user's file, then the workspace's (its `base_url`, `api_key_env` and policy keys only

@@ -61,6 +61,7 @@ pub async fn demo() -> Result<i32, Exit> {
         session: Some(log.clone()),
         policy,
         approvals: Approvals::Never,
+        grants: None,
         demo_tools: true,
         json: false,
         stderr: false,

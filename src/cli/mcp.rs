@@ -129,6 +129,7 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
         session: args.session.clone(),
         policy,
         approvals,
+        grants: None,
         demo_tools: args.demo_tools,
         json: false,
         stderr: true,

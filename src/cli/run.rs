@@ -114,6 +114,8 @@ pub struct Setup<'a> {
     pub policy: Policy,
     /// Where asks go.
     pub approvals: Approvals,
+    /// The grants that answer asks before anyone is asked (see [`grants`]).
+    pub grants: Option<Arc<dsh::Grants>>,
     /// Whether the demo tools are mounted.
     pub demo_tools: bool,
     /// Whether events are printed as JSON.
@@ -132,6 +134,7 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         session,
         policy,
         approvals,
+        grants,
         demo_tools,
         json,
         stderr,
@@ -195,6 +198,9 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         .demo_tools(demo_tools)
         .bash(dsh::BashOptions::default())
         .workspace(&workspace);
+    if let Some(grants) = &grants {
+        builder = builder.grants(grants.clone());
+    }
     if let HookSources::Standard {
         explicit,
         trust_workspace,
@@ -222,6 +228,20 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
     };
     for w in harness.warnings() {
         eprintln!("dsh: warning: {}", render::sanitize(w));
+    }
+    if let Some(grants) = &grants {
+        let restored: Vec<String> = grants
+            .rules()
+            .into_iter()
+            .filter(|(_, scope)| *scope == dsh::GrantScope::Session)
+            .map(|(rule, _)| rule.to_string())
+            .collect();
+        if !restored.is_empty() {
+            eprintln!(
+                "dsh: allowed for this session, as granted before it was resumed: {}",
+                render::sanitize(&restored.join(", "))
+            );
+        }
     }
     let r = renderer.clone();
     let observer = harness.hooks().on_result(
@@ -307,17 +327,28 @@ pub async fn on_interrupts(cancel: impl FnOnce() + Send + 'static) -> Interrupts
 }
 
 /// Where asks go: `--approve`, else the terminal when stdin is one, else nobody (denied).
-pub fn approvals(approve: Option<Approve>) -> Approvals {
+pub fn approvals(approve: Option<Approve>, grants: &Arc<dsh::Grants>) -> Approvals {
+    let terminal = || {
+        Approvals::Answerer(Arc::new(super::approve::TerminalApprover::with_grants(
+            grants.clone(),
+        )))
+    };
     match approve {
         Some(Approve::Always) => Approvals::Always,
         Some(Approve::Never) => Approvals::Never,
-        Some(Approve::Ask) => {
-            Approvals::Answerer(Arc::new(super::approve::TerminalApprover::new()))
-        }
-        None if std::io::stdin().is_terminal() => {
-            Approvals::Answerer(Arc::new(super::approve::TerminalApprover::new()))
-        }
+        Some(Approve::Ask) => terminal(),
+        None if std::io::stdin().is_terminal() => terminal(),
         None => Approvals::NoChannel,
+    }
+}
+
+/// The grants of a run in `workspace`: the person's "always" rules for it from their grants
+/// file (`$XDG_CONFIG_HOME/dsh/grants.toml`), and the session's, restored from its log.
+pub fn grants(workspace: &Path) -> Result<Arc<dsh::Grants>, Exit> {
+    match super::config_file::user_dir() {
+        Some(dir) => dsh::Grants::with_file(&dir.join("grants.toml"), workspace)
+            .map_err(|e| Exit::usage(e.to_string())),
+        None => Ok(dsh::Grants::new()),
     }
 }
 
@@ -382,14 +413,15 @@ pub async fn run(args: RunArgs) -> Result<i32, Exit> {
         args.mode,
         args.pipeline.preset,
     )?;
-    let approvals = approvals(args.approve);
     let workspace = super::options::workspace_or_cwd(args.pipeline.workspace.as_ref())?;
+    let grants = grants(&workspace)?;
     let prepared = prepare(Setup {
         script_text: Some(&script_text),
         workspace: &workspace,
         session: args.session.clone(),
         policy,
-        approvals,
+        approvals: approvals(args.approve, &grants),
+        grants: Some(grants),
         demo_tools: args.demo_tools,
         json: args.json,
         stderr: false,

@@ -76,7 +76,7 @@ fn apr_06_without_a_terminal_or_approve_every_ask_is_denied_fail_closed() {
     }
     assert_eq!(decided(&ev), ["unavailable"; 3]);
     assert!(
-        !out.stderr.contains("[y/N]"),
+        !out.stderr.contains("allow this call? ["),
         "nobody was asked: {}",
         out.stderr
     );
@@ -100,7 +100,7 @@ fn apr_03_04_06_approve_ask_reads_one_line_per_question() {
             out.stderr
         );
     }
-    assert!(!out.stdout.contains("[y/N]"));
+    assert!(!out.stdout.contains("allow this call? ["));
 }
 
 #[test]
@@ -120,7 +120,7 @@ fn approve_always_allows_every_ask_without_asking() {
         assert_eq!(result_of(&ev, id).text, text);
     }
     assert_eq!(decided(&ev), ["allowed-once"; 3]);
-    assert!(!out.stderr.contains("[y/N]"), "{}", out.stderr);
+    assert!(!out.stderr.contains("allow this call? ["), "{}", out.stderr);
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn apr_33_approve_never_rejects_every_ask_without_asking() {
         3,
         "the audit pair is written"
     );
-    assert!(!out.stderr.contains("[y/N]"), "{}", out.stderr);
+    assert!(!out.stderr.contains("allow this call? ["), "{}", out.stderr);
 }
 
 #[test]
@@ -165,7 +165,7 @@ fn policy_approval_never_rejects_even_with_a_terminal_answer() {
     assert_eq!(out.code, 0, "{}", out.both());
     let ev = events(&log);
     assert_eq!(result_of(&ev, "c1").text, REJECTED);
-    assert!(!out.stderr.contains("[y/N]"), "{}", out.stderr);
+    assert!(!out.stderr.contains("allow this call? ["), "{}", out.stderr);
 }
 
 /// APR-24: a question still open when the turn is interrupted resolves `cancelled` at once, and
@@ -206,7 +206,7 @@ fn apr_24_interrupt_during_a_question_exits_without_waiting_for_input() {
                 break;
             }
             seen.extend_from_slice(&buf[..n]);
-            if String::from_utf8_lossy(&seen).contains("[y/N] ") {
+            if String::from_utf8_lossy(&seen).contains("allow this call? [") {
                 let _ = tx.send(());
             }
         }
@@ -317,7 +317,7 @@ fn apr_questions_show_their_subject_before_they_ask() {
     }
     // The question comes after what it asks about, and escape sequences are neutralised.
     let subject = e.find("+ line one").unwrap();
-    let asked = e[subject..].find("[y/N]");
+    let asked = e[subject..].find("allow this call? [");
     assert!(asked.is_some(), "{e}");
     assert!(!e.contains("\u{1b}[2J"), "{e:?}");
 

@@ -17,13 +17,13 @@ fn workspace() -> tempfile::TempDir {
 }
 
 fn read_call(id: &str) -> Reply {
+    read_of(id, "notes.txt")
+}
+
+fn read_of(id: &str, path: &str) -> Reply {
     let mut call = vec![openai::role()];
-    call.extend(openai::tool_call(
-        0,
-        id,
-        "read",
-        &["{\"file_path\"", ": \"notes.txt\"}"],
-    ));
+    let rest = format!(": \"{path}\"}}");
+    call.extend(openai::tool_call(0, id, "read", &["{\"file_path\"", &rest]));
     call.extend(openai::finish("tool_calls", 40, 12));
     Reply::Stream(call)
 }
@@ -112,8 +112,12 @@ fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
     slow.extend(openai::text(&["Thinking about it"]));
     slow.push(Frame::Stall);
     srv.mock.push(Reply::Stream(slow));
-    // Turn 3: the chat goes on.
+    // Turn 3: the chat goes on; the model reads the file again, which the grant covers.
+    srv.mock.push(read_call("call_2"));
     srv.mock.push(openai::text_reply(&["Back again."]));
+    // Turn 4: a file the grant does not cover is asked about, and refused.
+    srv.mock.push(read_of("call_3", "other.txt"));
+    srv.mock.push(openai::text_reply(&["Understood."]));
     let ws = workspace();
     let state = tempfile::tempdir().unwrap();
     let policy = ws.path().join("policy.toml");
@@ -134,12 +138,19 @@ fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
     };
     expect(&mut chat, "> ", &mut screen);
     chat.send_line("what does notes.txt say?").unwrap();
-    expect(&mut chat, "allow this call? [y/N]", &mut screen);
+    expect(&mut chat, "allow this call? [y/s/a/N]", &mut screen);
     assert!(
-        screen.contains("read wants approval") && screen.contains("notes.txt"),
-        "the question shows the tool and the path:\n{screen}"
+        screen.contains("read wants approval")
+            && screen.contains("notes.txt")
+            && screen.contains("yes, and for the rest of this session: read(notes.txt)"),
+        "the question shows the tool, the path and the rule it offers:\n{screen}"
     );
-    chat.send_line("y").unwrap();
+    chat.send_line("s").unwrap();
+    expect(
+        &mut chat,
+        "allowed for the rest of this session: read(notes.txt)",
+        &mut screen,
+    );
     expect(&mut chat, "It says 42.", &mut screen);
     expect(&mut chat, "> ", &mut screen);
     chat.send_line("tell me more").unwrap();
@@ -150,22 +161,38 @@ fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
     chat.send_line("are you there?").unwrap();
     expect(&mut chat, "Back again.", &mut screen);
     expect(&mut chat, "> ", &mut screen);
+    assert_eq!(
+        screen.matches("wants approval").count(),
+        1,
+        "the second read of notes.txt was granted, not asked:\n{screen}"
+    );
+    chat.send_line("and other.txt?").unwrap();
+    expect(&mut chat, "allow this call? [y/s/a/N]", &mut screen);
+    assert!(screen.contains("other.txt"), "{screen}");
+    chat.send_line("n").unwrap();
+    expect(&mut chat, "Understood.", &mut screen);
+    expect(&mut chat, "> ", &mut screen);
     chat.send_line("/exit").unwrap();
     expect(&mut chat, "log: ", &mut screen);
     let mut rest = String::new();
     expect(&mut chat, ".jsonl", &mut rest);
     let log = log_in(&format!("log: {}", rest.trim()));
-    // Three turns, the cancelled one included, each request carrying the history before it.
+    // Four turns, the cancelled one included, each request carrying the history before it.
     let bodies = srv.mock.bodies();
-    assert_eq!(bodies.len(), 4, "{bodies:#?}");
-    let last = bodies[3]["messages"].to_string();
+    assert_eq!(bodies.len(), 7, "{bodies:#?}");
+    let last = bodies[6]["messages"].to_string();
     assert!(
         last.contains("what does notes.txt say?")
             && last.contains("the answer is 42")
             && last.contains("tell me more")
-            && last.contains("are you there?"),
+            && last.contains("are you there?")
+            && last.contains("rejected"),
         "{last}"
     );
+    let ev = events(&log);
+    let grants = of_type(&ev, "approval/grant");
+    assert_eq!(grants.len(), 1, "{grants:#?}");
+    assert_eq!(grants[0]["data"]["rule"], "read(notes.txt)");
     let check = dsh_run(&["check", s(&log)]);
     assert_eq!(check.code, 0, "{}", check.both());
 }

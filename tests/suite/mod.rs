@@ -19,6 +19,7 @@ mod crash;
 mod demo;
 mod exit_codes;
 mod flags;
+mod grants;
 mod help;
 mod large_read;
 mod library_face;
