@@ -8,13 +8,12 @@
 //! closed clean; Ctrl-C cancels the turn (exit 130, the log checks clean), a second exits at
 //! once as `dsh run` does.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::Args;
 use dsh::scheduler::TurnEnd;
-use dsh_agent::{Agent, AgentConfig, AgentHooks, Cancel, Limits};
-use dsh_model::Chunk;
+use dsh_agent::{Agent, AgentConfig, Cancel, Limits};
 
 use super::Exit;
 use super::model_config::{self, Choice, ProviderArg};
@@ -76,19 +75,6 @@ pub struct ModelArgs {
     pub json: bool,
 }
 
-/// Streams the model's text to stdout as it comes (on a terminal).
-struct Stream;
-
-impl AgentHooks for Stream {
-    fn on_chunk(&self, _agent: &Agent, _turn: u32, _step: u32, chunk: &Chunk) {
-        if let Chunk::TextDelta { text, .. } = chunk {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(super::render::sanitize(text).as_bytes());
-            let _ = out.flush();
-        }
-    }
-}
-
 /// A session and an agent over it, ready for prompts.
 pub struct Started {
     /// The harness, the log and the renderer.
@@ -97,6 +83,8 @@ pub struct Started {
     pub agent: Agent,
     /// Whether the model's text streams to stdout as it comes.
     pub streaming: bool,
+    /// The stream's view when it streams (its status line follows each turn).
+    pub view: Option<super::stream_view::StreamView>,
 }
 
 /// Checks everything, opens (or resumes) the session and builds the agent.
@@ -180,13 +168,15 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
         Some(agent_id),
     );
     let streaming = !json && std::io::stdout().is_terminal();
-    if streaming {
-        agent.set_hooks(Stream);
+    let view = streaming.then(|| super::stream_view::StreamView::new(file.prices));
+    if let Some(view) = &view {
+        agent.set_hooks(view.clone());
     }
     Ok(Started {
         prepared,
         agent,
         streaming,
+        view,
     })
 }
 
@@ -197,6 +187,7 @@ pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
         prepared,
         agent,
         streaming,
+        view,
     } = start(&args.model, json).await?;
     let mut interrupts = super::run::on_interrupts({
         let agent = agent.clone();
@@ -224,6 +215,9 @@ pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
             println!();
         } else if !outcome.text.is_empty() {
             println!("{}", super::render::sanitize(&outcome.text));
+        }
+        if let Some(view) = &view {
+            eprintln!("{}", view.end_turn());
         }
         eprintln!("{}", prepared.renderer.summary());
         eprintln!("log: {}", prepared.log.display());

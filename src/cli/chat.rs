@@ -103,6 +103,7 @@ pub async fn chat(args: ChatArgs) -> Result<i32, Exit> {
         prepared,
         agent,
         streaming,
+        view,
     } = start(&args.model, false).await?;
     let history = dsh::jsonl::state_dir().map(|d| d.join("chat_history"));
     let reader = Reader::start(history)?;
@@ -156,6 +157,9 @@ pub async fn chat(args: ChatArgs) -> Result<i32, Exit> {
                 }
             }
             _ => {}
+        }
+        if let Some(view) = &view {
+            eprintln!("{}", view.end_turn());
         }
         eprintln!("{}", prepared.renderer.summary());
     }

@@ -39,6 +39,9 @@ pub struct ConfigFile {
     pub system: Option<String>,
     /// At most this many model requests per turn.
     pub max_steps: Option<u32>,
+    /// What the model's tokens cost (`input_price`, `output_price`, `cached_input_price`: US
+    /// dollars per million tokens), for the status line after each turn.
+    pub prices: Option<super::stream_view::Prices>,
     /// The policy keys, when the file has any.
     pub policy: Option<Policy>,
 }
@@ -52,10 +55,14 @@ struct AgentKeys {
     api_key_env: Option<Spanned<String>>,
     system: Option<Spanned<String>>,
     max_steps: Option<Spanned<u32>>,
+    input_price: Option<Spanned<f64>>,
+    output_price: Option<Spanned<f64>>,
+    cached_input_price: Option<Spanned<f64>>,
 }
 
 /// The agent's keys, for messages.
-const AGENT_KEYS: &str = "provider, model, base_url, api_key_env, system, max_steps";
+const AGENT_KEYS: &str = "provider, model, base_url, api_key_env, system, max_steps, \
+                          input_price, output_price, cached_input_price";
 
 impl ConfigFile {
     /// `later`'s keys over this file's; the policy keys whole.
@@ -67,6 +74,7 @@ impl ConfigFile {
             api_key_env: later.api_key_env.or(self.api_key_env),
             system: later.system.or(self.system),
             max_steps: later.max_steps.or(self.max_steps),
+            prices: later.prices.or(self.prices),
             policy: later.policy.or(self.policy),
         }
     }
@@ -98,6 +106,9 @@ fn parse(path: &Path, text: &str) -> Result<ConfigFile, Exit> {
         keys.api_key_env.as_ref().map(Spanned::span),
         keys.system.as_ref().map(Spanned::span),
         keys.max_steps.as_ref().map(Spanned::span),
+        keys.input_price.as_ref().map(Spanned::span),
+        keys.output_price.as_ref().map(Spanned::span),
+        keys.cached_input_price.as_ref().map(Spanned::span),
     ]
     .into_iter()
     .flatten()
@@ -106,6 +117,37 @@ fn parse(path: &Path, text: &str) -> Result<ConfigFile, Exit> {
     // errors name this file's lines.
     let rest = blank_lines(text, &spans);
     let has_policy = toml::from_str::<toml::Table>(&rest).is_ok_and(|t| !t.is_empty());
+    let price = |p: &Option<Spanned<f64>>, key: &str| -> Result<Option<f64>, Exit> {
+        match p {
+            Some(v) if !(v.get_ref().is_finite() && *v.get_ref() >= 0.0) => {
+                Err(Exit::usage(format!(
+                    "{}: line {}: {key} must be a number of US dollars per million tokens, 0 or more",
+                    path.display(),
+                    line_at(text, v.span().start)
+                )))
+            }
+            Some(v) => Ok(Some(*v.get_ref())),
+            None => Ok(None),
+        }
+    };
+    let prices = match (
+        price(&keys.input_price, "input_price")?,
+        price(&keys.output_price, "output_price")?,
+        price(&keys.cached_input_price, "cached_input_price")?,
+    ) {
+        (Some(input), Some(output), cached_input) => Some(super::stream_view::Prices {
+            input,
+            output,
+            cached_input,
+        }),
+        (None, None, None) => None,
+        _ => {
+            return Err(Exit::usage(format!(
+                "{}: input_price and output_price go together (cached_input_price is optional)",
+                path.display()
+            )));
+        }
+    };
     let policy = if has_policy {
         Some(Policy::parse(&rest).map_err(|e| policy_error(path, e))?)
     } else {
@@ -118,6 +160,7 @@ fn parse(path: &Path, text: &str) -> Result<ConfigFile, Exit> {
         api_key_env: keys.api_key_env.map(Spanned::into_inner),
         system: keys.system.map(Spanned::into_inner),
         max_steps: keys.max_steps.map(Spanned::into_inner),
+        prices,
         policy,
     })
 }
@@ -162,18 +205,9 @@ fn policy_error(path: &Path, e: dsh::PolicyError) -> Exit {
     Exit::usage(format!("{}: {message}", path.display()))
 }
 
-/// The user's own dsh directory: `$XDG_CONFIG_HOME/dsh`, or `~/.config/dsh`.
-pub fn user_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))?;
-    Some(base.join("dsh"))
-}
-
-/// The user's config file.
+/// The user's config file, in the directory of their hook settings and trust store.
 fn user_file() -> Option<PathBuf> {
-    user_dir().map(|d| d.join("config.toml"))
+    dsh::hooks::user_config_dir().map(|d| d.join("config.toml"))
 }
 
 /// The user's file, then the workspace's (its `base_url`, `api_key_env` and policy keys only

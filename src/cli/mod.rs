@@ -24,6 +24,8 @@ mod render;
 mod run;
 mod sandbox;
 mod sessions;
+#[cfg(feature = "agent")]
+mod stream_view;
 mod tools;
 mod trust;
 

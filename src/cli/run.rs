@@ -345,7 +345,7 @@ pub fn approvals(approve: Option<Approve>, grants: &Arc<dsh::Grants>) -> Approva
 /// The grants of a run in `workspace`: the person's "always" rules for it from their grants
 /// file (`$XDG_CONFIG_HOME/dsh/grants.toml`), and the session's, restored from its log.
 pub fn grants(workspace: &Path) -> Result<Arc<dsh::Grants>, Exit> {
-    match super::config_file::user_dir() {
+    match dsh::hooks::user_config_dir() {
         Some(dir) => dsh::Grants::with_file(&dir.join("grants.toml"), workspace)
             .map_err(|e| Exit::usage(e.to_string())),
         None => Ok(dsh::Grants::new()),

@@ -357,4 +357,22 @@ fn agent_reads_provider_and_model_from_a_trusted_workspace_config_file() {
         "{}",
         bad.both()
     );
+    // Prices for the status line: a negative one, and one without the other, are refused by
+    // name before any request.
+    for (text, says) in [
+        (
+            "input_price = 0.27\noutput_price = -1.0\n",
+            "line 2: output_price must be",
+        ),
+        (
+            "input_price = 0.27\n",
+            "input_price and output_price go together",
+        ),
+    ] {
+        std::fs::write(ws.path().join(".dsh/config.toml"), text).unwrap();
+        let bad = agent(ws.path(), None, &["hi"], &[]);
+        assert_eq!(bad.code, 2, "{}", bad.both());
+        assert!(bad.stderr.contains(says), "{}", bad.both());
+    }
+    assert_eq!(srv.mock.bodies().len(), 1);
 }

@@ -114,7 +114,11 @@ fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
     srv.mock.push(Reply::Stream(slow));
     // Turn 3: the chat goes on; the model reads the file again, which the grant covers.
     srv.mock.push(read_call("call_2"));
-    srv.mock.push(openai::text_reply(&["Back again."]));
+    let mut thought = vec![openai::role()];
+    thought.extend(openai::reasoning(&["Let me ", "think."]));
+    thought.extend(openai::text(&["Back again."]));
+    thought.extend(openai::finish("stop", 1200, 34));
+    srv.mock.push(Reply::Stream(thought));
     // Turn 4: a file the grant does not cover is asked about, and refused.
     srv.mock.push(read_of("call_3", "other.txt"));
     srv.mock.push(openai::text_reply(&["Understood."]));
@@ -161,6 +165,18 @@ fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
     chat.send_line("are you there?").unwrap();
     expect(&mut chat, "Back again.", &mut screen);
     expect(&mut chat, "> ", &mut screen);
+    // The reasoning was folded into one line before the answer, and the turn's status line
+    // counts both of its requests (40 + 1,200 in, 12 + 34 out).
+    assert!(
+        screen
+            .contains("⋯ thought: Let me think. (13 characters, folded; all of it is in the log)")
+            && screen.find("⋯ thought").unwrap() < screen.find("Back again.").unwrap(),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("tokens: 1,240 in · 46 out · session "),
+        "{screen}"
+    );
     assert_eq!(
         screen.matches("wants approval").count(),
         1,
