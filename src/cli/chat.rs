@@ -36,6 +36,36 @@ enum Line {
     End,
 }
 
+/// The editor's helper: a line ending in `\` goes on to the next one (a multi-line prompt);
+/// pasted text keeps its lines (bracketed paste).
+struct Continues;
+
+impl rustyline::completion::Completer for Continues {
+    type Candidate = String;
+}
+impl rustyline::hint::Hinter for Continues {
+    type Hint = String;
+}
+impl rustyline::highlight::Highlighter for Continues {}
+impl rustyline::validate::Validator for Continues {
+    fn validate(
+        &self,
+        ctx: &mut rustyline::validate::ValidationContext,
+    ) -> rustyline::Result<rustyline::validate::ValidationResult> {
+        Ok(if ctx.input().ends_with('\\') {
+            rustyline::validate::ValidationResult::Incomplete
+        } else {
+            rustyline::validate::ValidationResult::Valid(None)
+        })
+    }
+}
+impl rustyline::Helper for Continues {}
+
+/// A prompt as typed: each `\` that ended a line dropped, its newline kept.
+fn joined(text: &str) -> String {
+    text.replace("\\\n", "\n")
+}
+
 /// The line editor on a thread of its own (it is not `Send`): each request is a prompt, each
 /// answer a line.
 struct Reader {
@@ -45,8 +75,9 @@ struct Reader {
 impl Reader {
     /// Starts the editor with the history in `history` (kept across chats).
     fn start(history: Option<PathBuf>) -> Result<Reader, Exit> {
-        let mut editor = rustyline::DefaultEditor::new()
+        let mut editor = rustyline::Editor::<Continues, rustyline::history::DefaultHistory>::new()
             .map_err(|e| Exit::internal(format!("the line editor: {e}")))?;
+        editor.set_helper(Some(Continues));
         if let Some(h) = &history {
             // A first chat has no history yet.
             let _ = editor.load_history(h);
@@ -67,7 +98,7 @@ impl Reader {
                                 }
                             }
                         }
-                        Line::Text(text)
+                        Line::Text(joined(&text))
                     }
                     Err(ReadlineError::Interrupted) => Line::Interrupted,
                     Err(ReadlineError::Eof) => Line::End,

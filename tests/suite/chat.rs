@@ -182,7 +182,9 @@ fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
         1,
         "the second read of notes.txt was granted, not asked:\n{screen}"
     );
-    chat.send_line("and other.txt?").unwrap();
+    // A line ending in `\` goes on: one prompt of two lines.
+    chat.send_line("and \\").unwrap();
+    chat.send_line("other.txt?").unwrap();
     expect(&mut chat, "allow this call? [y/s/a/N]", &mut screen);
     assert!(screen.contains("other.txt"), "{screen}");
     chat.send_line("n").unwrap();
@@ -202,7 +204,8 @@ fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
             && last.contains("the answer is 42")
             && last.contains("tell me more")
             && last.contains("are you there?")
-            && last.contains("rejected"),
+            && last.contains("rejected")
+            && last.contains(r#""and \nother.txt?""#),
         "{last}"
     );
     let ev = events(&log);
