@@ -1,7 +1,8 @@
 //! Approval at the terminal: a question on stderr, one line from stdin per question (`y`/`yes`
 //! allows once; `s` allows it and every call the rule shown covers for the rest of the
-//! session; `a` does so always in this workspace, written to the person's grants file; anything
-//! else rejects; end of input means no channel: unavailable).
+//! session; `a` does so always in this workspace, written to the person's grants file; `n`
+//! rejects, and words after it (`n: use the test database`) go to the model with the refusal;
+//! anything else rejects; end of input means no channel: unavailable).
 
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -43,16 +44,37 @@ enum Answer {
     Once,
     Session,
     Always,
-    No,
+    /// No, with what the person said after the `n`, if anything.
+    No(Option<String>),
 }
 
 fn read_answer(line: &str, offers: bool, always: bool) -> Answer {
-    match line.trim().to_ascii_lowercase().as_str() {
-        "y" | "yes" => Answer::Once,
-        "s" | "session" if offers => Answer::Session,
-        "a" | "always" if offers && always => Answer::Always,
-        _ => Answer::No,
+    let line = line.trim();
+    match line.to_ascii_lowercase().as_str() {
+        "y" | "yes" => return Answer::Once,
+        "s" | "session" if offers => return Answer::Session,
+        "a" | "always" if offers && always => return Answer::Always,
+        _ => {}
     }
+    // `n: why`, `n why`, `no, why`: the words after the refusal are for the model.
+    let lower = line.to_ascii_lowercase();
+    let rest = ["no", "n"]
+        .iter()
+        .find(|w| {
+            lower.starts_with(*w)
+                && line[w.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c == ':' || c == ',' || c.is_whitespace())
+        })
+        .map(|w| {
+            line[w.len()..]
+                .trim_start_matches([':', ','])
+                .trim()
+                .to_owned()
+        })
+        .filter(|r| !r.is_empty());
+    Answer::No(rest)
 }
 
 #[async_trait]
@@ -115,7 +137,12 @@ impl TerminalApprover {
         let call = req.call_id.as_deref();
         let shown = rules.join(", ");
         let said = match (answer, &self.grants) {
-            (Answer::No, _) => return ApprovalOutcome::Rejected,
+            (Answer::No(words), _) => {
+                if let Some(words) = words {
+                    req.feedback.give(&words);
+                }
+                return ApprovalOutcome::Rejected;
+            }
             (Answer::Once, _) | (_, None) => return ApprovalOutcome::AllowedOnce,
             (Answer::Session, Some(grants)) => grants
                 .grant_session(rules, call)
@@ -146,6 +173,10 @@ fn question(req: &ApprovalRequest, rules: &[String], file: Option<&Path>) -> Str
     use super::render::sanitize;
     let mut q = description(req);
     if rules.is_empty() {
+        q.push_str(&format!(
+            "  {:<11}y  yes · n  no (n: WHY tells the model why)\n",
+            "answer:"
+        ));
         q.push_str("dsh: allow this call? [y/N] ");
         return q;
     }
@@ -162,7 +193,7 @@ fn question(req: &ApprovalRequest, rules: &[String], file: Option<&Path>) -> Str
             sanitize(&file.display().to_string())
         ));
     }
-    q.push_str(&format!("  {:<11}n  no\n", ""));
+    q.push_str(&format!("  {:<11}n  no (n: WHY tells the model why)\n", ""));
     q.push_str(if file.is_some() {
         "dsh: allow this call? [y/s/a/N] "
     } else {
@@ -266,4 +297,30 @@ pub fn description(req: &ApprovalRequest) -> String {
         }
     }
     q
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_keeps_the_words_after_it_and_nothing_else_grants() {
+        assert_eq!(read_answer(" Y \n", false, false), Answer::Once);
+        assert_eq!(read_answer("s", true, false), Answer::Session);
+        // Offered nothing to grant, `s` and `a` are no.
+        assert_eq!(read_answer("s", false, false), Answer::No(None));
+        assert_eq!(read_answer("a", true, false), Answer::No(None));
+        assert_eq!(read_answer("a", true, true), Answer::Always);
+        assert_eq!(
+            read_answer("n: use the test database", true, true),
+            Answer::No(Some("use the test database".into()))
+        );
+        assert_eq!(
+            read_answer("No, run it in /tmp", true, true),
+            Answer::No(Some("run it in /tmp".into()))
+        );
+        assert_eq!(read_answer("n", true, true), Answer::No(None));
+        assert_eq!(read_answer("nope", true, true), Answer::No(None));
+        assert_eq!(read_answer("yes please", true, true), Answer::No(None));
+    }
 }

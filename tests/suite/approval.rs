@@ -104,6 +104,25 @@ fn apr_03_04_06_approve_ask_reads_one_line_per_question() {
 }
 
 #[test]
+fn a_refusal_with_words_sends_them_to_the_model_with_the_refusal() {
+    let t = tmp();
+    let (out, ev) = approve_run(t.path(), Some("ask"), Some("n: say two instead\nno\ny\n"));
+    assert_eq!(
+        result_of(&ev, "c1").text,
+        format!("{REJECTED}; the user said: say two instead")
+    );
+    // A bare refusal is the plain refusal text.
+    assert_eq!(result_of(&ev, "c2").text, REJECTED);
+    assert_eq!(result_of(&ev, "c3").text, "three");
+    assert!(
+        out.stderr.contains("n: WHY tells the model why"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(decided(&ev), ["rejected", "rejected", "allowed-once"]);
+}
+
+#[test]
 fn approve_ask_takes_yes_in_any_case_and_rejects_anything_else() {
     let t = tmp();
     let (_, ev) = approve_run(t.path(), Some("ask"), Some("YES\nyess\n  y  \n"));

@@ -160,6 +160,29 @@ pub struct ApprovalRequest {
     pub subject: Option<dsh_core::PermissionSubject>,
     /// Aborting it withdraws the question (`cancelled`).
     pub signal: Signal,
+    /// What the person said with a `rejected` answer, for the model (see [`Feedback`]).
+    pub feedback: Feedback,
+}
+
+/// Words a person adds to a refusal ("no: use the test database instead"): an answerer leaves
+/// them here, and the refused call's result carries them to the model after the usual
+/// refusal text. Shared by the clones of one request; the first words given stay.
+#[derive(Clone, Debug, Default)]
+pub struct Feedback(Arc<std::sync::OnceLock<Arc<str>>>);
+
+impl Feedback {
+    /// Leaves `text` for the model (ignored when empty or when words were already left).
+    pub fn give(&self, text: &str) {
+        let text = text.trim();
+        if !text.is_empty() {
+            let _ = self.0.set(Arc::from(text));
+        }
+    }
+
+    /// The words left, if any.
+    pub fn get(&self) -> Option<&Arc<str>> {
+        self.0.get()
+    }
 }
 
 impl ApprovalRequest {
@@ -174,6 +197,7 @@ impl ApprovalRequest {
             arguments: None,
             subject: None,
             signal: Signal::never(),
+            feedback: Feedback::default(),
         }
     }
     /// Sets the call id.
@@ -768,9 +792,17 @@ pub async fn resolve_ask(
         req = req.with_reason(r);
     }
     let subject = req.subject.clone();
+    let feedback = req.feedback.clone();
     match service.request(req).await {
         Ok(outcome) => {
-            gate_outcome(exec.name(), outcome)?;
+            gate_outcome(exec.name(), outcome).map_err(|refused| {
+                match (outcome, feedback.get()) {
+                    (ApprovalOutcome::Rejected, Some(words)) => {
+                        Failure::new(format!("{}; the user said: {words}", refused.message()))
+                    }
+                    _ => refused,
+                }
+            })?;
             // What was approved, for the body's own last check (a read re-checks its file).
             if let Some(subject) = subject {
                 exec.record_approval(subject);

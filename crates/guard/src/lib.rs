@@ -94,7 +94,7 @@ pub mod waterfall;
 
 pub use approval::{
     APPROVAL_PLUGIN, ASK_POLICY_TEXT, AnswerNext, Answerer, ApprovalConfig, ApprovalOutcome,
-    ApprovalPolicy, ApprovalRequest, ApprovalService, AuditSession, NEVER_POLICY_TEXT,
+    ApprovalPolicy, ApprovalRequest, ApprovalService, AuditSession, Feedback, NEVER_POLICY_TEXT,
     PolicyPrompt, answer_fn, effective_approval_policy, gate_outcome, gate_wire_outcome,
     resolve_ask,
 };

@@ -151,3 +151,45 @@ async fn a_service_error_is_a_failure_not_an_allow() {
         .unwrap_err();
     assert!(f.message().contains("outside an open turn"));
 }
+
+/// An answerer that leaves `words` with its `outcome`.
+fn saying(outcome: ApprovalOutcome, words: &'static str) -> ApprovalService {
+    let s = ApprovalService::new(ApprovalConfig::default());
+    s.attach_session(Scope::Global, AuditSession::new(FakeSink::in_turn()))
+        .keep();
+    s.add_answerer(
+        Scope::Global,
+        answer_fn(move |r: ApprovalRequest| {
+            r.feedback.give(words);
+            async move { Ok(Some(outcome)) }
+        }),
+    )
+    .keep();
+    s
+}
+
+#[tokio::test]
+async fn a_refusals_words_follow_the_refusal_and_other_outcomes_ignore_them() {
+    let e = exec("echo", Some("a"));
+    let f = resolve_ask(
+        Some(&saying(ApprovalOutcome::Rejected, " not now ")),
+        &e,
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        f.message(),
+        "the user rejected tool \"echo\"; the user said: not now"
+    );
+    // Words left with a grant change nothing; with a cancel, the cancel's own text stands.
+    assert!(
+        resolve_ask(Some(&saying(ApprovalOutcome::AllowedOnce, "ok")), &e, None)
+            .await
+            .is_ok()
+    );
+    let f = resolve_ask(Some(&saying(ApprovalOutcome::Cancelled, "x")), &e, None)
+        .await
+        .unwrap_err();
+    assert_eq!(f.message(), "approval for tool \"echo\" was cancelled");
+}
