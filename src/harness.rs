@@ -425,6 +425,15 @@ impl HarnessBuilder {
                 output_root.as_deref(),
             )?),
         };
+        // A file call that asks to reach a file outside the workspace is asked about, every
+        // time (FS-36..39); prepended, so it sees the call before the rules and hooks do.
+        #[cfg(feature = "fs")]
+        if let Some(policy) = fs.as_ref().and_then(|f| f.escalation_policy()) {
+            hooks
+                .prepend_pre_execute(Scope::Global, policy.clone())
+                .keep();
+            hooks.on_result(Scope::Global, policy).keep();
+        }
         #[cfg(feature = "hooks")]
         if let Some(explicit) = self.settings.clone() {
             let trusted = self.workspace_trusted;
@@ -690,7 +699,7 @@ fn mount_fs(
     use dsh_tool_fs::{FsContext, FsTools, Workspace, register_fs_tools};
     let workspace = Workspace::new(std::iter::once(root).chain(extra_root))?;
     let cwd = workspace.default_cwd().to_path_buf();
-    let tools = FsTools::new(workspace);
+    let tools = FsTools::new(workspace).with_escalation();
     tools
         .sessions()
         .set_default(FsContext::new(session.id(), cwd));

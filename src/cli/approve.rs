@@ -277,14 +277,14 @@ pub fn description(req: &ApprovalRequest) -> String {
         }
     }
     if let Some(r) = req.reason.as_deref() {
-        match r.strip_prefix("escalate sandbox to ") {
+        match r.strip_prefix(dsh::grants::ESCALATION_PREFIX) {
             Some(rest) => {
                 let (mode, why) = rest.split_once(": ").unwrap_or((rest, ""));
-                q.push_str(&format!(
-                    "  {:<11}run it outside the sandbox, in {}\n",
-                    "asks to:",
-                    sanitize(mode)
-                ));
+                let what = match &*req.tool_name {
+                    "read" | "write" | "edit" => "reach a file outside the workspace, in",
+                    _ => "run it outside the sandbox, in",
+                };
+                q.push_str(&format!("  {:<11}{what} {}\n", "asks to:", sanitize(mode)));
                 if !why.is_empty() {
                     q.push_str(&format!(
                         "  {:<11}the model says: \"{}\"\n",

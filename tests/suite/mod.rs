@@ -19,6 +19,7 @@ mod crash;
 mod demo;
 mod exit_codes;
 mod flags;
+mod fs_escalation;
 mod grants;
 mod help;
 mod large_read;

@@ -12,8 +12,10 @@
 //!
 //! It deliberately does NOT: schedule or classify calls beyond declaring each tool's concurrency
 //! (reads and searches parallel, mutations exclusive), store or replay sessions (the caller hands
-//! it the observations to restore), ask for approval or escalate a sandbox (FS-36..39), read
-//! images (FS-77/78), or serialize writes made by other processes.
+//! it the observations to restore), answer approval questions (it asks them, through the
+//! pipeline, for a call that would reach a file outside the roots: FS-36..39, see
+//! [`FsTools::with_escalation`]), read images (FS-77/78), or serialize writes made by other
+//! processes.
 //!
 //! Spec rules owned here: FS1 (intent waterfalls raised before every mutation, default
 //! unconditional, first decider owns it), FS2 (the observation policy, per session id, compare-
@@ -47,6 +49,7 @@ pub mod codes;
 mod confine;
 pub mod diff;
 mod error;
+mod escalation;
 pub mod intent;
 mod locks;
 mod mount;
@@ -62,6 +65,7 @@ pub mod version;
 #[doc(hidden)]
 pub use atomic::{FaultHook, WriteStage};
 pub use error::FsError;
+pub use escalation::{ESCALATED_MODE, EscalationPolicy};
 pub use intent::{
     EditDecision, FsHooks, IntentQuery, Observation, ObservedEvent, ObservedHandle,
     ObservedListeners, ReadGate, WriteDecision,

@@ -52,8 +52,29 @@ impl FsTools {
                 workspace,
                 hooks: FsHooks::new(),
                 sessions: FsSessions::new(default),
+                escalations: None,
             },
         }
+    }
+
+    /// The same tools, offering `read`, `write` and `edit` the arguments to ask to reach a file
+    /// outside the roots (FS-36..39); install [`FsTools::escalation_policy`] as a
+    /// `tools/pre-execute` listener and a result observer so that such a call is asked about.
+    pub fn with_escalation(mut self) -> FsTools {
+        self.env.escalations = Some(crate::escalation::Escalations::default());
+        self
+    }
+
+    /// The policy that turns a call asking to reach a file outside the roots into a fresh
+    /// approval question (`None` without [`FsTools::with_escalation`]).
+    pub fn escalation_policy(&self) -> Option<crate::escalation::EscalationPolicy> {
+        self.env.escalations.as_ref().map(|e| {
+            crate::escalation::EscalationPolicy::new(
+                e.clone(),
+                self.env.workspace.clone(),
+                self.env.sessions.clone(),
+            )
+        })
     }
 
     /// The same tools on other hooks (shared with whoever else holds them).

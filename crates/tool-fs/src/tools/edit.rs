@@ -113,7 +113,7 @@ fn apply(
 async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     let args: Args = decode(&ctx)?;
     let fs = env.context(&ctx);
-    let path = env.resolve(&fs, &args.file_path).await?;
+    let (workspace, path) = env.place(&ctx, &fs, &args.file_path).await?;
     let path_text = path.to_string_lossy().into_owned();
     if args.old_string.is_empty() {
         return Err(FsError::EditInvalid {
@@ -139,8 +139,7 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     let shown = display_path(&path, &fs.cwd);
     let all = args.replace_all.unwrap_or(false);
     let (old, new) = (args.old_string, args.new_string);
-    let outcome = env
-        .workspace
+    let outcome = workspace
         .edit_if_cancellable(
             &path,
             condition,
@@ -163,7 +162,7 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
 
 pub(crate) fn definition(env: ToolEnv) -> Result<ToolDefinition, CoreError> {
     ToolDefinition::builder(NAME, DESCRIPTION)
-        .validated_parameters(parameters())
+        .validated_parameters(super::offered(&env, parameters()))
         .output(ToolOutput::new(output_schema(), render).with_presentation_meta(mutation_meta))
         .concurrency_safe(false)
         .permission_subjects(path_subject(&env, "file_path"))

@@ -26,6 +26,8 @@ pub(crate) struct ToolEnv {
     pub(crate) workspace: Workspace,
     pub(crate) hooks: FsHooks,
     pub(crate) sessions: FsSessions,
+    /// Calls approved to reach a file outside the roots (`None`: escalation is off).
+    pub(crate) escalations: Option<crate::escalation::Escalations>,
 }
 
 impl ToolEnv {
@@ -40,6 +42,33 @@ impl ToolEnv {
             .resolve(&fs.cwd, raw)
             .await
             .map_err(|e| e.to_failure())
+    }
+
+    /// Where this call's file is: inside the roots (the workspace and the resolved path), or,
+    /// for a call approved to escalate, in a workspace of its own rooted at the file's
+    /// directory (see `escalation.rs`).
+    pub(crate) async fn place(
+        &self,
+        ctx: &ToolContext,
+        fs: &FsContext,
+        raw: &str,
+    ) -> Result<(Workspace, PathBuf), Failure> {
+        let Some(escalations) = &self.escalations else {
+            return Ok((self.workspace.clone(), self.resolve(fs, raw).await?));
+        };
+        if escalations.is_escalated(ctx.exec().token()) {
+            let cwd = fs.cwd.clone();
+            let raw = raw.to_owned();
+            return tokio::task::spawn_blocking(move || {
+                crate::escalation::outside_place(&cwd, &raw)
+            })
+            .await
+            .map_err(|e| Failure::new(format!("resolving the path failed: {e}")))?;
+        }
+        match self.workspace.resolve(&fs.cwd, raw).await {
+            Ok(path) => Ok((self.workspace.clone(), path)),
+            Err(e) => Err(crate::escalation::outside_hint(&e)),
+        }
     }
 
     /// The intent query of this call for `path`.
@@ -90,6 +119,17 @@ pub(crate) fn display_path(path: &Path, cwd: &Path) -> String {
         Ok(rel) if !rel.as_os_str().is_empty() => rel.to_string_lossy().into_owned(),
         _ => path.to_string_lossy().into_owned(),
     }
+}
+
+/// A tool's parameters as offered: with `sandbox_permissions` and `justification` when the
+/// tools may escalate to a file outside the roots.
+pub(crate) fn offered(env: &ToolEnv, parameters: Json) -> Json {
+    if env.escalations.is_none() {
+        return parameters;
+    }
+    let mut schema = parameters.value().clone();
+    crate::escalation::parameters(&mut schema);
+    Json::from_shallow(schema)
 }
 
 /// Freezes a value built by a tool.

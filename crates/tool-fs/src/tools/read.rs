@@ -124,7 +124,7 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
         Some(n) => count(n).filter(|l| *l > 0).ok_or_else(|| bad("limit"))?,
     };
     let fs = env.context(&ctx);
-    let path = env.resolve(&fs, &args.file_path).await?;
+    let (workspace, path) = env.place(&ctx, &fs, &args.file_path).await?;
     check_abort(&ctx)?;
     // The permission rules decided on the path as resolved before the call ran; the file is
     // checked again as resolved now, right before it is opened (a symlink swapped in between
@@ -139,10 +139,10 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
         )));
     }
     let windowed = args.offset.is_some() || args.limit.is_some();
-    let contents = match env.workspace.read(&path).await {
+    let contents = match workspace.read(&path).await {
         Ok(c) => c,
         Err(FsError::TooLarge { .. }) if windowed => {
-            return streamed(env, &fs, &path, offset, limit).await;
+            return streamed(env, &workspace, &fs, &path, offset, limit).await;
         }
         Err(e @ FsError::TooLarge { .. }) => {
             return Err(e
@@ -171,13 +171,13 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
 /// same value, range check and observation as a whole read.
 async fn streamed(
     env: &ToolEnv,
+    workspace: &crate::seam::Workspace,
     fs: &crate::session::FsContext,
     path: &std::path::Path,
     offset: u64,
     limit: u64,
 ) -> Result<Json, Failure> {
-    let page = env
-        .workspace
+    let page = workspace
         .read_lines(path, offset, limit, MAX_READ_BYTES)
         .await
         .map_err(|e| e.to_failure())?;
@@ -259,7 +259,7 @@ fn page(
 
 pub(crate) fn definition(env: ToolEnv) -> Result<ToolDefinition, CoreError> {
     ToolDefinition::builder(NAME, DESCRIPTION)
-        .validated_parameters(parameters())
+        .validated_parameters(super::offered(&env, parameters()))
         .output(ToolOutput::new(output_schema(), render).with_presentation_meta(meta))
         .concurrency_safe(true)
         .permission_subjects(path_subject(&env, "file_path"))

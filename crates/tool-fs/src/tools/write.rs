@@ -82,15 +82,14 @@ pub(crate) fn mutation_meta(v: &Json) -> Result<Option<Json>, Failure> {
 async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     let args: Args = decode(&ctx)?;
     let fs = env.context(&ctx);
-    let path = env.resolve(&fs, &args.file_path).await?;
+    let (workspace, path) = env.place(&ctx, &fs, &args.file_path).await?;
     check_abort(&ctx)?;
     let condition = env
         .hooks
         .decide_write(&ToolEnv::query(&fs, &path))
         .map_err(|f| apply_remedy(&f))?;
     let content = args.content;
-    let outcome = env
-        .workspace
+    let outcome = workspace
         .write_if_cancellable(&path, condition, content.clone().into_bytes(), ctx.signal())
         .await
         .map_err(|e| e.to_failure())?;
@@ -115,7 +114,7 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
 
 pub(crate) fn definition(env: ToolEnv) -> Result<ToolDefinition, CoreError> {
     ToolDefinition::builder(NAME, DESCRIPTION)
-        .validated_parameters(parameters())
+        .validated_parameters(super::offered(&env, parameters()))
         .output(ToolOutput::new(output_schema(), render).with_presentation_meta(mutation_meta))
         .concurrency_safe(false)
         .permission_subjects(path_subject(&env, "file_path"))
