@@ -14,8 +14,8 @@
 //! (reads and searches parallel, mutations exclusive), store or replay sessions (the caller hands
 //! it the observations to restore), answer approval questions (it asks them, through the
 //! pipeline, for a call that would reach a file outside the roots: FS-36..39, see
-//! [`FsTools::with_escalation`]), read images (FS-77/78), or serialize writes made by other
-//! processes.
+//! [`FsTools::with_escalation`]), or serialize writes made by other processes. `read` returns
+//! a PNG, JPEG, GIF or WebP file as a picture (FS-77/78, `image.rs`).
 //!
 //! Spec rules owned here: FS1 (intent waterfalls raised before every mutation, default
 //! unconditional, first decider owns it), FS2 (the observation policy, per session id, compare-
@@ -50,6 +50,7 @@ mod confine;
 pub mod diff;
 mod error;
 mod escalation;
+mod image;
 pub mod intent;
 mod locks;
 mod mount;
@@ -66,6 +67,7 @@ pub mod version;
 pub use atomic::{FaultHook, WriteStage};
 pub use error::FsError;
 pub use escalation::{ESCALATED_MODE, EscalationPolicy};
+pub use image::{MAX_IMAGE_BYTES, sniff as image_type};
 pub use intent::{
     EditDecision, FsHooks, IntentQuery, Observation, ObservedEvent, ObservedHandle,
     ObservedListeners, ReadGate, WriteDecision,

@@ -45,6 +45,11 @@ pub struct OpenAiConfig {
     pub headers: Vec<(String, String)>,
     /// Timeouts and retries.
     pub http: HttpSettings,
+    /// Whether the model takes images: then an image block is sent as a picture (those of tool
+    /// results in a user message right after the results, as a `tool` message holds text
+    /// only); otherwise it is one line of text saying a picture was left out, so a text-only
+    /// model is never sent one.
+    pub images: bool,
 }
 
 impl OpenAiConfig {
@@ -58,6 +63,7 @@ impl OpenAiConfig {
             max_tokens_field: MaxTokensField::MaxTokens,
             reasoning_in_history: false,
             headers: Vec::new(),
+            images: false,
             http: HttpSettings::default(),
         }
     }
@@ -66,6 +72,7 @@ impl OpenAiConfig {
     pub fn openai() -> OpenAiConfig {
         OpenAiConfig {
             max_tokens_field: MaxTokensField::MaxCompletionTokens,
+            images: true,
             ..OpenAiConfig::new("openai", "https://api.openai.com/v1", "OPENAI_API_KEY")
         }
     }
@@ -160,6 +167,7 @@ impl OpenAiProvider {
         let shape = wire::Shape {
             max_tokens_field: self.config.max_tokens_field,
             reasoning_in_history: self.config.reasoning_in_history,
+            images: self.config.images,
         };
         wire::body(request, &shape).map_err(|e| ModelError::Config(format!("request body: {e}")))
     }

@@ -86,6 +86,13 @@ impl<'a> Wire<'a> {
 pub(crate) struct Shape {
     pub max_tokens_field: MaxTokensField,
     pub reasoning_in_history: bool,
+    /// Whether images are sent as pictures (see `OpenAiConfig::images`).
+    pub images: bool,
+}
+
+/// The line a picture becomes for a model that takes no images.
+fn left_out(mime_type: &str) -> String {
+    format!("[{mime_type} image left out: this model does not take images]")
 }
 
 /// Text of content blocks for a `tool` message: texts joined by newlines, other blocks as
@@ -94,7 +101,7 @@ fn text_of(content: &[ContentBlock]) -> String {
     dsh_core::summarize(content)
 }
 
-fn user_content(content: &[ContentBlock]) -> Content<'_> {
+fn user_content(content: &[ContentBlock], images: bool) -> Content<'_> {
     if let [ContentBlock::Text { text }] = content {
         return Content::Text(Cow::Borrowed(text));
     }
@@ -102,10 +109,13 @@ fn user_content(content: &[ContentBlock]) -> Content<'_> {
         .iter()
         .map(|b| match b {
             ContentBlock::Text { text } => json!({"type": "text", "text": &**text}),
-            ContentBlock::Image { data, mime_type } => json!({
+            ContentBlock::Image { data, mime_type } if images => json!({
                 "type": "image_url",
                 "image_url": {"url": format!("data:{mime_type};base64,{data}")},
             }),
+            ContentBlock::Image { mime_type, .. } => {
+                json!({"type": "text", "text": left_out(mime_type)})
+            }
             other => json!({"type": "text", "text": format!("[{} content]", other.block_type())}),
         })
         .collect();
@@ -147,25 +157,55 @@ fn assistant<'a>(blocks: &'a [AssistantBlock], shape: &Shape) -> Option<Wire<'a>
 
 fn messages<'a>(request: &'a Request, shape: &Shape) -> Vec<Wire<'a>> {
     let mut out = Vec::with_capacity(request.messages.len());
+    // Pictures of the tool results just sent, for the user message that follows them.
+    let mut pictures: Vec<Value> = Vec::new();
+    let flush = |out: &mut Vec<Wire<'a>>, pictures: &mut Vec<Value>| {
+        if !pictures.is_empty() {
+            let mut parts =
+                vec![json!({"type": "text", "text": "The images of the tool results above:"})];
+            parts.append(pictures);
+            out.push(Wire::plain("user", Content::Parts(parts)));
+        }
+    };
     for m in &request.messages {
+        if !matches!(m, Message::ToolResult { .. }) {
+            flush(&mut out, &mut pictures);
+        }
         match m {
             Message::System { text } => {
                 out.push(Wire::plain("system", Content::Text(Cow::Borrowed(text))))
             }
             Message::User { content } => {
                 if !content.is_empty() {
-                    out.push(Wire::plain("user", user_content(content)));
+                    out.push(Wire::plain("user", user_content(content, shape.images)));
                 }
             }
             Message::Assistant { blocks } => out.extend(assistant(blocks, shape)),
             Message::ToolResult {
                 call_id, content, ..
-            } => out.push(Wire {
-                tool_call_id: Some(call_id),
-                ..Wire::plain("tool", Content::Text(Cow::Owned(text_of(content))))
-            }),
+            } => {
+                let mut text = text_of(content);
+                for b in content.iter() {
+                    if let ContentBlock::Image { data, mime_type } = b {
+                        if shape.images {
+                            pictures.push(json!({
+                                "type": "image_url",
+                                "image_url": {"url": format!("data:{mime_type};base64,{data}")},
+                            }));
+                        } else {
+                            text.push('\n');
+                            text.push_str(&left_out(mime_type));
+                        }
+                    }
+                }
+                out.push(Wire {
+                    tool_call_id: Some(call_id),
+                    ..Wire::plain("tool", Content::Text(Cow::Owned(text)))
+                })
+            }
         }
     }
+    flush(&mut out, &mut pictures);
     out
 }
 

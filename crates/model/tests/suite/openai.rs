@@ -317,3 +317,60 @@ async fn presets_name_their_endpoint_key_variable_and_limit_field() {
     assert_eq!(body["max_completion_tokens"], 64);
     assert!(body.get("max_tokens").is_none());
 }
+
+#[tokio::test]
+async fn pictures_go_as_pictures_only_to_a_model_that_takes_images() {
+    use dsh_core::ContentBlock;
+    let picture = || ContentBlock::Image {
+        data: "iVBORw==".into(),
+        mime_type: "image/png".into(),
+    };
+    let history = vec![
+        Message::User {
+            content: Arc::from(vec![ContentBlock::text("look"), picture()]),
+        },
+        Message::Assistant {
+            blocks: vec![AssistantBlock::ToolCall(ToolCall {
+                id: "call_1".into(),
+                name: "read".into(),
+                arguments: "{}".into(),
+            })],
+        },
+        Message::ToolResult {
+            call_id: "call_1".into(),
+            content: Arc::from(vec![ContentBlock::text("<type>image</type>"), picture()]),
+            is_error: false,
+        },
+        Message::user("and?"),
+    ];
+    for images in [false, true] {
+        let server = MockProvider::start().await.unwrap();
+        server.push(wire::text_reply(&["ok"]));
+        let mut config = dsh_model::OpenAiConfig::new("x", &server.openai_base_url(), "NO_KEY")
+            .with_api_key("sk-test");
+        config.images = images;
+        let provider = dsh_model::OpenAiProvider::new(config).unwrap();
+        let request = Request::new("m", history.clone());
+        let (_, error) = collect(provider.stream(Arc::new(request)).await.unwrap()).await;
+        assert!(error.is_none(), "{error:?}");
+        let messages = server.bodies()[0]["messages"].clone();
+        let roles: Vec<&str> = messages
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        let text = messages.to_string();
+        if images {
+            // The tool message holds text; its picture follows in a user message, before the
+            // next user message, and the user's own picture is a picture too.
+            assert_eq!(roles, ["user", "assistant", "tool", "user", "user"]);
+            assert_eq!(text.matches("\"type\":\"image_url\"").count(), 2, "{text}");
+            assert_eq!(messages[3]["content"][1]["type"], "image_url");
+        } else {
+            assert_eq!(roles, ["user", "assistant", "tool", "user"]);
+            assert!(!text.contains("image_url"), "{text}");
+            assert_eq!(text.matches("image left out").count(), 2, "{text}");
+        }
+    }
+}

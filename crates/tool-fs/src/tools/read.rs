@@ -39,8 +39,8 @@ fn parameters() -> Json {
     }))
 }
 
-fn output_schema() -> Json {
-    Json::from_shallow(json!({
+fn text_schema() -> Value {
+    json!({
         "type": "object",
         "properties": {
             "path": {"type": "string"},
@@ -54,7 +54,12 @@ fn output_schema() -> Json {
             "version": {"type": "string"}
         },
         "required": ["path", "offset", "lines", "totalLines", "version"]
-    }))
+    })
+}
+
+/// A text read, or an image read (see `image.rs`).
+fn output_schema() -> Json {
+    Json::from_shallow(json!({"anyOf": [text_schema(), crate::image::schema()]}))
 }
 
 /// A whole positive count from a JSON number (`2.0` is 2); `None` when it is not one.
@@ -64,6 +69,9 @@ fn count(n: f64) -> Option<u64> {
 
 fn render(v: &Json) -> Result<dsh_core::Content, Failure> {
     let v = v.value();
+    if field(v, "type").as_str() == Some("image") {
+        return Ok(Arc::from(crate::image::content(v)));
+    }
     let path = field(v, "path").as_str().unwrap_or_default();
     let offset = field(v, "offset").as_u64().unwrap_or(1);
     let total = field(v, "totalLines").as_u64().unwrap_or(0);
@@ -101,6 +109,10 @@ fn meta(v: &Json) -> Result<Option<Json>, Failure> {
         .unwrap_or_default()
         .parse()
         .map_err(|e: crate::version::VersionParseError| Failure::new(e.to_string()))?;
+    if field(v, "type").as_str() == Some("image") {
+        let observed = observed_meta(std::path::Path::new(path), &version);
+        return freeze(json!({"path": path, "observed": observed})).map(Some);
+    }
     let m = json!({
         "path": path,
         "offset": field(v, "offset"),
@@ -159,6 +171,14 @@ async fn run(env: &ToolEnv, ctx: ToolContext) -> Result<Json, Failure> {
     let shown = path.to_string_lossy().into_owned();
     let version = contents.version;
     let bytes = contents.bytes;
+    if let Some(mime) = crate::image::sniff(&bytes) {
+        return freeze(crate::image::value(
+            &shown,
+            mime,
+            &bytes,
+            &version.to_string(),
+        )?);
+    }
     if bytes.len() <= INLINE_BYTES {
         return page(&bytes, shown, version, offset, limit);
     }

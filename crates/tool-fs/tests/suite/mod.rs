@@ -3,8 +3,7 @@
 //! Not covered here: FS-26 (a tool plugin with no provider stays pending: impossible, `FsTools`
 //! needs a `Workspace`), FS-28 (TS-only; its Rust analogue is in `tools_unit`), FS-36..39
 //! (escalation asks through the pipeline's approval: tested end to end in the facade's
-//! `tests/suite/fs_escalation.rs`), FS-77/78 (image reads: this
-//! crate refuses binary files). `through_scheduler` runs the tools end to end through the step
+//! `tests/suite/fs_escalation.rs`). `through_scheduler` runs the tools end to end through the step
 //! scheduler and a session log (issue 5, item 4); elsewhere every tool is run the way the registry
 //! runs it (argument check, body, render and meta) with the real seam and policy.
 
@@ -13,6 +12,7 @@ mod bad_input;
 mod common;
 mod concurrency;
 mod escape;
+mod image_read;
 mod local;
 mod permission_subjects;
 mod policy;
