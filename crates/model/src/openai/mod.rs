@@ -161,7 +161,10 @@ impl OpenAiProvider {
             max_tokens_field: self.config.max_tokens_field,
             reasoning_in_history: self.config.reasoning_in_history,
         };
-        wire::body(request, &shape).map_err(|e| ModelError::Config(format!("request body: {e}")))
+        wire::body(request, &shape).map_err(|source| ModelError::RequestBody {
+            provider: self.config.name.clone(),
+            source,
+        })
     }
 
     async fn run(&self, request: Arc<Request>) -> Result<ChunkStream, ModelError> {
@@ -172,7 +175,10 @@ impl OpenAiProvider {
         let mut headers = json_headers(&config.headers)?;
         if let Some(key) = &config.api_key {
             let value = HeaderValue::from_str(&format!("Bearer {key}"))
-                .map_err(|e| ModelError::Config(format!("{}: {e}", config.key_env)))?;
+                .map_err(|source| ModelError::ApiKey {
+                    key_env: config.key_env.clone(),
+                    source,
+                })?;
             headers.insert(AUTHORIZATION, value);
         }
         let target = Target {
