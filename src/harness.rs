@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use dsh_core::{AgentId, ToolRegistry};
-use dsh_guard::approval::{
+use dsh_guard::{
     AnswerNext, Answerer, ApprovalConfig, ApprovalOutcome, ApprovalRequest, AuditSession,
 };
 use dsh_guard::{ApprovalPolicy, ApprovalService, GuardError, Hooks, Scope, TimeoutPolicy};
@@ -341,7 +341,7 @@ impl HarnessBuilder {
 
     /// Whether the workspace's own `.dsh/settings.json` applies (default: no). Its hooks run
     /// commands with the user's rights: a program sets this only for a workspace the user
-    /// trusted (see `dsh_hooks::trust`).
+    /// trusted (see `dsh_hooks::TrustStore`).
     #[cfg(feature = "hooks")]
     pub fn workspace_trusted(mut self, trusted: bool) -> Self {
         self.workspace_trusted = trusted;

@@ -182,7 +182,9 @@ pub enum ModelError {
         source: Arc<reqwest::Error>,
     },
     /// A configured extra header has a name HTTP does not allow.
-    #[error("invalid model configuration: the header name {name:?} is not a valid HTTP header name")]
+    #[error(
+        "invalid model configuration: the header name {name:?} is not a valid HTTP header name"
+    )]
     HeaderName {
         /// The name as configured.
         name: String,

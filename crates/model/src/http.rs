@@ -70,16 +70,15 @@ pub(crate) fn json_headers(extra: &[(String, String)]) -> Result<HeaderMap, Mode
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
     for (name, value) in extra {
-        let name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|source| ModelError::HeaderName {
+        let name =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|source| ModelError::HeaderName {
                 name: name.clone(),
                 source,
             })?;
-        let value = HeaderValue::from_str(value)
-            .map_err(|source| ModelError::HeaderValue {
-                name: name.to_string(),
-                source,
-            })?;
+        let value = HeaderValue::from_str(value).map_err(|source| ModelError::HeaderValue {
+            name: name.to_string(),
+            source,
+        })?;
         headers.insert(name, value);
     }
     Ok(headers)

@@ -174,11 +174,12 @@ impl OpenAiProvider {
         let body = self.encode(&request)?;
         let mut headers = json_headers(&config.headers)?;
         if let Some(key) = &config.api_key {
-            let value = HeaderValue::from_str(&format!("Bearer {key}"))
-                .map_err(|source| ModelError::ApiKey {
+            let value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|source| {
+                ModelError::ApiKey {
                     key_env: config.key_env.clone(),
                     source,
-                })?;
+                }
+            })?;
             headers.insert(AUTHORIZATION, value);
         }
         let target = Target {

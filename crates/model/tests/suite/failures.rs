@@ -425,7 +425,10 @@ async fn a_key_with_a_newline_is_a_config_error_naming_the_variable_and_nothing_
         matches!(&error, ModelError::ApiKey { key_env, .. } if key_env == "DEEPSEEK_API_KEY"),
         "{error:?}"
     );
-    assert!(std::error::Error::source(&error).is_some(), "the cause is kept");
+    assert!(
+        std::error::Error::source(&error).is_some(),
+        "the cause is kept"
+    );
     assert!(error.to_string().contains("DEEPSEEK_API_KEY"), "{error}");
     assert!(server.requests().is_empty());
 }
@@ -437,7 +440,11 @@ async fn a_bad_extra_header_is_a_config_error_naming_the_header() {
         .with_api_key("sk-test")
         .with_http(fast_http());
     config.headers = vec![("x bad name".into(), "v".into())];
-    let Err(error) = OpenAiProvider::new(config.clone()).unwrap().stream(request()).await else {
+    let Err(error) = OpenAiProvider::new(config.clone())
+        .unwrap()
+        .stream(request())
+        .await
+    else {
         panic!("an invalid header name is refused");
     };
     assert!(
