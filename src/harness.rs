@@ -60,6 +60,16 @@ pub enum HarnessError {
     #[cfg(feature = "hooks")]
     #[error(transparent)]
     Hooks(#[from] dsh_hooks::HooksError),
+    /// The blocking task reading the settings files panicked or was cancelled.
+    #[cfg(feature = "hooks")]
+    #[error("loading the {what} of the settings files did not finish")]
+    SettingsTask {
+        /// What was being loaded (`hooks`, `permission rules`).
+        what: &'static str,
+        /// The task's end.
+        #[source]
+        source: tokio::task::JoinError,
+    },
 }
 
 /// Where `ask` decisions go (see "Approval, in one place" in the crate docs).
@@ -423,7 +433,10 @@ impl HarnessBuilder {
                 dsh_hooks::ClaudeHooks::load_standard(root.as_deref(), trusted, explicit.as_deref())
             })
             .await
-            .map_err(|e| HarnessError::Unsupported(format!("loading hook settings: {e}")))??;
+            .map_err(|source| HarnessError::SettingsTask {
+                what: "hooks",
+                source,
+            })??;
             claude.install(&hooks, self.session.clone()).keep();
         }
         let policy_rules = match (self.policy.has_permissions(), extra.permissions.take()) {
@@ -453,7 +466,10 @@ impl HarnessBuilder {
                     )
                 })
                 .await
-                .map_err(|e| HarnessError::Unsupported(format!("loading settings: {e}")))??;
+                .map_err(|source| HarnessError::SettingsTask {
+                    what: "permission rules",
+                    source,
+                })??;
                 (!claude.is_empty()).then(|| {
                     crate::permissions::MergedPermissions::new(policy_rules.clone(), claude)
                 })
