@@ -3,10 +3,10 @@
 //! plain matchers match exactly the names they list. Unit tests: the fold and the protocol are
 //! private to the crate.
 
-use crate::HookEvent;
 use crate::fold::{Answer, fold};
 use crate::matcher::Matcher;
 use crate::protocol::{Exit, Verdict, interpret};
+use crate::settings::HookEvent;
 use proptest::prelude::*;
 use serde_json::json;
 

@@ -3,8 +3,8 @@
 //! lines are classified as file or network; `/proc` stat lines parse whatever the command name. Unit tests: rendering is private to the
 //! crate.
 
-use crate::SandboxMode;
 use crate::group::parse_stat;
+use crate::mode::SandboxMode;
 use crate::render::{Stream, assemble, denial_notes, denials, tail_text};
 use proptest::prelude::*;
 
