@@ -74,6 +74,7 @@ pub enum HarnessError {
 
 /// Where `ask` decisions go (see "Approval, in one place" in the crate docs).
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum Approvals {
     /// No approval channel: every ask is denied (fail closed).
     NoChannel,
