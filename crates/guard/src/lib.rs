@@ -77,6 +77,8 @@
 //! - [`RetryPolicy`]: bounded retries with backoff for retryable tool failures.
 //! - [`Metrics`]: a `tracing` span per dispatch and per-tool counters and latency histograms.
 //! - [`GuardConfig`]: loads all of the above from TOML and installs them.
+//!
+//! Its modules are private: everything public is re-exported at the root.
 
 // Every module is private: what a user names is re-exported below, chosen one by one.
 mod approval;

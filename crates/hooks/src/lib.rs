@@ -68,6 +68,10 @@
 //!
 //! Spec rules served: P1 (a pre-execute listener), F1/F2/F6 (post-execute decisions and
 //! contexts), S1 (no rewriting), L2 (`hook/*` events kept verbatim in the log).
+//!
+//! Its modules are private: everything public is re-exported at the root ([`ClaudeHooks`],
+//! [`HookSettings`], [`ClaudePermissions`], [`TrustStore`], the `hook/*` event types
+//! [`HOOK_INVOKED`] and [`HOOK_RESULT`], ...).
 
 // Every module is private: what a user names is re-exported below, chosen one by one.
 mod bridge;

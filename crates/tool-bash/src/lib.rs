@@ -40,6 +40,9 @@
 //! Spec rules owned here: the sandbox policy of the pre-execute stage (P1's "sandbox policy"
 //! listener), escalation through approval (P2), cancellation of a running body (C1: the body
 //! honours its signal by killing its process group), and the `bash` tool's D3 output contract.
+//!
+//! Everything public is re-exported at the root, but for the helper side, which keeps its
+//! namespace: [`sandbox`] (what `dsh __sandbox-exec` and `dsh-sandbox-exec` run).
 
 // `sandbox` is the namespace of the helper side (what `dsh __sandbox-exec` and the
 // `dsh-sandbox-exec` program run); every other module is private and its public items are

@@ -41,6 +41,10 @@
 //! Session of a call: the tools look up an [`FsContext`] (session id, working directory) from the
 //! call's agent in [`FsSessions`], falling back to a default context; a call whose context has no
 //! session id has no owner, so the policy lets it only create files and never edit.
+//!
+//! Everything public is re-exported at the root; the public modules are namespaces: [`codes`]
+//! (the error codes), [`names`] (the tool names), [`text`] (how bytes become the lines a read
+//! shows) and [`diff`] (the diffs in a mutation's `meta`).
 
 // The public modules are namespaces a user names (`codes::FS_NOT_TEXT`, `names::READ`,
 // `text::lines`, `diff::for_rewrite`); every other module is private and its public items are
