@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use dsh_core::ToolRegistry;
 use dsh_guard::{ApprovalPolicy, AuditSession, Hooks};
 use dsh_session::Session;
-use dsh_tool_bash::preset::{Recorded, announce};
 use dsh_tool_bash::{BashConfig, BashTool, SandboxHelper, SandboxSettings, Unavailable};
+use dsh_tool_bash::{RecordedPreset, announce_preset};
 use dsh_tool_fs::Workspace;
 
 use crate::HarnessError;
@@ -105,7 +105,8 @@ pub(crate) async fn mount_bash(
     );
     dsh_tool_bash::mount(&tool, registry, hooks)?.keep();
     let events = session.events();
-    let recorded = Recorded::from_events(events.iter().map(|(_, e)| (e.event_type(), e.data())));
-    announce(audit, &recorded, preset, mode, preset.map(|_| approval)).await?;
+    let recorded =
+        RecordedPreset::from_events(events.iter().map(|(_, e)| (e.event_type(), e.data())));
+    announce_preset(audit, &recorded, preset, mode, preset.map(|_| approval)).await?;
     Ok(tool)
 }

@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use dsh_core::{Json, ToolRegistry};
-use dsh_guard::approval::{AnswerNext, Answerer, ApprovalOutcome, ApprovalRequest};
+use dsh_guard::{AnswerNext, Answerer, ApprovalOutcome, ApprovalRequest};
 use dsh_guard::{GuardError, PermissionAction, PermissionMatch, PermissionRule, PermissionRules};
 use dsh_session::{Event, Session};
 use parking_lot::RwLock;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use dsh_core::{AgentId, ToolRegistry};
-use dsh_guard::approval::{
+use dsh_guard::{
     AnswerNext, Answerer, ApprovalConfig, ApprovalOutcome, ApprovalRequest, AuditSession,
 };
 use dsh_guard::{ApprovalPolicy, ApprovalService, GuardError, Hooks, Scope, TimeoutPolicy};
@@ -63,10 +63,21 @@ pub enum HarnessError {
     #[cfg(feature = "hooks")]
     #[error(transparent)]
     Hooks(#[from] dsh_hooks::HooksError),
+    /// The blocking task reading the settings files panicked or was cancelled.
+    #[cfg(feature = "hooks")]
+    #[error("loading the {what} of the settings files did not finish")]
+    SettingsTask {
+        /// What was being loaded (`hooks`, `permission rules`).
+        what: &'static str,
+        /// The task's end.
+        #[source]
+        source: tokio::task::JoinError,
+    },
 }
 
 /// Where `ask` decisions go (see "Approval, in one place" in the crate docs).
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum Approvals {
     /// No approval channel: every ask is denied (fail closed).
     NoChannel,
@@ -354,7 +365,7 @@ impl HarnessBuilder {
 
     /// Whether the workspace's own `.dsh/settings.json` applies (default: no). Its hooks run
     /// commands with the user's rights: a program sets this only for a workspace the user
-    /// trusted (see `dsh_hooks::trust`).
+    /// trusted (see `dsh_hooks::TrustStore`).
     #[cfg(feature = "hooks")]
     pub fn workspace_trusted(mut self, trusted: bool) -> Self {
         self.workspace_trusted = trusted;
@@ -445,7 +456,10 @@ impl HarnessBuilder {
                 dsh_hooks::ClaudeHooks::load_standard(root.as_deref(), trusted, explicit.as_deref())
             })
             .await
-            .map_err(|e| HarnessError::Unsupported(format!("loading hook settings: {e}")))??;
+            .map_err(|source| HarnessError::SettingsTask {
+                what: "hooks",
+                source,
+            })??;
             claude.install(&hooks, self.session.clone()).keep();
         }
         let policy_rules = match (self.policy.has_permissions(), extra.permissions.take()) {
@@ -475,7 +489,10 @@ impl HarnessBuilder {
                     )
                 })
                 .await
-                .map_err(|e| HarnessError::Unsupported(format!("loading settings: {e}")))??;
+                .map_err(|source| HarnessError::SettingsTask {
+                    what: "permission rules",
+                    source,
+                })??;
                 (!claude.is_empty()).then(|| {
                     crate::permissions::MergedPermissions::new(policy_rules.clone(), claude)
                 })

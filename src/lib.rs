@@ -148,7 +148,7 @@ pub use serde_json;
 
 #[cfg(feature = "bash")]
 pub use bash_tool::BashOptions;
-pub use dsh_guard::approval::{Answerer, ApprovalOutcome, ApprovalRequest, answer_fn};
+pub use dsh_guard::{Answerer, ApprovalOutcome, ApprovalRequest, Feedback, answer_fn};
 pub use grants::{GrantScope, Grants};
 pub use harness::{Approvals, Harness, HarnessBuilder, HarnessError};
 pub use policy::{Mode, Policy, PolicyError};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use dsh::Grants;
 use dsh::guard::GuardError;
-use dsh::guard::approval::{AnswerNext, Answerer, ApprovalOutcome, ApprovalRequest};
+use dsh::guard::{AnswerNext, Answerer, ApprovalOutcome, ApprovalRequest};
 use tokio::sync::Mutex;
 
 /// Asks the person at the terminal, one question at a time.

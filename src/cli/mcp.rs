@@ -22,7 +22,7 @@ use clap::{Args, Subcommand};
 use dsh::Approvals;
 use dsh::core::{AbortController, AbortReason, CancelCause, ContentBlock as Block, Json};
 use dsh::guard::GuardError;
-use dsh::guard::approval::{AnswerNext, Answerer, ApprovalOutcome, ApprovalRequest};
+use dsh::guard::{AnswerNext, Answerer, ApprovalOutcome, ApprovalRequest};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
     ElicitResult, ElicitationAction, ElicitationSchema, Implementation, ListToolsResult,

@@ -314,7 +314,7 @@ pub async fn on_interrupts(cancel: impl FnOnce() + Send + 'static) -> Interrupts
                 // Exiting at once: nothing this process started may outlive it, even a command
                 // that ignores SIGTERM and SIGINT.
                 #[cfg(feature = "bash")]
-                dsh::bash::group::kill_all_live_groups();
+                dsh::bash::kill_all_live_groups();
                 let _ = hard_stop.send(());
             }
         }

@@ -5,7 +5,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
-use dsh::hooks::trust::{TrustStore, WorkspaceSettingsFile};
+use dsh::hooks::{TrustStore, WorkspaceSettingsFile};
 
 use super::Exit;
 

@@ -387,7 +387,7 @@ async fn approved_read(swap: bool) -> String {
     use std::sync::Arc;
 
     use dsh::core::{Json, Signal};
-    use dsh::guard::approval::{ApprovalOutcome, answer_fn};
+    use dsh::guard::{ApprovalOutcome, answer_fn};
     use dsh::guard::{PermissionAction, PermissionRules};
     use dsh::{Approvals, Harness};
 

@@ -9,7 +9,7 @@ use dsh::core::{
     pre_execute_fn,
 };
 use dsh::guard::PermissionRules;
-use dsh::guard::approval::{ApprovalOutcome, answer_fn};
+use dsh::guard::{ApprovalOutcome, answer_fn};
 use dsh::{Approvals, Harness, Policy};
 use serde_json::json;
 

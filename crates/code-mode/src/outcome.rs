@@ -24,6 +24,7 @@ pub struct CodeRun {
 /// Why a run failed. The wire names (`exception`, `timeout`, ...) appear in the model-facing
 /// message `code run failed (<kind>): ...`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CodeErrorKind {
     /// The program threw (or could not be compiled, or broke a non-resource limit).
     Exception,

@@ -32,6 +32,9 @@ pub enum GuardError {
         "unreachable approval outcome \"{0}\": must be one of allowed-once, rejected, cancelled, unavailable"
     )]
     UnknownOutcome(String),
+    /// A permission action outside the vocabulary (`allow`, `ask`, `deny`).
+    #[error("\"{0}\" is not a permission action; use \"allow\", \"ask\" or \"deny\"")]
+    UnknownAction(String),
     /// An answerer failed; the question fails closed as `unavailable`.
     #[error("approval answerer failed: {0}")]
     Answerer(String),

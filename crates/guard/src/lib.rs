@@ -77,20 +77,23 @@
 //! - [`RetryPolicy`]: bounded retries with backoff for retryable tool failures.
 //! - [`Metrics`]: a `tracing` span per dispatch and per-tool counters and latency histograms.
 //! - [`GuardConfig`]: loads all of the above from TOML and installs them.
+//!
+//! Its modules are private: everything public is re-exported at the root.
 
-pub mod approval;
-pub mod audit;
-pub mod config;
+// Every module is private: what a user names is re-exported below, chosen one by one.
+mod approval;
+mod audit;
+mod config;
 mod error;
 mod guards;
 mod handle;
-pub mod hookset;
-pub mod metrics;
-pub mod permission;
-pub mod retry;
-pub mod scope;
-pub mod timeout;
-pub mod waterfall;
+mod hookset;
+mod metrics;
+mod permission;
+mod retry;
+mod scope;
+mod timeout;
+mod waterfall;
 
 pub use approval::{
     APPROVAL_PLUGIN, ASK_POLICY_TEXT, AnswerNext, Answerer, ApprovalConfig, ApprovalOutcome,
@@ -111,4 +114,4 @@ pub use permission::{PermissionAction, PermissionMatch, PermissionRule, Permissi
 pub use retry::RetryPolicy;
 pub use scope::Scope;
 pub use timeout::{PluginDescriptor, TimeoutPolicy};
-pub use waterfall::{DecideNext, Waterfall, WaterfallHandle};
+pub use waterfall::{DecideNext, Listener, PanicAnswer, Waterfall, WaterfallHandle};

@@ -45,15 +45,13 @@ impl PermissionAction {
 }
 
 impl FromStr for PermissionAction {
-    type Err = String;
+    type Err = GuardError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "allow" => Ok(PermissionAction::Allow),
             "ask" => Ok(PermissionAction::Ask),
             "deny" => Ok(PermissionAction::Deny),
-            other => Err(format!(
-                "\"{other}\" is not a permission action; use \"allow\", \"ask\" or \"deny\""
-            )),
+            other => Err(GuardError::UnknownAction(other.to_owned())),
         }
     }
 }

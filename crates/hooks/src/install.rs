@@ -36,7 +36,7 @@ pub struct ClaudeHooks {
 impl ClaudeHooks {
     /// Loads and merges, in this order (hooks of all files concatenated, each file's in its own
     /// order): `<workspace>/.dsh/settings.json` (only when `workspace_trusted`: a workspace's own
-    /// settings run commands, see [`crate::trust`]), `<user_dir>/settings.json`, then
+    /// settings run commands, see [`crate::TrustStore`]), `<user_dir>/settings.json`, then
     /// `explicit`. The first two may be absent; the explicit file must exist. Hooks run in
     /// `workspace` (else the current directory). This reads files: call it off async threads
     /// (e.g. in `spawn_blocking`).

@@ -68,27 +68,36 @@
 //!
 //! Spec rules served: P1 (a pre-execute listener), F1/F2/F6 (post-execute decisions and
 //! contexts), S1 (no rewriting), L2 (`hook/*` events kept verbatim in the log).
+//!
+//! Its modules are private: everything public is re-exported at the root ([`ClaudeHooks`],
+//! [`HookSettings`], [`ClaudePermissions`], [`TrustStore`], the `hook/*` event types
+//! [`HOOK_INVOKED`] and [`HOOK_RESULT`], ...).
 
+// Every module is private: what a user names is re-exported below, chosen one by one.
 mod bridge;
 mod error;
-pub mod events;
-pub mod fold;
+mod events;
+mod fold;
 mod install;
-pub mod matcher;
-pub mod names;
-pub mod permissions;
-pub mod protocol;
-pub mod runner;
-pub mod settings;
-pub mod trust;
+mod matcher;
+mod names;
+mod permissions;
+#[cfg(test)]
+mod props_tests;
+mod protocol;
+mod runner;
+mod settings;
+mod trust;
 
 pub use bridge::CONTEXT_PLUGIN;
 pub use error::HooksError;
+pub use events::{HOOK_INVOKED, HOOK_RESULT};
 pub use install::{ClaudeHooks, Installed};
-pub use matcher::Matcher;
+pub use matcher::{Matcher, MatcherError};
 pub use names::{CLAUDE_NAMES, claude_name};
 pub use permissions::{ClaudeMatch, ClaudePermissions, ClaudeRule};
 pub use settings::{
     CommandHook, DEFAULT_TIMEOUT_SECS, HookEvent, HookSettings, MatcherGroup, OnFailure,
     SETTINGS_FILE, WORKSPACE_SETTINGS, user_config_dir,
 };
+pub use trust::{TRUST_FILE, TrustStore, WorkspaceSettingsFile};

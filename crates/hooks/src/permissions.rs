@@ -82,7 +82,7 @@ impl ClaudeRule {
 /// Where relative rule paths resolve: the workspace (`p`, `./p`), the settings file's project
 /// (`/p`) and the home directory (`~/p`).
 #[derive(Clone, Debug)]
-pub struct RuleBase {
+pub(crate) struct RuleBase {
     /// The workspace.
     pub workspace: PathBuf,
     /// The project of the file (`/p`).
@@ -178,7 +178,7 @@ fn bash_specifier(spec: &str) -> Result<Specifier, String> {
 
 impl ClaudeRule {
     /// Parses one rule of list `action` from `origin`, resolving paths against `base`.
-    pub fn parse(
+    pub(crate) fn parse(
         text: &str,
         action: PermissionAction,
         origin: &Path,
@@ -356,7 +356,7 @@ impl ClaudePermissions {
 
     /// Reads the rules of the files the hooks come from, in the same order:
     /// `<workspace>/.dsh/settings.json` (only when `workspace_trusted`: its rules may allow
-    /// things, see [`crate::trust`]), `<user_dir>/settings.json`, then `explicit` (which must
+    /// things, see [`crate::TrustStore`]), `<user_dir>/settings.json`, then `explicit` (which must
     /// exist). Calls resolve in `workspace` (else the current directory). This reads files:
     /// call it off async threads.
     pub fn load(

@@ -105,11 +105,6 @@ impl Reading {
             ..Reading::default()
         }
     }
-
-    /// The verdict, `Pass` when there is none.
-    pub fn verdict(&self) -> Verdict {
-        self.verdict.unwrap_or(Verdict::Pass)
-    }
 }
 
 fn default_reason(event: HookEvent) -> &'static str {

@@ -23,6 +23,7 @@ pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
 
 /// The hook points this crate runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum HookEvent {
     /// Before a call runs: maps onto `tools/pre-execute`.
     PreToolUse,

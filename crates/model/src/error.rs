@@ -5,6 +5,7 @@
 //! was never retried; the API's message is carried verbatim; a transport cause is kept as the
 //! `source`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_core::TimeoutReason;
@@ -172,9 +173,54 @@ pub enum ModelError {
         /// The upstream's reason, as it fired.
         reason: dsh_core::AbortReason,
     },
-    /// The adapter or the request is misconfigured.
-    #[error("invalid model configuration: {0}")]
-    Config(String),
+    /// The process-wide HTTP client could not be built (no TLS backend, a broken system
+    /// configuration); every request fails the same way until the process restarts.
+    #[error("the HTTP client for model requests could not be built")]
+    Client {
+        /// The builder's error, shared by every request that asked for the client.
+        #[source]
+        source: Arc<reqwest::Error>,
+    },
+    /// A configured extra header has a name HTTP does not allow.
+    #[error(
+        "invalid model configuration: the header name {name:?} is not a valid HTTP header name"
+    )]
+    HeaderName {
+        /// The name as configured.
+        name: String,
+        /// Why it was refused.
+        #[source]
+        source: reqwest::header::InvalidHeaderName,
+    },
+    /// A configured extra header has a value HTTP cannot carry (a newline, a control character).
+    #[error("invalid model configuration: the value of the header {name} cannot be sent over HTTP")]
+    HeaderValue {
+        /// The header's name.
+        name: String,
+        /// Why its value was refused.
+        #[source]
+        source: reqwest::header::InvalidHeaderValue,
+    },
+    /// The API key holds characters a header cannot carry (often a pasted newline).
+    #[error(
+        "invalid model configuration: the API key in {key_env} cannot be sent in a header (does it hold a newline or a control character?)"
+    )]
+    ApiKey {
+        /// The environment variable (or setting) the key was read from.
+        key_env: String,
+        /// Why the header value was refused.
+        #[source]
+        source: reqwest::header::InvalidHeaderValue,
+    },
+    /// The request could not be encoded as the provider's JSON body.
+    #[error("the {provider} request body could not be encoded")]
+    RequestBody {
+        /// The adapter's name.
+        provider: String,
+        /// The encoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// A watchdog misuse (see [`WatchdogError`]).
     #[error(transparent)]
     Watchdog(#[from] WatchdogError),

@@ -7,7 +7,7 @@
 //! back (its stream belongs to the caller); every wait and send stays within the whole-request
 //! deadline.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -44,16 +44,16 @@ impl Default for HttpSettings {
 /// The process-wide client: rustls, a 30 s connect timeout, no overall timeout (the adapters
 /// apply their own). Built once; a failure to build it is reported each time it is asked for.
 pub fn shared_client() -> Result<reqwest::Client, ModelError> {
-    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    static CLIENT: OnceLock<Result<reqwest::Client, Arc<reqwest::Error>>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
             reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(30))
                 .build()
-                .map_err(|e| e.to_string())
+                .map_err(Arc::new)
         })
         .clone()
-        .map_err(ModelError::Config)
+        .map_err(|source| ModelError::Client { source })
 }
 
 /// What an adapter tells [`open`] about itself, for errors and retries.
@@ -70,10 +70,15 @@ pub(crate) fn json_headers(extra: &[(String, String)]) -> Result<HeaderMap, Mode
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
     for (name, value) in extra {
-        let name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|e| ModelError::Config(format!("header name {name:?}: {e}")))?;
-        let value = HeaderValue::from_str(value)
-            .map_err(|e| ModelError::Config(format!("header {name}: {e}")))?;
+        let name =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|source| ModelError::HeaderName {
+                name: name.clone(),
+                source,
+            })?;
+        let value = HeaderValue::from_str(value).map_err(|source| ModelError::HeaderValue {
+            name: name.to_string(),
+            source,
+        })?;
         headers.insert(name, value);
     }
     Ok(headers)

@@ -79,6 +79,7 @@ pub enum Reasoning {
 
 /// A reasoning effort level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Effort {
     /// `low`.
     Low,

@@ -8,7 +8,7 @@ use dsh_core::{Failure, ToolExecution};
 /// Resolves an `ask` for one call: `Ok(())` only when a human allowed it once.
 ///
 /// This is the runtime's seam, implemented by `dsh_guard::ApprovalService` (what the `dsh`
-/// facade wires). To answer questions, implement `dsh_guard::approval::Answerer` instead (or
+/// facade wires). To answer questions, implement `dsh_guard::Answerer` instead (or
 /// use `answer_fn`) and add it to the service: implement this only to replace the service
 /// altogether.
 #[async_trait]
@@ -28,6 +28,6 @@ pub(crate) fn no_approver(exec: &ToolExecution, reason: Option<&str>) -> Failure
 #[async_trait]
 impl Approver for dsh_guard::ApprovalService {
     async fn approve(&self, exec: &ToolExecution, reason: Option<&str>) -> Result<(), Failure> {
-        dsh_guard::approval::resolve_ask(Some(self), exec, reason).await
+        dsh_guard::resolve_ask(Some(self), exec, reason).await
     }
 }

@@ -23,10 +23,27 @@ pub(crate) struct CallFields {
     pub arguments: Arc<str>,
 }
 
+/// Where a `tool/result` sits: the `turn` and `step` it is written with.
+pub(crate) enum ResultPlace {
+    /// The step of a live call.
+    Step {
+        /// `turn`.
+        turn: u32,
+        /// `step`.
+        step: u32,
+    },
+    /// Copied from a call found in a log (crash repair), whatever it held: absent is `null`.
+    Copied {
+        /// The call's `turn`, if it was an unsigned integer.
+        turn: Option<u64>,
+        /// The call's `step`, likewise.
+        step: Option<u64>,
+    },
+}
+
 /// The fields of a `tool/result`: `{turn, step, message, error?, meta?}`.
 pub(crate) struct ResultFields {
-    pub turn: u32,
-    pub step: u32,
+    pub place: ResultPlace,
     pub call_id: Arc<str>,
     pub content: Content,
     pub is_error: bool,
@@ -75,8 +92,16 @@ impl Deferred {
             Deferred::Result(r) => {
                 let mut w =
                     TextWriter::with_capacity(256 + 2 * r.call_id.len() + content_len(&r.content));
-                w.u32("turn", r.turn);
-                w.u32("step", r.step);
+                match r.place {
+                    ResultPlace::Step { turn, step } => {
+                        w.u32("turn", turn);
+                        w.u32("step", step);
+                    }
+                    ResultPlace::Copied { turn, step } => {
+                        w.value("turn", &turn);
+                        w.value("step", &step);
+                    }
+                }
                 let message = write_result_rest(
                     &mut w,
                     &r.call_id,

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use dsh_core::{ContentBlock, ErrorInfo, Json, codes};
 
 use crate::check::Scan;
+use crate::deferred::{ResultFields, ResultPlace};
 use crate::error::{Problem, SessionError};
 use crate::event::{Event, types};
 use crate::framing::Framing;
@@ -140,6 +141,26 @@ fn framing_event(event_type: &str, fields: Vec<(&str, Value)>) -> Event {
     Event::other(event_type, Json::from_shallow(Value::Object(m)))
 }
 
+/// The error `tool/result` that closes a call the session stopped before it could answer.
+fn interrupted_result(
+    turn: Option<u64>,
+    step: Option<u64>,
+    call_id: &str,
+    call_seq: u64,
+    content: [ContentBlock; 1],
+) -> Event {
+    let fields = ResultFields {
+        place: ResultPlace::Copied { turn, step },
+        call_id: Arc::from(call_id),
+        content: Arc::new(content),
+        is_error: true,
+        error: Some(Box::new(interrupted_info())),
+        meta: None,
+        id: dsh_core::context::fresh_message_number(),
+    };
+    Event::result_from(fields, call_seq)
+}
+
 fn as_value(v: Option<u64>) -> Value {
     v.map_or(Value::Null, Value::from)
 }
@@ -213,15 +234,12 @@ pub(crate) fn plan(bytes: &[u8]) -> Result<Plan, SessionError> {
     let mut closing = Vec::new();
     for call in scan.pending_calls() {
         let content = [ContentBlock::text(INTERRUPTED_TEXT)];
-        closing.push(Event::tool_result_at(
-            as_value(call.turn),
-            as_value(call.step),
+        closing.push(interrupted_result(
+            call.turn,
+            call.step,
             &call.call_id,
             call.seq,
-            &content,
-            true,
-            Some(&interrupted_info()),
-            None,
+            content,
         ));
         report.interrupted_calls.push(InterruptedCall {
             call_id: call.call_id.to_string(),
@@ -245,15 +263,12 @@ pub(crate) fn plan(bytes: &[u8]) -> Result<Plan, SessionError> {
             ],
         ));
         let content = [ContentBlock::text(NOT_STARTED_TEXT)];
-        closing.push(Event::tool_result_at(
-            as_value(call.turn),
-            as_value(call.step),
+        closing.push(interrupted_result(
+            call.turn,
+            call.step,
             &call.call_id,
             call_seq,
-            &content,
-            true,
-            Some(&interrupted_info()),
-            None,
+            content,
         ));
         next += 2;
         report.interrupted_calls.push(InterruptedCall {

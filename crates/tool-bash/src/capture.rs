@@ -60,21 +60,6 @@ impl StreamState {
     pub fn complete_in_memory(&self) -> bool {
         self.total == self.tail.len() as u64
     }
-
-    /// Bytes written to the spool.
-    pub fn spooled(&self) -> u64 {
-        self.spooled
-    }
-
-    /// Whether a spool file was opened for this stream.
-    pub fn spool_opened(&self) -> bool {
-        self.spool_opened
-    }
-
-    /// Why the spool stopped, if it failed.
-    pub fn spool_error(&self) -> Option<&str> {
-        self.spool_error.as_deref()
-    }
 }
 
 /// A shared handle on one stream's state.

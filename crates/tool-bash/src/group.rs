@@ -34,11 +34,6 @@ impl ProcessGroup {
             .map(|pgid| ProcessGroup { pgid })
     }
 
-    /// The group id.
-    pub fn id(&self) -> i32 {
-        self.pgid
-    }
-
     /// Sends `sig` to every member; a group with no member is not an error.
     pub fn signal(&self, sig: Signal) {
         if let Some(pid) = Pid::from_raw(self.pgid) {

@@ -77,6 +77,7 @@ pub const HELPER_PROGRAM: &str = "dsh-sandbox-exec";
 
 /// What the probe found.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Probe {
     /// The helper contained itself; its report line.
     Available(String),

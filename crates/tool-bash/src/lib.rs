@@ -17,7 +17,7 @@
 //!   Without kernel support a contained call fails closed with `SANDBOX_UNAVAILABLE` unless the
 //!   settings say otherwise ([`Unavailable`]).
 //! - [`Preset`]: a sandbox mode and an approval policy chosen together, announced in the session
-//!   log as `permission/preset`, `sandbox/mode` and `approval/policy` ([`preset::announce`]).
+//!   log as `permission/preset`, `sandbox/mode` and `approval/policy` ([`announce_preset`]).
 //! - Processes: each call runs in its own process group; cancellation, its own timeout and a
 //!   process-count limit end the whole group (`SIGTERM`, a short grace, `SIGKILL`), and so does
 //!   the shell's exit for whatever it left running; output captured so far is reported.
@@ -40,29 +40,44 @@
 //! Spec rules owned here: the sandbox policy of the pre-execute stage (P1's "sandbox policy"
 //! listener), escalation through approval (P2), cancellation of a running body (C1: the body
 //! honours its signal by killing its process group), and the `bash` tool's D3 output contract.
+//!
+//! Everything public is re-exported at the root, but for the helper side, which keeps its
+//! namespace: [`sandbox`] (what `dsh __sandbox-exec` and `dsh-sandbox-exec` run).
 
-pub mod capture;
-pub mod config;
-pub mod error;
-pub mod group;
-pub mod helper;
-pub mod mode;
-pub mod mount;
-pub mod policy;
-pub mod preset;
-pub mod render;
-pub mod runner;
+// `sandbox` is the namespace of the helper side (what `dsh __sandbox-exec` and the
+// `dsh-sandbox-exec` program run); every other module is private and its public items are
+// re-exported below, chosen one by one.
+mod capture;
+mod config;
+mod error;
+mod group;
+#[cfg(test)]
+mod group_tests;
+mod helper;
+mod mode;
+mod mount;
+mod policy;
+mod preset;
+mod render;
+#[cfg(test)]
+mod render_tests;
+mod runner;
 pub mod sandbox;
-pub mod subject;
-pub mod tool;
+mod subject;
+mod tool;
 
-pub use config::BashConfig;
+pub use config::{
+    BashConfig, DEFAULT_KILL_GRACE, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_PROCESSES,
+    DEFAULT_MAX_SPOOL_BYTES, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+};
 pub use error::BashError;
+pub use group::kill_all_live_groups;
 pub use helper::{DSH_SUBCOMMAND, HELPER_PROGRAM, Probe, SandboxHelper};
 pub use mode::SandboxMode;
 pub use mount::{BashMount, mount};
 pub use policy::{CallSandbox, SandboxPolicy, SandboxSettings, Unavailable};
-pub use preset::{PERMISSION_PRESET, Preset, SANDBOX_MODE};
+pub use preset::{PERMISSION_PRESET, Preset, RecordedPreset, SANDBOX_MODE, announce_preset};
+pub use render::ESCALATION_HINT;
 pub use tool::{
     BASH_TIMEOUT, BASH_WORKDIR, BashInput, BashTool, BashValue, NAME, SANDBOX_UNAVAILABLE,
 };

@@ -23,6 +23,7 @@ use crate::mode::SandboxMode;
 
 /// What to do when the kernel cannot contain a command in its mode.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Unavailable {
     /// Fail the call with `SANDBOX_UNAVAILABLE` (the default: fail closed).
     #[default]

@@ -84,17 +84,19 @@ impl FromStr for Preset {
 
 /// The preset and mode a session's log last recorded.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Recorded {
+pub struct RecordedPreset {
     /// The last `permission/preset`.
     pub preset: Option<Preset>,
     /// The last `sandbox/mode`.
     pub mode: Option<SandboxMode>,
 }
 
-impl Recorded {
+impl RecordedPreset {
     /// Folds a session's events `(type, data)`: the last valid value of each kind wins.
-    pub fn from_events<'a>(events: impl IntoIterator<Item = (&'a str, &'a Json)>) -> Recorded {
-        let mut r = Recorded::default();
+    pub fn from_events<'a>(
+        events: impl IntoIterator<Item = (&'a str, &'a Json)>,
+    ) -> RecordedPreset {
+        let mut r = RecordedPreset::default();
         for (ty, data) in events {
             let field = |k: &str| data.value().get(k).and_then(Value::as_str);
             match ty {
@@ -124,9 +126,9 @@ fn one(key: &str, value: &str) -> Json {
 /// Records what is in force in the session log, writing only what differs from `recorded`:
 /// `permission/preset` (when a preset was chosen), `sandbox/mode`, and `approval/policy` (when
 /// given; it becomes the session's approval override). Returns how many events were appended.
-pub async fn announce(
+pub async fn announce_preset(
     audit: &AuditSession,
-    recorded: &Recorded,
+    recorded: &RecordedPreset,
     preset: Option<Preset>,
     mode: SandboxMode,
     approval: Option<ApprovalPolicy>,

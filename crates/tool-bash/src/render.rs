@@ -189,6 +189,7 @@ pub fn tail_slice(bytes: &[u8], budget: usize) -> &[u8] {
 }
 
 /// [`tail_slice`] as text (invalid UTF-8 replaced).
+#[cfg(test)]
 pub fn tail_text(bytes: &[u8], budget: usize) -> String {
     String::from_utf8_lossy(tail_slice(bytes, budget)).into_owned()
 }

@@ -43,7 +43,14 @@
 //! Session of a call: the tools look up an [`FsContext`] (session id, working directory) from the
 //! call's agent in [`FsSessions`], falling back to a default context; a call whose context has no
 //! session id has no owner, so the policy lets it only create files and never edit.
+//!
+//! Everything public is re-exported at the root; the public modules are namespaces: [`codes`]
+//! (the error codes), [`names`] (the tool names), [`text`] (how bytes become the lines a read
+//! shows) and [`diff`] (the diffs in a mutation's `meta`).
 
+// The public modules are namespaces a user names (`codes::FS_NOT_TEXT`, `names::READ`,
+// `text::lines`, `diff::for_rewrite`); every other module is private and its public items are
+// re-exported below, chosen one by one.
 mod atomic;
 pub mod codes;
 mod confine;
@@ -51,17 +58,17 @@ pub mod diff;
 mod error;
 mod escalation;
 mod image;
-pub mod intent;
+mod intent;
 mod locks;
 mod mount;
-pub mod policy;
+mod policy;
 mod remedy;
-pub mod replay;
-pub mod seam;
-pub mod session;
+mod replay;
+mod seam;
+mod session;
 pub mod text;
 mod tools;
-pub mod version;
+mod version;
 
 #[doc(hidden)]
 pub use atomic::{FaultHook, WriteStage};
@@ -81,7 +88,7 @@ pub use seam::{
     WriteCondition, WriteOutcome,
 };
 pub use session::{FsContext, FsSessions};
-pub use version::FileVersion;
+pub use version::{FileVersion, VersionParseError};
 
 /// The tool names, as the model sees them.
 pub mod names {

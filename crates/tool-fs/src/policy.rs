@@ -125,7 +125,7 @@ impl ObservationPolicy {
 
     /// Rebuilds a resumed session's observations, in log order (a later pair for the same path
     /// replaces an earlier one). The caller reconstructs the pairs from the tool results' meta
-    /// with [`crate::replay::observation_from_meta`].
+    /// with [`crate::observation_from_meta`].
     pub fn restore(
         &self,
         session: &str,

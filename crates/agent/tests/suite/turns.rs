@@ -112,6 +112,7 @@ async fn loop_63_an_agent_on_a_seeded_log_numbers_its_next_turn_after_it() {
         let (session, _) = Session::open_jsonl(&path, OpenOptions::new())
             .await
             .unwrap();
+        let log = session.clone();
         let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let runtime = Arc::new(Runtime::new(registry(&runs, &[]), Hooks::new()));
         let agent = Agent::new(
@@ -121,6 +122,9 @@ async fn loop_63_an_agent_on_a_seeded_log_numbers_its_next_turn_after_it() {
         );
         let outcome = agent.prompt("hi").await.unwrap().unwrap();
         assert_eq!(outcome.turn, expected);
+        // Release the file and its lock now, not whenever the agent's last clone of the
+        // session is dropped: the next iteration opens the same file.
+        log.close().await.unwrap();
     }
     // The second request carries the first turn's exchange, read back from the file.
     let bodies = server.bodies();

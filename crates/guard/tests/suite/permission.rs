@@ -259,6 +259,14 @@ fn malformed_toml_and_bad_keys_are_errors_with_lines() {
     let msg = err.to_string();
     assert!(msg.contains("permissions.default"), "{msg}");
     assert!(msg.contains("line 3"), "{msg}");
+    assert!(
+        msg.contains("\"maybe\" is not a permission action"),
+        "{msg}"
+    );
+    assert!(matches!(
+        "maybe".parse::<dsh_guard::PermissionAction>(),
+        Err(GuardError::UnknownAction(a)) if a == "maybe"
+    ));
     let err = PermissionRules::from_toml("[permissions]\nallow = \"bash\"\n", reg()).unwrap_err();
     assert!(err.to_string().contains("line 2"), "{err}");
 }

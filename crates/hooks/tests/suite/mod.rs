@@ -6,7 +6,6 @@ mod code_mode;
 mod failures;
 mod post;
 mod pre;
-mod props;
 mod reference;
 mod settings;
 mod support;

@@ -114,8 +114,12 @@ impl AnthropicProvider {
     }
 
     fn encode(&self, request: &Request) -> Result<Vec<u8>, ModelError> {
-        wire::body(request, self.config.default_max_tokens)
-            .map_err(|e| ModelError::Config(format!("request body: {e}")))
+        wire::body(request, self.config.default_max_tokens).map_err(|source| {
+            ModelError::RequestBody {
+                provider: self.config.name.clone(),
+                source,
+            }
+        })
     }
 
     async fn run(&self, request: Arc<Request>) -> Result<ChunkStream, ModelError> {
@@ -129,8 +133,10 @@ impl AnthropicProvider {
             HeaderValue::from_static(ANTHROPIC_VERSION),
         );
         if let Some(key) = &config.api_key {
-            let value = HeaderValue::from_str(key)
-                .map_err(|e| ModelError::Config(format!("{}: {e}", config.key_env)))?;
+            let value = HeaderValue::from_str(key).map_err(|source| ModelError::ApiKey {
+                key_env: config.key_env.clone(),
+                source,
+            })?;
             headers.insert(HeaderName::from_static("x-api-key"), value);
         }
         let target = Target {

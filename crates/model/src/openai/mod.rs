@@ -169,7 +169,10 @@ impl OpenAiProvider {
             reasoning_in_history: self.config.reasoning_in_history,
             images: self.config.images,
         };
-        wire::body(request, &shape).map_err(|e| ModelError::Config(format!("request body: {e}")))
+        wire::body(request, &shape).map_err(|source| ModelError::RequestBody {
+            provider: self.config.name.clone(),
+            source,
+        })
     }
 
     async fn run(&self, request: Arc<Request>) -> Result<ChunkStream, ModelError> {
@@ -179,8 +182,12 @@ impl OpenAiProvider {
         let body = self.encode(&request)?;
         let mut headers = json_headers(&config.headers)?;
         if let Some(key) = &config.api_key {
-            let value = HeaderValue::from_str(&format!("Bearer {key}"))
-                .map_err(|e| ModelError::Config(format!("{}: {e}", config.key_env)))?;
+            let value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|source| {
+                ModelError::ApiKey {
+                    key_env: config.key_env.clone(),
+                    source,
+                }
+            })?;
             headers.insert(AUTHORIZATION, value);
         }
         let target = Target {

@@ -410,3 +410,55 @@ async fn a_web_page_with_a_5xx_status_is_retried_and_then_said_briefly() {
     );
     assert_eq!(server.requests().len(), 3);
 }
+
+#[tokio::test]
+async fn a_key_with_a_newline_is_a_config_error_naming_the_variable_and_nothing_is_sent() {
+    let server = MockProvider::start().await.unwrap();
+    let config = OpenAiConfig::new("deepseek", &server.openai_base_url(), "DEEPSEEK_API_KEY")
+        .with_api_key("sk-test\n")
+        .with_http(fast_http());
+    let provider = OpenAiProvider::new(config).unwrap();
+    let Err(error) = provider.stream(request()).await else {
+        panic!("a key a header cannot carry is refused before sending");
+    };
+    assert!(
+        matches!(&error, ModelError::ApiKey { key_env, .. } if key_env == "DEEPSEEK_API_KEY"),
+        "{error:?}"
+    );
+    assert!(
+        std::error::Error::source(&error).is_some(),
+        "the cause is kept"
+    );
+    assert!(error.to_string().contains("DEEPSEEK_API_KEY"), "{error}");
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_bad_extra_header_is_a_config_error_naming_the_header() {
+    let server = MockProvider::start().await.unwrap();
+    let mut config = OpenAiConfig::new("deepseek", &server.openai_base_url(), "DEEPSEEK_API_KEY")
+        .with_api_key("sk-test")
+        .with_http(fast_http());
+    config.headers = vec![("x bad name".into(), "v".into())];
+    let Err(error) = OpenAiProvider::new(config.clone())
+        .unwrap()
+        .stream(request())
+        .await
+    else {
+        panic!("an invalid header name is refused");
+    };
+    assert!(
+        matches!(&error, ModelError::HeaderName { name, .. } if name == "x bad name"),
+        "{error:?}"
+    );
+    config.headers = vec![("x-team".into(), "a\nb".into())];
+    let Err(error) = OpenAiProvider::new(config).unwrap().stream(request()).await else {
+        panic!("an invalid header value is refused");
+    };
+    assert!(
+        matches!(&error, ModelError::HeaderValue { name, .. } if name == "x-team"),
+        "{error:?}"
+    );
+    assert!(std::error::Error::source(&error).is_some());
+    assert!(server.requests().is_empty());
+}

@@ -101,62 +101,32 @@ impl Event {
         error: Option<&ErrorInfo>,
         meta: Option<&Json>,
     ) -> Event {
-        let (call_id, content) = (call_id.into(), content.into());
-        let facts = Facts {
-            turn: Some(turn),
-            step: Some(step),
-            ..Facts::known()
-        };
-        let depth = result_depth(&content, meta);
-        let fields = Deferred::Result(ResultFields {
-            turn,
-            step,
-            call_id,
-            content,
+        let place = ResultPlace::Step { turn, step };
+        let fields = ResultFields {
+            place,
+            call_id: call_id.into(),
+            content: content.into(),
             is_error,
             error: error.map(|e| Box::new(e.clone())),
             meta: meta.cloned(),
             id: dsh_core::context::fresh_message_number(),
-        });
-        Event::result_event(Payload::deferred(fields, depth, facts), call_seq)
+        };
+        Event::result_from(fields, call_seq)
     }
 
-    /// [`Event::tool_result`] with `turn` and `step` given as JSON values (crash repair copies
-    /// them from the call, whatever they are).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn tool_result_at(
-        turn: Value,
-        step: Value,
-        call_id: &str,
-        call_seq: u64,
-        content: &[ContentBlock],
-        is_error: bool,
-        error: Option<&ErrorInfo>,
-        meta: Option<&Json>,
-    ) -> Event {
-        let mut w = TextWriter::with_capacity(256 + 2 * call_id.len() + content_len(content));
-        w.value("turn", &turn);
-        w.value("step", &step);
-        let facts = Facts::unknown();
-        Event::finish_result(w, facts, call_id, call_seq, content, is_error, error, meta)
-    }
-
-    /// Writes the rest of a `tool/result` after its `turn` and `step` and builds the event.
-    #[allow(clippy::too_many_arguments)]
-    fn finish_result(
-        mut w: TextWriter,
-        mut facts: Facts,
-        call_id: &str,
-        call_seq: u64,
-        content: &[ContentBlock],
-        is_error: bool,
-        error: Option<&ErrorInfo>,
-        meta: Option<&Json>,
-    ) -> Event {
-        let id = dsh_core::context::fresh_message_id_ascii();
-        facts.message = write_result_rest(&mut w, call_id, content, is_error, error, meta, &id);
-        let depth = result_depth(content, meta);
-        let payload = Payload::from_text_at_depth(w.finish(), depth, facts);
+    /// The one builder of `tool/result` events: [`Event::tool_result`] for a live call, crash
+    /// repair for a call found in a log (its `turn` and `step` copied as they were).
+    pub(crate) fn result_from(fields: ResultFields, call_seq: u64) -> Event {
+        let facts = match fields.place {
+            ResultPlace::Step { turn, step } => Facts {
+                turn: Some(turn),
+                step: Some(step),
+                ..Facts::known()
+            },
+            ResultPlace::Copied { .. } => Facts::unknown(),
+        };
+        let depth = result_depth(&fields.content, fields.meta.as_ref());
+        let payload = Payload::deferred(Deferred::Result(fields), depth, facts);
         Event::result_event(payload, call_seq)
     }
 

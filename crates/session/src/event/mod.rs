@@ -14,12 +14,11 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use dsh_core::{Content, ContentBlock, ContextMessage, ErrorInfo, Json};
+use dsh_core::{Content, ContextMessage, ErrorInfo, Json};
 
 use crate::deep;
 use crate::deferred::{
-    CallFields, Deferred, DispatchFields, ResultFields, content_len, dispatch_depth, result_depth,
-    write_result_rest,
+    CallFields, Deferred, DispatchFields, ResultFields, ResultPlace, dispatch_depth, result_depth,
 };
 use crate::payload::{Facts, Payload, StrFact, SubText, TextWriter};
 use crate::scan::{Scanned, Scratch, scan_line};

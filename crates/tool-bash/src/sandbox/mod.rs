@@ -7,14 +7,15 @@
 //! starting with [`SETUP_MARKER`]: the command never runs uncontained.
 
 mod args;
-pub mod fs_rules;
-pub mod net_filter;
-pub mod privileges;
+mod fs_rules;
+mod net_filter;
+mod privileges;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 pub use args::SandboxArgs;
+pub use fs_rules::LandlockReport;
 
 use crate::mode::SandboxMode;
 
@@ -31,7 +32,7 @@ pub struct Enforced {
     /// The mode.
     pub mode: SandboxMode,
     /// Landlock's report (`None` for `danger-full-access`).
-    pub landlock: Option<fs_rules::LandlockReport>,
+    pub landlock: Option<LandlockReport>,
 }
 
 impl Enforced {

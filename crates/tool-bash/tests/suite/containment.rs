@@ -37,7 +37,7 @@ async fn writing_outside_the_workspace_is_denied_and_named() {
     assert!(
         t.ends_with(&format!(
             "[sandbox: file access denied under workspace-write mode]\n{}\n[exit code: 1]",
-            dsh_tool_bash::render::ESCALATION_HINT
+            dsh_tool_bash::ESCALATION_HINT
         )),
         "{t}"
     );

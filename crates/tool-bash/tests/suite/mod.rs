@@ -1,5 +1,5 @@
 //! Topics: the tool's basics, containment under each mode, process control, the sandbox policy
-//! and escalation, presets, the helper's command line, and rendering properties.
+//! and escalation, presets, the helper's command line.
 
 mod basics;
 mod containment;
@@ -7,6 +7,5 @@ mod helper_args;
 mod policy;
 mod presets;
 mod processes;
-mod rendering;
 mod support;
 mod unavailable;

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use dsh_core::Json;
 use dsh_guard::{ApprovalPolicy, AuditSession};
 use dsh_session::Session;
-use dsh_tool_bash::preset::{Recorded, announce};
 use dsh_tool_bash::{Preset, SandboxMode};
+use dsh_tool_bash::{RecordedPreset, announce_preset};
 use serde_json::{Value, json};
 
 #[test]
@@ -67,9 +67,9 @@ async fn announcing_a_preset_writes_the_reference_events_once() {
     let session = Session::in_memory("s1");
     let audit = AuditSession::new(Arc::new(dsh_scheduler::SessionAudit(session.clone())));
     let preset = Preset::ReadOnly;
-    let n = announce(
+    let n = announce_preset(
         &audit,
-        &Recorded::default(),
+        &RecordedPreset::default(),
         Some(preset),
         preset.sandbox_mode(),
         Some(preset.approval()),
@@ -89,15 +89,16 @@ async fn announcing_a_preset_writes_the_reference_events_once() {
     assert_eq!(audit.override_policy(), Some(ApprovalPolicy::Ask));
     // Resuming with the same preset writes nothing more.
     let snapshot = session.events();
-    let recorded = Recorded::from_events(snapshot.iter().map(|(_, e)| (e.event_type(), e.data())));
+    let recorded =
+        RecordedPreset::from_events(snapshot.iter().map(|(_, e)| (e.event_type(), e.data())));
     assert_eq!(
         recorded,
-        Recorded {
+        RecordedPreset {
             preset: Some(Preset::ReadOnly),
             mode: Some(SandboxMode::ReadOnly)
         }
     );
-    let n = announce(
+    let n = announce_preset(
         &audit,
         &recorded,
         Some(preset),
@@ -109,7 +110,7 @@ async fn announcing_a_preset_writes_the_reference_events_once() {
     assert_eq!(n, 0);
     // A switch writes what changed.
     let p = Preset::DangerFullAccess;
-    let n = announce(
+    let n = announce_preset(
         &audit,
         &recorded,
         Some(p),
@@ -134,7 +135,7 @@ fn the_last_valid_record_wins() {
         ("sandbox/mode", data(json!({"mode": 7}))),
         ("other", data(json!({"mode": "workspace-write"}))),
     ];
-    let r = Recorded::from_events(evs.iter().map(|(t, d)| (*t, d)));
+    let r = RecordedPreset::from_events(evs.iter().map(|(t, d)| (*t, d)));
     assert_eq!(r.preset, Some(Preset::ReadOnly));
     assert_eq!(r.mode, Some(SandboxMode::DangerFullAccess));
 }

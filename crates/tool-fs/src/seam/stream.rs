@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::{blocking, open_regular, shown};
-use crate::Workspace;
 use crate::error::FsError;
+use crate::seam::Workspace;
 use crate::text::{self, MAX_LINE_CHARS};
 use crate::version::FileVersion;
 

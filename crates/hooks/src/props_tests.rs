@@ -1,11 +1,12 @@
 //! Property tests: the fold is order-independent and most restrictive; interpretation is total
 //! and an error never weakens a decision; a decision written by a hook reads back exactly;
-//! plain matchers match exactly the names they list.
+//! plain matchers match exactly the names they list. Unit tests: the fold and the protocol are
+//! private to the crate.
 
-use dsh_hooks::HookEvent;
-use dsh_hooks::fold::{Answer, fold};
-use dsh_hooks::matcher::Matcher;
-use dsh_hooks::protocol::{Exit, Verdict, interpret};
+use crate::fold::{Answer, fold};
+use crate::matcher::Matcher;
+use crate::protocol::{Exit, Verdict, interpret};
+use crate::settings::HookEvent;
 use proptest::prelude::*;
 use serde_json::json;
 

@@ -1,13 +1,14 @@
 //! Rendering properties: the shown output never exceeds the cap, keeps each stream's tail,
 //! never splits a character, and is exactly the reference shape when nothing is cut; denial
-//! lines are classified as file or network; `/proc` stat lines parse whatever the command name.
+//! lines are classified as file or network; `/proc` stat lines parse whatever the command name. Unit tests: rendering is private to the
+//! crate.
 
-use dsh_tool_bash::SandboxMode;
-use dsh_tool_bash::group::parse_stat;
-use dsh_tool_bash::render::{Stream, assemble, denial_notes, denials, tail_text};
+use crate::group::parse_stat;
+use crate::mode::SandboxMode;
+use crate::render::{Stream, assemble, denial_notes, denials, tail_text};
 use proptest::prelude::*;
 
-fn assembled(out: &[u8], err: &[u8], cap: usize) -> dsh_tool_bash::render::Assembled {
+fn assembled(out: &[u8], err: &[u8], cap: usize) -> crate::render::Assembled {
     assemble(
         Stream {
             tail: out,
