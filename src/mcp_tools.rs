@@ -1,5 +1,6 @@
 //! The policy's `[mcp.servers.<name>]`: each server started, its tools registered as
-//! `mcp__<name>__<tool>` before the rules are checked against the registry.
+//! `mcp__<name>__<tool>` before the rules are checked against the registry, and kept current
+//! when a server's list changes (between steps: a step sees one list).
 //!
 //! Guarantees: the servers start together, each within its start-up budget; a server that
 //! cannot start, or lists a tool dsh cannot offer, is a warning naming it and why, and the run
@@ -39,13 +40,8 @@ pub(crate) async fn connect(
                 continue;
             }
         };
-        match server.tools() {
-            Ok(tools) => {
-                for tool in tools {
-                    registry.add(tool)?;
-                }
-                servers.push(server);
-            }
+        match server.register(registry) {
+            Ok(()) => servers.push(server),
             Err(e) => warnings.push(format!("{}; its tools are not available", chain(&e))),
         }
     }

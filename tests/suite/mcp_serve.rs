@@ -559,3 +559,68 @@ fn dsh_uses_the_tools_of_an_http_mcp_server_sending_the_bearer_token_from_the_en
         "the upstream ran the call: {stderr}"
     );
 }
+
+#[test]
+fn mcp_list_changed_upstream_replaces_the_gateways_tools_and_a_removed_tool_is_unknown() {
+    let ws = workspace();
+    let policy = ws.path().join("gateway.toml");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/server.py");
+    std::fs::write(
+        &policy,
+        format!(
+            "[mcp.servers.py]\ncommand = \"python3\"\nargs = [{:?}]\n",
+            server.display().to_string()
+        ),
+    )
+    .unwrap();
+    let log = ws.path().join("gateway.jsonl");
+    let report = mcp_client(
+        &[
+            "--workspace",
+            s(ws.path()),
+            "--session",
+            s(&log),
+            "--policy",
+            s(&policy),
+        ],
+        json!([
+            ["mcp__py__grow", {}],
+            ["?wait_for", {"tool": "mcp__py__extra"}],
+            ["mcp__py__extra", {}],
+            ["mcp__py__shout", {"text": "hi"}]
+        ]),
+    );
+    let before: Vec<&str> = report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    assert!(before.contains(&"mcp__py__shout"), "{report}");
+    assert!(!before.contains(&"mcp__py__extra"), "{report}");
+    assert_eq!(report["calls"][0]["text"][0], "grown", "{report}");
+    // The server said its list changed: dsh read it again and offers the new one.
+    let after = &report["calls"][1]["text"];
+    assert!(
+        after.as_array().unwrap().contains(&json!("mcp__py__extra")),
+        "the new tool is offered: {report}"
+    );
+    assert!(
+        !after.as_array().unwrap().contains(&json!("mcp__py__shout")),
+        "the removed tool is not: {report}"
+    );
+    assert_eq!(report["calls"][2]["isError"], false, "{report}");
+    assert_eq!(report["calls"][2]["text"][0], "extra here", "{report}");
+    // A call to the tool the server no longer lists is an unknown tool, said so.
+    assert_eq!(report["calls"][3]["isError"], true, "{report}");
+    let text = report["calls"][3]["text"][0].as_str().unwrap_or_default();
+    assert!(text.contains("unknown tool \"mcp__py__shout\""), "{report}");
+    let ev = events(&log);
+    assert_eq!(
+        result_of(&ev, "mcp-3").code.as_deref(),
+        Some("UNKNOWN_TOOL"),
+        "{report}"
+    );
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}
