@@ -488,6 +488,10 @@ fn mcp_a_restarted_server_s_new_tool_list_is_what_the_next_step_offers_and_runs(
     assert_eq!(result_of(&ev, "c3").text, "reborn here", "{}", out.both());
     let gone = result_of(&ev, "c4");
     assert_eq!(gone.code.as_deref(), Some("UNKNOWN_TOOL"), "{gone:?}");
+    assert!(
+        gone.text.contains("MCP server `py` no longer lists it"),
+        "{gone:?}"
+    );
     let check = dsh_run(&["check", s(&log)]);
     assert_eq!(check.code, 0, "{}", check.both());
 }

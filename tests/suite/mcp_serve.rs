@@ -614,7 +614,11 @@ fn mcp_list_changed_upstream_replaces_the_gateways_tools_and_a_removed_tool_is_u
     // A call to the tool the server no longer lists is an unknown tool, said so.
     assert_eq!(report["calls"][3]["isError"], true, "{report}");
     let text = report["calls"][3]["text"][0].as_str().unwrap_or_default();
-    assert!(text.contains("unknown tool \"mcp__py__shout\""), "{report}");
+    assert!(
+        text.contains("unknown tool \"mcp__py__shout\"")
+            && text.contains("MCP server `py` no longer lists it"),
+        "{report}"
+    );
     let ev = events(&log);
     assert_eq!(
         result_of(&ev, "mcp-3").code.as_deref(),

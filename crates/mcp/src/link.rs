@@ -51,6 +51,8 @@ pub(crate) struct Link {
     /// Where its tools are registered (set by `McpServer::register`), to replace them there
     /// when the list changes.
     registry: Mutex<Option<ToolRegistry>>,
+    /// The server's own names of the tools it listed once and no longer lists.
+    withdrawn: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The current connection and the process behind it (none over HTTP).
@@ -76,10 +78,16 @@ impl Link {
             hub,
             tools: Mutex::new(tools),
             registry: Mutex::new(None),
+            withdrawn: Mutex::new(std::collections::HashSet::new()),
         });
         let _ = link.hub.link.set(Arc::downgrade(&link));
         link.watch(&service);
         Ok(link)
+    }
+
+    /// Whether the server listed its tool `tool` once and no longer does.
+    pub(crate) fn withdrew(&self, tool: &str) -> bool {
+        self.withdrawn.lock().is_ok_and(|w| w.contains(tool))
     }
 
     /// The tools the server listed last.
@@ -107,7 +115,11 @@ impl Link {
     fn install(self: &Arc<Self>, tools: Vec<rmcp::model::Tool>) {
         let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
         tracing::info!(server = %self.name, tools = ?names, "MCP server: tool list read");
-        if let Ok(mut t) = self.tools.lock() {
+        if let (Ok(mut t), Ok(mut w)) = (self.tools.lock(), self.withdrawn.lock()) {
+            w.extend(t.iter().map(|old| old.name.to_string()));
+            for new in &tools {
+                w.remove(new.name.as_ref());
+            }
             *t = tools.clone();
         }
         let registry = self.registry.lock().ok().and_then(|r| r.clone());

@@ -41,8 +41,9 @@ pub fn tool_name(server: &str, tool: &str) -> Result<String, McpError> {
     Ok(name)
 }
 
-/// A running MCP server. Dropping it (and the tools made from it) closes the connection and
-/// ends the process.
+/// A running MCP server. Dropping it (every clone, and the tools made from it) closes the
+/// connection and ends the process.
+#[derive(Clone)]
 pub struct McpServer {
     link: Arc<Link>,
 }
@@ -83,6 +84,15 @@ impl McpServer {
     /// the next step (`UNKNOWN_TOOL`).
     pub fn register(&self, registry: &ToolRegistry) -> Result<(), McpError> {
         self.link.register(registry)
+    }
+
+    /// Whether `name` (`mcp__<server>__<tool>`) is a tool of this server that it listed once
+    /// and no longer lists (to say so when a call names it).
+    pub fn withdrew(&self, name: &str) -> bool {
+        name.strip_prefix("mcp__")
+            .and_then(|rest| rest.strip_prefix(self.name()))
+            .and_then(|rest| rest.strip_prefix("__"))
+            .is_some_and(|tool| self.link.withdrew(tool))
     }
 
     /// Gives each `notifications/progress` the server sends for a running call to `observer`
