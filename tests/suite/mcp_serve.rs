@@ -64,7 +64,7 @@ fn python_client_output(argv: &[&str], calls: Value) -> std::process::Output {
     child.wait_with_output().expect("the client ends")
 }
 
-fn workspace() -> tempfile::TempDir {
+pub(super) fn workspace() -> tempfile::TempDir {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("notes.txt"), "hello from a note\n").unwrap();
     ws
@@ -191,10 +191,10 @@ fn approve_ask_is_refused_because_stdin_carries_the_protocol() {
 }
 
 /// `dsh mcp serve --http 127.0.0.1:0 ARGS` running in the background.
-struct HttpServer {
+pub(super) struct HttpServer {
     child: std::process::Child,
     /// The endpoint it printed.
-    url: String,
+    pub(super) url: String,
     stderr: std::sync::Arc<parking_lot::Mutex<String>>,
     drain: Option<std::thread::JoinHandle<()>>,
 }
@@ -202,7 +202,7 @@ struct HttpServer {
 impl HttpServer {
     /// Starts the server, `stdin` written to its stdin (then held open), and waits for the line
     /// that says where it listens.
-    fn start(args: &[&str], stdin: &str) -> HttpServer {
+    pub(super) fn start(args: &[&str], stdin: &str) -> HttpServer {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
             .args(["mcp", "serve", "--http", "127.0.0.1:0"])
@@ -272,7 +272,7 @@ impl HttpServer {
     }
 
     /// Interrupts the server as Ctrl-C would and returns its exit code and stderr.
-    fn interrupt(mut self) -> (i32, String) {
+    pub(super) fn interrupt(mut self) -> (i32, String) {
         let pid = self.child.id().to_string();
         let sent = Command::new("kill").args(["-INT", &pid]).status().unwrap();
         assert!(sent.success());
