@@ -6,10 +6,8 @@
 //! started again for the next call (at most [`MAX_RESTARTS`] times, waiting 200 ms, 400 ms, ...
 //! up to 5 s before each), and a call it died under fails naming the server, its exit status
 //! and its last words on stderr; the process is killed when the link is dropped. The tool list
-//! is read again after each restart and on each `tools/list_changed` (on a 2026-07-28
-//! connection, heard through a `subscriptions/listen` stream; before that version, as a plain
-//! notification), and the new list replaces the server's tools in the registry they were
-//! registered in.
+//! is read again after each restart and on each `notifications/tools/list_changed`, and the
+//! new list replaces the server's tools in the registry they were registered in.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -18,7 +16,6 @@ use std::time::Duration;
 
 use dsh_core::{Failure, ToolRegistry};
 use rmcp::ServiceExt;
-use rmcp::model::{ServerNotification, SubscriptionFilter};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
@@ -152,36 +149,14 @@ impl Link {
         }
     }
 
-    /// On a 2026-07-28 connection, asks for list changes on a `subscriptions/listen` stream
-    /// (earlier versions send them unasked, to the handler).
-    fn watch(self: &Arc<Self>, service: &Service) {
-        let peer = service.peer().clone();
-        let info = peer.peer_info();
-        let modern = info
-            .as_ref()
-            .is_some_and(|i| !i.protocol_version.has_initialize());
-        if !modern {
-            return;
-        }
-        let link = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let filter = SubscriptionFilter::builder().tools_list_changed().build();
-            let mut stream = match peer.listen(filter).await {
-                Ok(s) => s,
-                Err(e) => {
-                    // A server that cannot tell its changes keeps the list it gave.
-                    tracing::debug!("MCP server: asking for its tool list changes: {e}");
-                    return;
-                }
-            };
-            while let Ok(Some(n)) = stream.next().await {
-                if let ServerNotification::ToolListChangedNotification(_) = n
-                    && let Some(link) = link.upgrade()
-                {
-                    link.relist().await;
-                }
-            }
-        });
+    /// Says which protocol version the connection speaks (dsh uses the `initialize`
+    /// handshake: 2025-11-25 at most, whose servers send `tools/list_changed` unasked).
+    fn watch(&self, service: &Service) {
+        let version = service
+            .peer()
+            .peer_info()
+            .map(|i| i.protocol_version.clone());
+        tracing::debug!(server = %self.name, ?version, "MCP server: connected");
     }
 
     /// The server's name.
