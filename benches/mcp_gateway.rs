@@ -8,7 +8,11 @@
 //!   it through the whole pipeline (its session log a JSON Lines file in the temporary
 //!   directory, on disk: each event made durable) and calls the same server over stdio;
 //! - `mcp/gateway-shm`: the same with the log on `/dev/shm` (memory: what the gateway costs
-//!   without waiting for the disk).
+//!   without waiting for the disk);
+//! - then, once, 1,000 concurrent `echo` calls from one client through `dsh mcp serve --http`
+//!   (log on disk): the server's peak resident memory (`VmHWM`) against its resident memory
+//!   once started, and how many calls the log pairs with a result, printed as a `DSH-BENCH`
+//!   record.
 //!
 //! The Python `mcp` SDK must be installed (`cargo xtask test` installs it); without it the
 //! benchmark stops, naming it. Timing is wall time measured inside a task on the multi-thread
@@ -144,4 +148,105 @@ fn main() {
     g.finish();
     c.final_summary();
     drop((direct, gateway, gateway_shm));
+    concurrent_over_http(&rt, on_disk.path());
+}
+
+/// How many calls [`concurrent_over_http`] makes at once.
+const CONCURRENT: usize = 1_000;
+
+/// A `/proc/PID/status` field in bytes (`VmRSS`, `VmHWM`).
+fn status_bytes(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .expect("the field")
+}
+
+/// 1,000 calls at once through the HTTP gateway; prints the `DSH-BENCH` record.
+fn concurrent_over_http(rt: &tokio::runtime::Runtime, dir: &Path) {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use std::io::BufRead;
+    let log = dir.join("http.jsonl");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["mcp", "serve", "--http", "127.0.0.1:0", "--demo-tools"])
+        .arg("--workspace")
+        .arg(dir)
+        .arg("--session")
+        .arg(&log)
+        .env_remove("DSH_MCP_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("dsh starts");
+    let mut lines = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let url = loop {
+        let line = lines.next().expect("dsh listens").expect("a line");
+        if let Some(url) = line.strip_prefix("dsh mcp serve: listening on ") {
+            break url.to_owned();
+        }
+    };
+    let drain = std::thread::spawn(move || lines.map_while(Result::ok).count());
+    let pid = child.id();
+    let idle = status_bytes(pid, "VmRSS");
+    let took = in_task(rt, move || async move {
+        let client = Arc::new(
+            ().serve(StreamableHttpClientTransport::from_uri(url))
+                .await
+                .expect("the MCP handshake"),
+        );
+        let start = Instant::now();
+        let calls = (0..CONCURRENT).map(|i| {
+            let client = client.clone();
+            async move {
+                let args = serde_json::json!({"text": format!("call {i}")});
+                client
+                    .peer()
+                    .call_tool(
+                        CallToolRequestParams::new("echo")
+                            .with_arguments(args.as_object().cloned().expect("an object")),
+                    )
+                    .await
+                    .expect("a result")
+            }
+        });
+        let results = futures::future::join_all(calls).await;
+        let took = start.elapsed();
+        assert!(results.iter().all(|r| r.is_error != Some(true)));
+        took
+    });
+    let peak = status_bytes(pid, "VmHWM");
+    let stopped = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(stopped.success());
+    child.wait().expect("dsh ends");
+    drain.join().expect("stderr drained");
+    let text = std::fs::read_to_string(&log).expect("the log");
+    let count = |kind: &str| {
+        text.lines()
+            .filter(|l| l.contains(&format!("\"type\":\"{kind}\"")))
+            .count()
+    };
+    let (called, answered) = (count("tool/call"), count("tool/result"));
+    assert_eq!(
+        (called, answered),
+        (CONCURRENT, CONCURRENT),
+        "every call paired"
+    );
+    println!(
+        "DSH-BENCH {}",
+        serde_json::json!({
+            "bench": "mcp_http",
+            "calls": CONCURRENT,
+            "seconds": took.as_secs_f64(),
+            "peak_rss_bytes": peak,
+            "idle_rss_bytes": idle,
+            "paired": answered,
+        })
+    );
 }

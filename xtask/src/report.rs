@@ -285,6 +285,25 @@ pub const ROWS: &[Row] = &[
         bench: "mcp_gateway",
         command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
     },
+    Row {
+        name: "MCP gateway over HTTP: peak resident memory of `dsh mcp serve --http` while one client makes 1,000 concurrent `echo` calls (all answered, each paired in the log on disk; the bench asserts it)",
+        figure: Source::Bytes {
+            bench: "mcp_http",
+            key: "calls",
+            at: 1_000,
+            field: "peak_rss_bytes",
+        },
+        baseline_name: "its resident memory once started, before the calls",
+        baseline: Source::Bytes {
+            bench: "mcp_http",
+            key: "calls",
+            at: 1_000,
+            field: "idle_rss_bytes",
+        },
+        target: Target::Info,
+        bench: "mcp_gateway",
+        command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
+    },
 ];
 
 /// Parses a selection of rows, `12-15` or `1,4,12-15` (numbers as in the table, from 1).
