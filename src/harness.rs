@@ -413,7 +413,8 @@ impl HarnessBuilder {
         extra.register_tools(&registry)?;
         extra.install_observers(&hooks);
         #[cfg(feature = "mcp")]
-        let (mcp, mcp_warnings) = crate::mcp_tools::connect(&self.policy, &registry).await?;
+        let (mcp, mcp_warnings) =
+            crate::mcp_tools::connect(&self.policy, &registry, &hooks).await?;
         // The bash tool's full outputs go to a private per-session directory that is also a
         // root of the file tools, so the model can `read` the path a truncated result names.
         #[cfg(feature = "bash")]

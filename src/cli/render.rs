@@ -151,6 +151,8 @@ impl Mode {
 struct Running {
     started: Instant,
     bar: Option<ProgressBar>,
+    /// When a progress line was last printed (without live lines: at most one a second).
+    progress_printed: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -300,8 +302,36 @@ impl Renderer {
             Running {
                 started: Instant::now(),
                 bar,
+                progress_printed: None,
             },
         );
+    }
+
+    /// A running call's progress (an MCP server's `notifications/progress`): on its live
+    /// line, or else as a line of its own, at most one a second per call.
+    pub fn on_progress(&self, call_id: &str, tool: &str, progress: &str) {
+        if self.mode == Mode::Json {
+            return;
+        }
+        let mut running = self.running.lock();
+        let Some(call) = running.get_mut(call_id) else {
+            return;
+        };
+        if let Some(bar) = &call.bar {
+            if let Some(line) = RUNNING_LINES.lock().get(call_id) {
+                bar.set_message(format!("{line} · {progress}"));
+            }
+            return;
+        }
+        if call
+            .progress_printed
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        call.progress_printed = Some(Instant::now());
+        drop(running);
+        self.println(format!("⋯ {} {progress}", one_line(tool, 40)));
     }
 
     /// The `tools/result` observer: one finished line per call.

@@ -248,6 +248,12 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         Scope::Global,
         move |exec: &dsh::core::ToolExecution, res: &dsh::core::ToolResult| r.on_result(exec, res),
     );
+    // An MCP call's progress notifications show on its line.
+    #[cfg(feature = "mcp")]
+    for server in harness.mcp_servers() {
+        let r = renderer.clone();
+        server.on_progress(move |p| r.on_progress(&p.call_id, &p.tool, &progress_text(p)));
+    }
     Ok(Prepared {
         harness,
         steps: script.map(|s| s.steps).unwrap_or_default(),
@@ -256,6 +262,27 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         _subscription: subscription,
         _observer: observer,
     })
+}
+
+/// `3/10 copying` (or `3 copying` without a total) for one MCP progress notification.
+#[cfg(feature = "mcp")]
+fn progress_text(p: &dsh::mcp::Progress) -> String {
+    let n = |x: f64| {
+        if x.fract() == 0.0 && x.abs() < 1e15 {
+            format!("{}", x as i64)
+        } else {
+            format!("{x:.1}")
+        }
+    };
+    let mut text = match p.total {
+        Some(t) => format!("{}/{}", n(p.progress), n(t)),
+        None => n(p.progress),
+    };
+    if let Some(m) = &p.message {
+        text.push(' ');
+        text.push_str(&render::sanitize(m));
+    }
+    text
 }
 
 /// Loads the settings files (hooks and permission rules) once before the session is opened,

@@ -7,7 +7,9 @@ a token is given). Lists the tools, makes the calls given as JSON on stdin (a li
 tool names, each call's result (isError and text blocks) and the messages of the elicitation
 requests it was sent. With "elicit", the client declares elicitation and answers each request
 with the next answer: "allow" (accept, allow: true), "accept-false" (accept, allow: false),
-"decline" or "cancel"; without it, it declares no elicitation.
+"decline" or "cancel"; without it, it declares no elicitation. A call named "?wait_for" makes no
+call: it lists the tools again until its argument "tool" is among them (at most 20 s), and
+reports the names listed last as its text.
 """
 
 import asyncio
@@ -55,6 +57,15 @@ async def main() -> None:
             listed = await session.list_tools()
             out = {"tools": [t.name for t in listed.tools], "calls": [], "elicited": elicited}
             for name, arguments in calls:
+                if name == "?wait_for":
+                    deadline = asyncio.get_running_loop().time() + 20
+                    while True:
+                        names = [t.name for t in (await session.list_tools()).tools]
+                        if arguments["tool"] in names or asyncio.get_running_loop().time() > deadline:
+                            break
+                        await asyncio.sleep(0.05)
+                    out["calls"].append({"isError": False, "text": names})
+                    continue
                 result = await session.call_tool(name, arguments)
                 out["calls"].append(
                     {

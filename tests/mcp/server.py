@@ -3,15 +3,21 @@
 Usage: server.py [--die-at-start | --http PORT] (stdio unless --http: streamable HTTP on
 127.0.0.1:PORT at /mcp). Tools: `add` (read-only), `shout` (writes nothing, but is
 not declared read-only), `fail` (raises: an `isError` result), `slow` (sleeps), `crash` (ends the
-process mid-call), `picture` (an image block). With --die-at-start it exits before the handshake, saying why on stderr.
+process mid-call), `picture` (an image block), `grow` (adds `extra`, removes `shout`, and says
+the tool list changed), `progressing` (reports progress as it goes), `reading` (structured
+content matching its output schema), `bad_reading` (structured content that does not match).
+With --die-at-start it exits before the handshake, saying why on stderr. With the environment
+variable DSH_TEST_STARTS naming a file, each start appends a line to it, and from the second
+start on the server lists `reborn` instead of `shout`.
 """
 
 import asyncio
 import os
 import sys
 
-from mcp.server.mcpserver import Image, MCPServer
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel
 
 if "--die-at-start" in sys.argv:
     print("no configuration found: giving up", file=sys.stderr)
@@ -60,6 +66,72 @@ def picture() -> Image:
         "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082"
     )
     return Image(data=png, format="png")
+
+
+def extra() -> str:
+    """A tool that appears once `grow` ran."""
+    return "extra here"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool `extra`, removes `shout`, and tells the client its tool list changed."""
+    server.add_tool(extra)
+    server.remove_tool("shout")
+    # 2026-07-28: to the client's `subscriptions/listen` stream; before: a plain notification.
+    await ctx.notify_tools_changed()
+    try:
+        await ctx.request_context.session.send_tool_list_changed()
+    except Exception as e:  # not allowed on a 2026-07-28 connection
+        print(f"legacy list_changed not sent: {e}", file=sys.stderr, flush=True)
+    return "grown"
+
+
+@server.tool()
+async def progressing(seconds: float, steps: int, ctx: Context) -> str:
+    """Works for `seconds`, reporting progress `steps` times on the way."""
+    for i in range(steps):
+        await asyncio.sleep(seconds / steps)
+        await ctx.report_progress(i + 1, steps, f"step {i + 1}")
+    return f"done after {steps} steps"
+
+
+class Reading(BaseModel):
+    celsius: float
+    place: str
+
+
+@server.tool()
+def reading(place: str) -> Reading:
+    """Today's temperature, as structured content."""
+    return Reading(celsius=21.5, place=place)
+
+
+@server.tool()
+def bad_reading(place: str) -> CallToolResult:
+    """Declares a Reading but returns structured content that is not one."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"warm in {place}")],
+        structured_content={"celsius": "warm", "place": place},
+    )
+
+
+# A schema published without a model is advertised but not checked by the SDK: the lie goes out.
+server._tool_manager.get_tool("bad_reading").fn_metadata.output_schema = Reading.model_json_schema()
+
+
+starts = os.environ.get("DSH_TEST_STARTS")
+if starts:
+    with open(starts, "a") as f:
+        f.write("start\n")
+    with open(starts) as f:
+        if len(f.readlines()) >= 2:
+            server.remove_tool("shout")
+
+            @server.tool()
+            def reborn() -> str:
+                """Only on a restarted server."""
+                return "reborn here"
 
 
 if "--http" in sys.argv:

@@ -450,3 +450,135 @@ fn a_server_that_dies_mid_call_fails_that_call_with_its_exit_status_and_is_start
     let check = dsh_run(&["check", s(&log)]);
     assert_eq!(check.code, 0, "{}", check.both());
 }
+
+#[test]
+fn mcp_a_restarted_server_s_new_tool_list_is_what_the_next_step_offers_and_runs() {
+    let ws = tempfile::tempdir().unwrap();
+    let starts = ws.path().join("starts.txt");
+    let policy = policy(
+        ws.path(),
+        &format!(
+            "[mcp.servers.py.env]\nDSH_TEST_STARTS = {:?}\n",
+            starts.display().to_string()
+        ),
+    );
+    let log = ws.path().join("log.jsonl");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai("", &[call("c1", "mcp__py__crash", json!({}))]),
+            // Started again for this call, the server lists `reborn` instead of `shout`.
+            openai("", &[call("c2", "mcp__py__add", json!({"a": 1, "b": 1}))]),
+            openai(
+                "",
+                &[
+                    call("c3", "mcp__py__reborn", json!({})),
+                    call("c4", "mcp__py__shout", json!({"text": "hi"})),
+                ],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log);
+    assert!(result_of(&ev, "c1").is_error);
+    assert_eq!(result_of(&ev, "c2").text, "1 + 1 = 2", "{}", out.both());
+    assert_eq!(result_of(&ev, "c3").text, "reborn here", "{}", out.both());
+    let gone = result_of(&ev, "c4");
+    assert_eq!(gone.code.as_deref(), Some("UNKNOWN_TOOL"), "{gone:?}");
+    assert!(
+        gone.text.contains("MCP server `py` no longer lists it"),
+        "{gone:?}"
+    );
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}
+
+#[test]
+fn mcp_progress_notifications_restart_the_calls_timeout_and_show_on_its_line() {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(ws.path(), "timeout_ms = 800\n");
+    let log = ws.path().join("log.jsonl");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            // 2.4 s in all, past the 0.8 s budget, with progress every 0.3 s.
+            openai(
+                "",
+                &[call(
+                    "c1",
+                    "mcp__py__progressing",
+                    json!({"seconds": 2.4, "steps": 8}),
+                )],
+            ),
+            // The same work with its only progress at the end: the budget ends it.
+            openai(
+                "",
+                &[call(
+                    "c2",
+                    "mcp__py__progressing",
+                    json!({"seconds": 2.4, "steps": 1}),
+                )],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log);
+    let kept = result_of(&ev, "c1");
+    assert!(
+        !kept.is_error && kept.text == "done after 8 steps",
+        "progress kept the call alive: {kept:?}"
+    );
+    let cut = result_of(&ev, "c2");
+    assert_eq!(cut.code.as_deref(), Some("TOOL_TIMEOUT"), "{cut:?}");
+    assert!(
+        out.stdout.contains("⋯ mcp__py__progressing 1/8 step 1"),
+        "the progress is shown: {}",
+        out.both()
+    );
+}
+
+#[test]
+fn mcp_structured_content_is_checked_against_the_tools_output_schema() {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(ws.path(), "");
+    let log = ws.path().join("log.jsonl");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai(
+                "",
+                &[
+                    call("c1", "mcp__py__reading", json!({"place": "Oslo"})),
+                    call("c2", "mcp__py__bad_reading", json!({"place": "Oslo"})),
+                ],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log);
+    let good = result_of(&ev, "c1");
+    assert!(!good.is_error, "{good:?}");
+    let seen: serde_json::Value =
+        serde_json::from_str(&good.text).expect("the JSON the model sees");
+    assert_eq!(seen, json!({"celsius": 21.5, "place": "Oslo"}), "{good:?}");
+    let bad = result_of(&ev, "c2");
+    assert!(
+        bad.is_error
+            && bad.text.contains("does not match its outputSchema")
+            && bad.text.contains("celsius"),
+        "{bad:?}"
+    );
+    assert!(
+        !bad.text.contains("warm in Oslo"),
+        "its content is not passed on: {bad:?}"
+    );
+}

@@ -64,7 +64,7 @@ fn python_client_output(argv: &[&str], calls: Value) -> std::process::Output {
     child.wait_with_output().expect("the client ends")
 }
 
-fn workspace() -> tempfile::TempDir {
+pub(super) fn workspace() -> tempfile::TempDir {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("notes.txt"), "hello from a note\n").unwrap();
     ws
@@ -191,10 +191,10 @@ fn approve_ask_is_refused_because_stdin_carries_the_protocol() {
 }
 
 /// `dsh mcp serve --http 127.0.0.1:0 ARGS` running in the background.
-struct HttpServer {
+pub(super) struct HttpServer {
     child: std::process::Child,
     /// The endpoint it printed.
-    url: String,
+    pub(super) url: String,
     stderr: std::sync::Arc<parking_lot::Mutex<String>>,
     drain: Option<std::thread::JoinHandle<()>>,
 }
@@ -202,7 +202,7 @@ struct HttpServer {
 impl HttpServer {
     /// Starts the server, `stdin` written to its stdin (then held open), and waits for the line
     /// that says where it listens.
-    fn start(args: &[&str], stdin: &str) -> HttpServer {
+    pub(super) fn start(args: &[&str], stdin: &str) -> HttpServer {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
             .args(["mcp", "serve", "--http", "127.0.0.1:0"])
@@ -272,7 +272,7 @@ impl HttpServer {
     }
 
     /// Interrupts the server as Ctrl-C would and returns its exit code and stderr.
-    fn interrupt(mut self) -> (i32, String) {
+    pub(super) fn interrupt(mut self) -> (i32, String) {
         let pid = self.child.id().to_string();
         let sent = Command::new("kill").args(["-INT", &pid]).status().unwrap();
         assert!(sent.success());
@@ -558,4 +558,73 @@ fn dsh_uses_the_tools_of_an_http_mcp_server_sending_the_bearer_token_from_the_en
         stderr.contains("echo"),
         "the upstream ran the call: {stderr}"
     );
+}
+
+#[test]
+fn mcp_list_changed_upstream_replaces_the_gateways_tools_and_a_removed_tool_is_unknown() {
+    let ws = workspace();
+    let policy = ws.path().join("gateway.toml");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/server.py");
+    std::fs::write(
+        &policy,
+        format!(
+            "[mcp.servers.py]\ncommand = \"python3\"\nargs = [{:?}]\n",
+            server.display().to_string()
+        ),
+    )
+    .unwrap();
+    let log = ws.path().join("gateway.jsonl");
+    let report = mcp_client(
+        &[
+            "--workspace",
+            s(ws.path()),
+            "--session",
+            s(&log),
+            "--policy",
+            s(&policy),
+        ],
+        json!([
+            ["mcp__py__grow", {}],
+            ["?wait_for", {"tool": "mcp__py__extra"}],
+            ["mcp__py__extra", {}],
+            ["mcp__py__shout", {"text": "hi"}]
+        ]),
+    );
+    let before: Vec<&str> = report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    assert!(before.contains(&"mcp__py__shout"), "{report}");
+    assert!(!before.contains(&"mcp__py__extra"), "{report}");
+    assert_eq!(report["calls"][0]["text"][0], "grown", "{report}");
+    // The server said its list changed: dsh read it again and offers the new one.
+    let after = &report["calls"][1]["text"];
+    assert!(
+        after.as_array().unwrap().contains(&json!("mcp__py__extra")),
+        "the new tool is offered: {report}"
+    );
+    assert!(
+        !after.as_array().unwrap().contains(&json!("mcp__py__shout")),
+        "the removed tool is not: {report}"
+    );
+    assert_eq!(report["calls"][2]["isError"], false, "{report}");
+    assert_eq!(report["calls"][2]["text"][0], "extra here", "{report}");
+    // A call to the tool the server no longer lists is an unknown tool, said so.
+    assert_eq!(report["calls"][3]["isError"], true, "{report}");
+    let text = report["calls"][3]["text"][0].as_str().unwrap_or_default();
+    assert!(
+        text.contains("unknown tool \"mcp__py__shout\"")
+            && text.contains("MCP server `py` no longer lists it"),
+        "{report}"
+    );
+    let ev = events(&log);
+    assert_eq!(
+        result_of(&ev, "mcp-3").code.as_deref(),
+        Some("UNKNOWN_TOOL"),
+        "{report}"
+    );
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
 }

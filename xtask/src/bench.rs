@@ -22,6 +22,7 @@ const TARGETS: &[&str] = &[
     "cli_run",
     "bash",
     "agent_loop",
+    "mcp_gateway",
 ];
 
 /// Where a target's absence is explained, when its source file does not exist yet.

@@ -46,9 +46,10 @@ const COMPONENTS: &[Component] = &[
         dir: ".",
     },
     Component {
-        name: "MCP servers from npm (tests/mcp/package.json, versions locked)",
+        name: "MCP servers and the MCP Inspector's CLI from npm (tests/mcp/package.json, versions locked)",
+        // The package added last: a tree installed before it was added is installed again.
         probe: Probe::File(
-            "tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+            "tests/mcp/node_modules/@modelcontextprotocol/inspector-cli/build/cli.js",
         ),
         install: &["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
         dir: "tests/mcp",

@@ -267,6 +267,43 @@ pub const ROWS: &[Row] = &[
         bench: "agent_loop",
         command: "cargo bench -p dsh --bench agent_loop -- agent/",
     },
+    Row {
+        name: "MCP gateway: an `rmcp` client calls the `add` tool of the Python SDK's test server through `dsh mcp serve` (stdio both ways; the whole pipeline and a durable JSON Lines log on disk in between)",
+        figure: timed("mcp/gateway", 1.0, "call"),
+        baseline_name: "the same client calling the same server directly over stdio",
+        baseline: timed("mcp/direct", 1.0, "call"),
+        target: Target::AtMost(1.3),
+        bench: "mcp_gateway",
+        command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
+    },
+    Row {
+        name: "MCP gateway as above, its log on `/dev/shm` (what the gateway costs without waiting for the disk)",
+        figure: timed("mcp/gateway-shm", 1.0, "call"),
+        baseline_name: "the same client calling the same server directly over stdio",
+        baseline: timed("mcp/direct", 1.0, "call"),
+        target: Target::Info,
+        bench: "mcp_gateway",
+        command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
+    },
+    Row {
+        name: "MCP gateway over HTTP: peak resident memory of `dsh mcp serve --http` while one client makes 1,000 concurrent `echo` calls (all answered, each paired in the log on disk; the bench asserts it)",
+        figure: Source::Bytes {
+            bench: "mcp_http",
+            key: "calls",
+            at: 1_000,
+            field: "peak_rss_bytes",
+        },
+        baseline_name: "its resident memory once started, before the calls",
+        baseline: Source::Bytes {
+            bench: "mcp_http",
+            key: "calls",
+            at: 1_000,
+            field: "idle_rss_bytes",
+        },
+        target: Target::Info,
+        bench: "mcp_gateway",
+        command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
+    },
 ];
 
 /// Parses a selection of rows, `12-15` or `1,4,12-15` (numbers as in the table, from 1).

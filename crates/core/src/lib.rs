@@ -83,7 +83,9 @@ pub use hooks::{
     PreNext, ResultObserver, Terminal,
 };
 pub use json::{Json, JsonError};
-pub use registry::{ExecutionMode, RUN_CODE, Registration, ToolFilter, ToolRegistry, ToolSchema};
+pub use registry::{
+    ExecutionMode, RUN_CODE, Registration, RegistryHold, ToolFilter, ToolRegistry, ToolSchema,
+};
 pub use result::ToolResult;
 pub use signal::{AbortController, AbortReason, CancelCause, Signal};
 pub use subject::PermissionSubject;

@@ -20,6 +20,9 @@ use crate::execution::{AgentId, Arguments};
 use crate::json::Json;
 use crate::tool::ToolDefinition;
 
+mod group;
+pub use group::RegistryHold;
+
 /// The tool name reserved for Code Mode's presentation transport.
 pub const RUN_CODE: &str = "run_code";
 
@@ -95,6 +98,8 @@ struct State {
     scopes: HashMap<AgentId, ScopeState, BuildNameHasher>,
     next_id: u64,
     generation: u64,
+    /// The tool groups (see [`ToolRegistry::replace_group`]) and the holds deferring them.
+    groups: group::Groups,
 }
 
 impl State {

@@ -70,4 +70,13 @@ pub enum McpError {
         #[source]
         source: dsh_core::CoreError,
     },
+    /// The registry refused the server's tools (a name another tool already has).
+    #[error("MCP server `{server}`: its tools cannot be registered")]
+    Register {
+        /// The server's name.
+        server: String,
+        /// Why.
+        #[source]
+        source: dsh_core::CoreError,
+    },
 }

@@ -55,13 +55,16 @@
 //! # Ok(()) }
 //! ```
 
+mod call;
 mod config;
 mod content;
 mod error;
+mod hub;
 mod link;
 mod server;
 
 pub use config::ServerConfig;
 pub use error::McpError;
+pub use hub::Progress;
 pub use link::MAX_RESTARTS;
 pub use server::{McpServer, tool_name};

@@ -5,14 +5,16 @@
 //! Guarantees: a call never goes to a connection known to be closed; a server that died is
 //! started again for the next call (at most [`MAX_RESTARTS`] times, waiting 200 ms, 400 ms, ...
 //! up to 5 s before each), and a call it died under fails naming the server, its exit status
-//! and its last words on stderr; the process is killed when the link is dropped.
+//! and its last words on stderr; the process is killed when the link is dropped. The tool list
+//! is read again after each restart and on each `notifications/tools/list_changed`, and the
+//! new list replaces the server's tools in the registry they were registered in.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsh_core::Failure;
+use dsh_core::{Failure, ToolRegistry};
 use rmcp::ServiceExt;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::{
@@ -22,6 +24,7 @@ use tokio::io::AsyncBufReadExt;
 
 use crate::config::ServerConfig;
 use crate::error::McpError;
+use crate::hub::{Client, Hub};
 
 /// At most this many of a server's last stderr lines are kept, to say why it failed.
 const STDERR_LINES: usize = 20;
@@ -30,15 +33,23 @@ const STDERR_LINES: usize = 20;
 pub const MAX_RESTARTS: u32 = 5;
 
 /// A running connection.
-pub(crate) type Service = Arc<RunningService<RoleClient, ()>>;
+pub(crate) type Service = Arc<RunningService<RoleClient, Client>>;
 
 /// One server's connection, restarted when it dies.
 pub(crate) struct Link {
     name: Arc<str>,
-    config: ServerConfig,
+    pub(crate) config: ServerConfig,
     stderr: Arc<Mutex<VecDeque<String>>>,
     live: tokio::sync::Mutex<Live>,
     restarts: AtomicU32,
+    pub(crate) hub: Arc<Hub>,
+    /// The tools the server listed last.
+    tools: Mutex<Vec<rmcp::model::Tool>>,
+    /// Where its tools are registered (set by `McpServer::register`), to replace them there
+    /// when the list changes.
+    registry: Mutex<Option<ToolRegistry>>,
+    /// The server's own names of the tools it listed once and no longer lists.
+    withdrawn: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The current connection and the process behind it (none over HTTP).
@@ -48,24 +59,104 @@ struct Live {
 }
 
 impl Link {
-    /// Connects for the first time; returns the link and the tools the server listed.
-    pub(crate) async fn open(
-        name: &str,
-        config: &ServerConfig,
-    ) -> Result<(Link, Vec<rmcp::model::Tool>), McpError> {
+    /// Connects for the first time, the server's tools listed.
+    pub(crate) async fn open(name: &str, config: &ServerConfig) -> Result<Arc<Link>, McpError> {
         config.check(name)?;
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
-        let (live, tools) = connect(name, config, &stderr).await?;
-        Ok((
-            Link {
-                name: Arc::from(name),
-                config: config.clone(),
-                stderr,
-                live: tokio::sync::Mutex::new(live),
-                restarts: AtomicU32::new(0),
-            },
-            tools,
-        ))
+        let hub = Arc::new(Hub::default());
+        let (live, tools) = connect(name, config, &stderr, &hub).await?;
+        let service = live.service.clone();
+        let link = Arc::new(Link {
+            name: Arc::from(name),
+            config: config.clone(),
+            stderr,
+            live: tokio::sync::Mutex::new(live),
+            restarts: AtomicU32::new(0),
+            hub,
+            tools: Mutex::new(tools),
+            registry: Mutex::new(None),
+            withdrawn: Mutex::new(std::collections::HashSet::new()),
+        });
+        let _ = link.hub.link.set(Arc::downgrade(&link));
+        link.watch(&service);
+        Ok(link)
+    }
+
+    /// Whether the server listed its tool `tool` once and no longer does.
+    pub(crate) fn withdrew(&self, tool: &str) -> bool {
+        self.withdrawn.lock().is_ok_and(|w| w.contains(tool))
+    }
+
+    /// The tools the server listed last.
+    pub(crate) fn tools(&self) -> Vec<rmcp::model::Tool> {
+        self.tools.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// Registers the tools in `registry` (replacing the ones registered before), and keeps
+    /// doing so when the list changes.
+    pub(crate) fn register(self: &Arc<Self>, registry: &ToolRegistry) -> Result<(), McpError> {
+        let defs = crate::server::definitions(self, &self.tools())?;
+        registry
+            .replace_group(&self.name, defs)
+            .map_err(|source| McpError::Register {
+                server: self.name.to_string(),
+                source,
+            })?;
+        if let Ok(mut r) = self.registry.lock() {
+            *r = Some(registry.clone());
+        }
+        Ok(())
+    }
+
+    /// Takes `tools` as the server's list, and re-registers them where they were registered.
+    fn install(self: &Arc<Self>, tools: Vec<rmcp::model::Tool>) {
+        let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        tracing::info!(server = %self.name, tools = ?names, "MCP server: tool list read");
+        if let (Ok(mut t), Ok(mut w)) = (self.tools.lock(), self.withdrawn.lock()) {
+            w.extend(t.iter().map(|old| old.name.to_string()));
+            for new in &tools {
+                w.remove(new.name.as_ref());
+            }
+            *t = tools.clone();
+        }
+        let registry = self.registry.lock().ok().and_then(|r| r.clone());
+        let Some(registry) = registry else { return };
+        let replaced = crate::server::definitions(self, &tools).and_then(|defs| {
+            registry
+                .replace_group(&self.name, defs)
+                .map_err(|source| McpError::Register {
+                    server: self.name.to_string(),
+                    source,
+                })
+        });
+        if let Err(e) = replaced {
+            tracing::warn!(server = %self.name, "MCP server: its new tool list is refused: {e}");
+        }
+    }
+
+    /// Reads the tool list again (after `tools/list_changed`) and installs it.
+    pub(crate) async fn relist(self: Arc<Self>) {
+        let _one = self.hub.relisting.lock().await;
+        let service = self.live.lock().await.service.clone();
+        if service.is_closed() {
+            return; // the restart reads it
+        }
+        match service.peer().list_all_tools().await {
+            Ok(tools) => self.install(tools),
+            Err(e) => {
+                tracing::warn!(server = %self.name, "MCP server: listing its tools again: {e}")
+            }
+        }
+    }
+
+    /// Says which protocol version the connection speaks (dsh uses the `initialize`
+    /// handshake: 2025-11-25 at most, whose servers send `tools/list_changed` unasked).
+    fn watch(&self, service: &Service) {
+        let version = service
+            .peer()
+            .peer_info()
+            .map(|i| i.protocol_version.clone());
+        tracing::debug!(server = %self.name, ?version, "MCP server: connected");
     }
 
     /// The server's name.
@@ -74,7 +165,7 @@ impl Link {
     }
 
     /// A live connection: the current one, or, when it has died, a new one.
-    pub(crate) async fn service(&self) -> Result<Service, Failure> {
+    pub(crate) async fn service(self: &Arc<Self>) -> Result<Service, Failure> {
         let mut live = self.live.lock().await;
         let exited = live
             .child
@@ -97,10 +188,15 @@ impl Link {
             exited.map_or_else(|| "its connection closed".to_owned(), |s| s.to_string())
         );
         tokio::time::sleep(wait).await;
-        match connect(&self.name, &self.config, &self.stderr).await {
-            Ok((fresh, _tools)) => {
+        match connect(&self.name, &self.config, &self.stderr, &self.hub).await {
+            Ok((fresh, tools)) => {
                 *live = fresh;
-                Ok(live.service.clone())
+                let service = live.service.clone();
+                drop(live);
+                // A new process may offer other tools.
+                self.install(tools);
+                self.watch(&service);
+                Ok(service)
             }
             Err(e) => Err(Failure::new(format!(
                 "MCP server `{}` died and could not be started again: {e}",
@@ -146,7 +242,12 @@ async fn connect(
     name: &str,
     config: &ServerConfig,
     stderr: &Arc<Mutex<VecDeque<String>>>,
+    hub: &Arc<Hub>,
 ) -> Result<(Live, Vec<rmcp::model::Tool>), McpError> {
+    let client = Client {
+        server: Arc::from(name),
+        hub: hub.clone(),
+    };
     let budget = config.startup_timeout();
     let handshake = |e: &dyn std::fmt::Display| McpError::Handshake {
         server: name.to_owned(),
@@ -159,11 +260,17 @@ async fn connect(
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                     return Err(handshake(&"its stdin and stdout could not be opened"));
                 };
-                let service = ().serve((stdout, stdin)).await.map_err(|e| handshake(&e))?;
+                let service = client
+                    .serve((stdout, stdin))
+                    .await
+                    .map_err(|e| handshake(&e))?;
                 (service, Some(child))
             }
             (None, Some(url)) => {
-                let service = ().serve(http(name, url, config)?).await.map_err(|e| handshake(&e))?;
+                let service = client
+                    .serve(http(name, url, config)?)
+                    .await
+                    .map_err(|e| handshake(&e))?;
                 (service, None)
             }
             (None, None) => {

@@ -3,13 +3,13 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use dsh_core::{Failure, Json, ToolDefinition, ToolOutput};
-use rmcp::model::CallToolRequestParams;
+use dsh_core::{Json, ToolDefinition, ToolOutput, ToolRegistry};
 use serde_json::Value;
 
+use crate::call::Call;
 use crate::config::ServerConfig;
-use crate::content;
 use crate::error::McpError;
+use crate::hub::Progress;
 use crate::link::Link;
 
 /// The longest tool name the model APIs take.
@@ -41,19 +41,18 @@ pub fn tool_name(server: &str, tool: &str) -> Result<String, McpError> {
     Ok(name)
 }
 
-/// A running MCP server. Dropping it (and the tools made from it) closes the connection and
-/// ends the process.
+/// A running MCP server. Dropping it (every clone, and the tools made from it) closes the
+/// connection and ends the process.
+#[derive(Clone)]
 pub struct McpServer {
     link: Arc<Link>,
-    tools: Vec<rmcp::model::Tool>,
-    config: ServerConfig,
 }
 
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpServer")
             .field("name", self.link.name())
-            .field("tools", &self.tools.len())
+            .field("tools", &self.link.tools().len())
             .finish()
     }
 }
@@ -62,11 +61,8 @@ impl McpServer {
     /// Starts the server `config` describes, completes the MCP handshake and lists its tools,
     /// all within the start-up budget.
     pub async fn connect(name: &str, config: &ServerConfig) -> Result<McpServer, McpError> {
-        let (link, tools) = Link::open(name, config).await?;
         Ok(McpServer {
-            link: Arc::new(link),
-            tools,
-            config: config.clone(),
+            link: Link::open(name, config).await?,
         })
     }
 
@@ -75,94 +71,85 @@ impl McpServer {
         self.link.name()
     }
 
-    /// The server's tools as dsh tools, `mcp__<server>__<tool>`, in the order it listed them.
+    /// The server's tools as dsh tools, `mcp__<server>__<tool>`, in the order it listed them
+    /// last.
     pub fn tools(&self) -> Result<Vec<ToolDefinition>, McpError> {
-        let mut seen = HashSet::new();
-        let mut out = Vec::with_capacity(self.tools.len());
-        for tool in &self.tools {
-            let server = self.link.name();
-            let name = tool_name(server, &tool.name)?;
-            if !seen.insert(name.clone()) {
-                return Err(McpError::ToolName {
-                    server: server.to_string(),
-                    tool: tool.name.to_string(),
-                    problem: format!("listed twice as `{name}`"),
-                });
-            }
-            let read_only = tool
-                .annotations
-                .as_ref()
-                .and_then(|a| a.read_only_hint)
-                .unwrap_or(false);
-            let schema = Json::from_shallow(Value::Object((*tool.input_schema).clone()));
-            let call = Call {
-                tool: Arc::from(tool.name.as_ref()),
-                link: self.link.clone(),
-            };
-            let def = ToolDefinition::builder(
-                &name,
-                tool.description.as_deref().unwrap_or("(no description)"),
-            )
-            .validated_parameters(schema)
-            .output(ToolOutput::content_blocks())
-            .concurrency_safe(read_only)
-            .timeout(self.config.call_timeout())
-            .execute(move |ctx| {
-                let call = call.clone();
-                async move { call.run(ctx).await }
-            })
-            .build()
-            .map_err(|source| McpError::Definition {
+        definitions(&self.link, &self.link.tools())
+    }
+
+    /// Registers the server's tools in `registry` as one group named after the server
+    /// ([`ToolRegistry::replace_group`]), and keeps them current there: when the server's list
+    /// changes (`tools/list_changed`, or a restart), its tools are replaced by the new ones,
+    /// after the step that holds the registry, so a tool it no longer lists is unknown to
+    /// the next step (`UNKNOWN_TOOL`).
+    pub fn register(&self, registry: &ToolRegistry) -> Result<(), McpError> {
+        self.link.register(registry)
+    }
+
+    /// Whether `name` (`mcp__<server>__<tool>`) is a tool of this server that it listed once
+    /// and no longer lists (to say so when a call names it).
+    pub fn withdrew(&self, name: &str) -> bool {
+        name.strip_prefix("mcp__")
+            .and_then(|rest| rest.strip_prefix(self.name()))
+            .and_then(|rest| rest.strip_prefix("__"))
+            .is_some_and(|tool| self.link.withdrew(tool))
+    }
+
+    /// Gives each `notifications/progress` the server sends for a running call to `observer`
+    /// (replacing the one set before). Progress also restarts the call's timeout.
+    pub fn on_progress(&self, observer: impl Fn(&Progress) + Send + Sync + 'static) {
+        self.link.hub.set_observer(Arc::new(observer));
+    }
+}
+
+/// `tools` as dsh tools calling them through `link`.
+pub(crate) fn definitions(
+    link: &Arc<Link>,
+    tools: &[rmcp::model::Tool],
+) -> Result<Vec<ToolDefinition>, McpError> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::with_capacity(tools.len());
+    let server = link.name();
+    for tool in tools {
+        let name = tool_name(server, &tool.name)?;
+        if !seen.insert(name.clone()) {
+            return Err(McpError::ToolName {
                 server: server.to_string(),
                 tool: tool.name.to_string(),
-                source,
-            })?;
-            out.push(def);
+                problem: format!("listed twice as `{name}`"),
+            });
         }
-        Ok(out)
-    }
-}
-
-/// One tool of one server, as its body calls it.
-#[derive(Clone)]
-struct Call {
-    tool: Arc<str>,
-    link: Arc<Link>,
-}
-
-impl Call {
-    async fn run(&self, ctx: dsh_core::ToolContext) -> Result<Json, Failure> {
-        let arguments = match ctx.arguments().value() {
-            Value::Object(map) => map,
-            Value::Null => serde_json::Map::new(),
-            other => {
-                return Err(Failure::new(format!(
-                    "MCP tools take an object of arguments, not {other}"
-                )));
-            }
+        let read_only = tool
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint)
+            .unwrap_or(false);
+        let schema = Json::from_shallow(Value::Object((*tool.input_schema).clone()));
+        let call = Call {
+            name: Arc::from(name.as_str()),
+            tool: Arc::from(tool.name.as_ref()),
+            output_schema: tool.output_schema.clone(),
+            link: link.clone(),
         };
-        let service = self.link.service().await?;
-        let params = CallToolRequestParams::new(self.tool.to_string()).with_arguments(arguments);
-        // Dropping the request (the pipeline cancelled or timed the call out) sends the server
-        // `notifications/cancelled`.
-        let result = tokio::select! {
-            r = service.peer().call_tool(params) => r,
-            _ = ctx.signal().aborted() => return Err(Failure::aborted()),
-        };
-        match result {
-            Ok(result) if result.is_error == Some(true) => {
-                let text = content::text(&result.content);
-                Err(Failure::new(if text.is_empty() {
-                    format!("MCP server `{}` reported an error", self.link.name())
-                } else {
-                    text
-                }))
-            }
-            Ok(result) => Ok(Json::from_shallow(content::blocks(
-                &result.content,
-                result.structured_content.as_ref(),
-            ))),
-            Err(e) => Err(Failure::new(self.link.why(&e).await)),
-        }
+        // No pipeline timeout: the call's own budget restarts with each progress notification.
+        let def = ToolDefinition::builder(
+            &name,
+            tool.description.as_deref().unwrap_or("(no description)"),
+        )
+        .validated_parameters(schema)
+        .output(ToolOutput::content_blocks())
+        .concurrency_safe(read_only)
+        .execute(move |ctx| {
+            let call = call.clone();
+            async move { call.run(ctx).await }
+        })
+        .build()
+        .map_err(|source| McpError::Definition {
+            server: server.to_string(),
+            tool: tool.name.to_string(),
+            source,
+        })?;
+        out.push(def);
     }
+    Ok(out)
 }

@@ -334,6 +334,9 @@ impl TurnDriver {
                 return Ok(());
             }
             step += 1;
+            // The step's model request and its calls see one tool list: a tool group replaced
+            // meanwhile (an MCP server's new list) waits for the step's end.
+            let _steady = self.runtime.registry().hold();
             self.session.append(Event::step_start(turn, step)).await?;
             for ctx in &messages {
                 self.session.append(Event::user_message(ctx)).await?;

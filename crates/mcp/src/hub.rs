@@ -1,0 +1,136 @@
+//! What a server's connection hears besides answers: progress of the calls running on it
+//! (passed to the progress observer) and `notifications/tools/list_changed` (its tool list read
+//! again and re-registered).
+//!
+//! Guarantees: a progress notification reaches the observer with the call it belongs to (its
+//! progress token is the one sent with the call); one for no running call is ignored; a list
+//! change is handled off the connection's reading loop, one re-listing at a time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use rmcp::ClientHandler;
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::{NotificationContext, RoleClient};
+
+use crate::link::Link;
+
+/// One progress notification of a running call, as the observer sees it.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Progress {
+    /// The server's name.
+    pub server: String,
+    /// The dsh tool name (`mcp__<server>__<tool>`).
+    pub tool: String,
+    /// The call's id (the model's tool call id).
+    pub call_id: String,
+    /// The progress so far (grows with each notification).
+    pub progress: f64,
+    /// The total, when the server knows it.
+    pub total: Option<f64>,
+    /// What the server says it is doing.
+    pub message: Option<String>,
+}
+
+/// Receives the progress of calls (see [`McpServer::on_progress`](crate::McpServer::on_progress)).
+pub(crate) type ProgressObserver = Arc<dyn Fn(&Progress) + Send + Sync>;
+
+/// The call a progress token was sent with.
+#[derive(Clone)]
+pub(crate) struct Running {
+    pub(crate) tool: String,
+    pub(crate) call_id: String,
+}
+
+/// State shared by a server's connection handler and its link (across restarts).
+#[derive(Default)]
+pub(crate) struct Hub {
+    pub(crate) link: OnceLock<Weak<Link>>,
+    running: Mutex<HashMap<ProgressToken, Running>>,
+    observer: Mutex<Option<ProgressObserver>>,
+    /// Held while the list is read again, so two changes do not race to register.
+    pub(crate) relisting: tokio::sync::Mutex<()>,
+}
+
+impl Hub {
+    pub(crate) fn set_observer(&self, observer: ProgressObserver) {
+        if let Ok(mut o) = self.observer.lock() {
+            *o = Some(observer);
+        }
+    }
+
+    /// Notes that `token` belongs to a call until the returned guard is dropped.
+    pub(crate) fn running(self: &Arc<Self>, token: ProgressToken, call: Running) -> RunningGuard {
+        if let Ok(mut r) = self.running.lock() {
+            r.insert(token.clone(), call);
+        }
+        RunningGuard {
+            hub: self.clone(),
+            token,
+        }
+    }
+
+    fn progress(&self, server: &str, p: ProgressNotificationParam) {
+        let call = self
+            .running
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&p.progress_token).cloned());
+        let observer = self.observer.lock().ok().and_then(|o| o.clone());
+        let (Some(call), Some(observer)) = (call, observer) else {
+            return;
+        };
+        observer(&Progress {
+            server: server.to_owned(),
+            tool: call.tool,
+            call_id: call.call_id,
+            progress: p.progress,
+            total: p.total,
+            message: p.message,
+        });
+    }
+
+    /// Reads the tool list again, off the caller's task.
+    pub(crate) fn list_changed(&self) {
+        if let Some(link) = self.link.get().and_then(Weak::upgrade) {
+            tokio::spawn(async move { link.relist().await });
+        }
+    }
+}
+
+/// Forgets a call's progress token when dropped.
+pub(crate) struct RunningGuard {
+    hub: Arc<Hub>,
+    token: ProgressToken,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.hub.running.lock() {
+            r.remove(&self.token);
+        }
+    }
+}
+
+/// The client side of one connection: hears progress and list changes.
+#[derive(Clone)]
+pub(crate) struct Client {
+    pub(crate) server: Arc<str>,
+    pub(crate) hub: Arc<Hub>,
+}
+
+impl ClientHandler for Client {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.hub.progress(&self.server, params);
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "MCP server: tools/list_changed");
+        self.hub.list_changed();
+    }
+}
