@@ -40,6 +40,21 @@ fn policy(dir: &Path, extra: &str) -> PathBuf {
     path
 }
 
+/// Runs `steps` (one model message each) with the Python server and `extra` policy lines in a
+/// fresh workspace: what the run printed and its log's events, the run and `dsh check` having
+/// passed.
+fn run_steps(extra: &str, steps: &[String]) -> (Out, Vec<serde_json::Value>) {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(ws.path(), extra);
+    let log = ws.path().join("log.jsonl");
+    let script = script(ws.path(), "s.jsonl", steps);
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+    (out, events(&log))
+}
+
 #[test]
 fn the_tools_of_a_python_sdk_server_run_through_the_pipeline_and_the_log() {
     let ws = tempfile::tempdir().unwrap();
@@ -418,21 +433,14 @@ fn code_mode_calls_mcp_tools_as_bindings_each_a_sub_call_through_the_pipeline() 
 
 #[test]
 fn a_server_that_dies_mid_call_fails_that_call_with_its_exit_status_and_is_started_again() {
-    let ws = tempfile::tempdir().unwrap();
-    let policy = policy(ws.path(), "");
-    let log = ws.path().join("log.jsonl");
-    let script = script(
-        ws.path(),
-        "s.jsonl",
+    let (out, ev) = run_steps(
+        "",
         &[
             openai("", &[call("c1", "mcp__py__crash", json!({}))]),
             openai("", &[call("c2", "mcp__py__add", json!({"a": 1, "b": 1}))]),
             openai("done", &[]),
         ],
     );
-    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
-    assert_eq!(out.code, 0, "{}", out.both());
-    let ev = events(&log);
     let crashed = result_of(&ev, "c1");
     assert!(
         crashed.is_error
@@ -447,8 +455,6 @@ fn a_server_that_dies_mid_call_fails_that_call_with_its_exit_status_and_is_start
         "the next call goes to a new process: {}",
         out.both()
     );
-    let check = dsh_run(&["check", s(&log)]);
-    assert_eq!(check.code, 0, "{}", check.both());
 }
 
 #[test]
@@ -498,12 +504,8 @@ fn mcp_a_restarted_server_s_new_tool_list_is_what_the_next_step_offers_and_runs(
 
 #[test]
 fn mcp_progress_notifications_restart_the_calls_timeout_and_show_on_its_line() {
-    let ws = tempfile::tempdir().unwrap();
-    let policy = policy(ws.path(), "timeout_ms = 800\n");
-    let log = ws.path().join("log.jsonl");
-    let script = script(
-        ws.path(),
-        "s.jsonl",
+    let (out, ev) = run_steps(
+        "timeout_ms = 800\n",
         &[
             // 2.4 s in all, past the 0.8 s budget, with progress every 0.3 s.
             openai(
@@ -526,9 +528,6 @@ fn mcp_progress_notifications_restart_the_calls_timeout_and_show_on_its_line() {
             openai("done", &[]),
         ],
     );
-    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
-    assert_eq!(out.code, 0, "{}", out.both());
-    let ev = events(&log);
     let kept = result_of(&ev, "c1");
     assert!(
         !kept.is_error && kept.text == "done after 8 steps",
@@ -545,12 +544,8 @@ fn mcp_progress_notifications_restart_the_calls_timeout_and_show_on_its_line() {
 
 #[test]
 fn mcp_structured_content_is_checked_against_the_tools_output_schema() {
-    let ws = tempfile::tempdir().unwrap();
-    let policy = policy(ws.path(), "");
-    let log = ws.path().join("log.jsonl");
-    let script = script(
-        ws.path(),
-        "s.jsonl",
+    let (out, ev) = run_steps(
+        "",
         &[
             openai(
                 "",
@@ -562,9 +557,6 @@ fn mcp_structured_content_is_checked_against_the_tools_output_schema() {
             openai("done", &[]),
         ],
     );
-    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
-    assert_eq!(out.code, 0, "{}", out.both());
-    let ev = events(&log);
     let good = result_of(&ev, "c1");
     assert!(!good.is_error, "{good:?}");
     let seen: serde_json::Value =
