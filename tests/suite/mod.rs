@@ -37,4 +37,5 @@ mod terminal;
 mod terminal_text;
 mod tools_cmd;
 mod trust;
+mod view;
 mod warnings;
