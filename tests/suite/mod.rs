@@ -38,4 +38,5 @@ mod terminal_text;
 mod tools_cmd;
 mod trust;
 mod view;
+mod view_browser;
 mod warnings;
