@@ -28,13 +28,25 @@ struct Browser {
     _profile: tempfile::TempDir,
 }
 
+/// `path` (or `$DSH_CHROMIUM` / `$DSH_CHROMEDRIVER`), which must be there.
 fn installed(path: &str, what: &str) -> String {
     let path = std::env::var(format!("DSH_{}", what.to_uppercase())).unwrap_or(path.to_owned());
+    require(&path, what);
+    path
+}
+
+/// Fails, naming what is missing and how to install it.
+fn require(path: &str, what: &str) {
     assert!(
-        Path::new(&path).is_file(),
+        Path::new(path).is_file(),
         "{what} is missing ({path}): `apt-get install chromium chromium-driver` (`cargo xtask test` installs them)"
     );
-    path
+}
+
+#[test]
+#[should_panic(expected = "chromium is missing (/nonexistent/chromium): `apt-get install chromium")]
+fn view_browser_tests_fail_naming_what_is_missing() {
+    require("/nonexistent/chromium", "chromium");
 }
 
 fn free_port() -> u16 {

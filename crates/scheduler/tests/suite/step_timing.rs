@@ -8,10 +8,12 @@
 use std::sync::Arc;
 
 use super::support::*;
-use dsh_core::{Signal, ToolRegistry};
-use dsh_guard::Hooks;
-use dsh_scheduler::{Runtime, RuntimeConfig, STEP_TIMING, StepContext, ToolCallBlock};
+use async_trait::async_trait;
+use dsh_core::{Failure, PreToolDecision, Signal, ToolExecution, ToolRegistry};
+use dsh_guard::{Hooks, Scope};
+use dsh_scheduler::{Approver, Runtime, RuntimeConfig, STEP_TIMING, StepContext, ToolCallBlock};
 use dsh_session::Session;
+use dsh_test_support::PreFn;
 
 fn step(session: &Session) -> StepContext {
     StepContext {
@@ -111,4 +113,50 @@ async fn step_timing_is_off_by_default() {
         .await
         .unwrap();
     assert_eq!(types(&session), ["tool/call", "tool/result"]);
+}
+
+/// Grants every question after a moment, so the approval has a length of its own.
+struct SlowYes;
+
+#[async_trait]
+impl Approver for SlowYes {
+    async fn approve(&self, _exec: &ToolExecution, _reason: Option<&str>) -> Result<(), Failure> {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn step_timing_marks_an_approval_inside_prepare_before_dispatch() {
+    let registry = ToolRegistry::new();
+    registry
+        .register(dsh_test_support::echo_tool())
+        .unwrap()
+        .keep();
+    let hooks = Hooks::new();
+    hooks
+        .on_pre_execute(
+            Scope::Global,
+            PreFn(|_e: &ToolExecution| Ok(Some(PreToolDecision::ask("a human decides")))),
+        )
+        .keep();
+    let rt = Arc::new(
+        Runtime::new(registry, hooks)
+            .with_approver(Arc::new(SlowYes))
+            .with_config(RuntimeConfig {
+                step_timing: true,
+                ..RuntimeConfig::default()
+            }),
+    );
+    let session = Session::in_memory("approval-timing");
+    rt.run_step(&step(&session), &[ToolCallBlock::new("c1", "echo", "{}")])
+        .await
+        .unwrap();
+    let events = log(&session);
+    let c = events.last().unwrap().1.data().value()["calls"][0].clone();
+    let asked = c["approval"][0].as_u64().unwrap();
+    let answered = c["approval"][1].as_u64().unwrap();
+    assert!(c["prepare"].as_u64().unwrap() <= asked, "{c}");
+    assert!(answered - asked >= 20_000, "the approver took 20 ms: {c}");
+    assert!(answered <= c["dispatch"].as_u64().unwrap(), "{c}");
 }
