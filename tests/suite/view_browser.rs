@@ -317,6 +317,39 @@ async fn view_in_chromium_renders_reference_harness_logs_without_timing() {
     b.click(".subs .call").await;
     let text = b.text(".subs .detail .result").await;
     assert!(!text.is_empty());
+    drop(viewer);
+
+    // Hooks: a PostToolUse hook that blocked the output, shown with the call it ran for.
+    let viewer = Viewer::start(&fixture("examples-hook-cc-posttool-block.jsonl"));
+    open(&b, &viewer).await;
+    let blocked = "call_00_VAByyMjsct4c7P6k1ysX9256";
+    b.click(&format!(".call[data-call-id='{blocked}']")).await;
+    let hooks = b
+        .text(&format!(".detail[data-call-id='{blocked}'] .hooks"))
+        .await;
+    assert!(hooks.contains("PostToolUse"), "{hooks}");
+    assert!(hooks.contains("block"), "{hooks}");
+    drop(viewer);
+
+    // What a log holds is shown as text, never run as markup.
+    let evil = r#"<img src=x onerror=\"document.body.dataset.pwned=1\">"#;
+    let text = std::fs::read_to_string(fixture("examples-parallel-tool-calls.jsonl")).unwrap();
+    let hostile = tmpdir.path().join("hostile.jsonl");
+    std::fs::write(&hostile, text.replace("alpha", evil)).unwrap();
+    let viewer = Viewer::start(&hostile);
+    open(&b, &viewer).await;
+    b.click(".call[data-call-id='call_read_a']").await;
+    let shown = b.text(".detail[data-call-id='call_read_a'] .result").await;
+    assert!(shown.contains("<img src=x onerror="), "{shown}");
+    assert_eq!(
+        b.js("return document.body.dataset.pwned || null;").await,
+        Value::Null
+    );
+    assert_eq!(
+        b.js("return document.querySelectorAll('img').length;")
+            .await,
+        json!(0)
+    );
     b.close().await;
 }
 

@@ -86,6 +86,9 @@ async fn handle(State(app): State<Arc<App>>, uri: Uri) -> Response {
             [
                 (header::CONTENT_TYPE, mime),
                 (header::CACHE_CONTROL, "no-store"),
+                // The page's own files only: nothing inline, nothing from elsewhere.
+                (header::CONTENT_SECURITY_POLICY, "default-src 'self'"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
             ],
             body,
         )
