@@ -139,3 +139,57 @@ fn view_of_a_missing_target_is_one_sentence_and_exit_2() {
         out.stderr
     );
 }
+
+#[test]
+fn view_reads_only_the_lines_appended_since_the_last_answer() {
+    let tmpdir = tmp();
+    let full = std::fs::read_to_string(demo_log(tmpdir.path())).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    let log = tmpdir.path().join("growing.jsonl");
+    // The header and 10 events, then half a line being written.
+    std::fs::write(&log, lines[..11].join("\n") + "\n" + &lines[11][..5]).unwrap();
+    let viewer = Viewer::start(&log);
+    let ask = |after: u64, offset: u64| -> Value {
+        let (status, body) = get(&format!(
+            "{}api/events?id=growing&after={after}&offset={offset}",
+            viewer.url
+        ));
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    let first = ask(0, 0);
+    assert_eq!(
+        first["events"].as_array().unwrap().len(),
+        10,
+        "not the torn line"
+    );
+    assert_eq!(first["next"], 10);
+    let offset = first["offset"].as_u64().unwrap();
+    assert_eq!(offset as usize, lines[..11].join("\n").len() + 1);
+
+    // The line is finished and two more come: only those three are read, numbered on.
+    let mut grown = lines[..14].join("\n");
+    grown.push('\n');
+    std::fs::write(&log, &grown).unwrap();
+    let more = ask(10, offset);
+    let seqs: Vec<_> = more["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["seq"])
+        .collect();
+    assert_eq!(seqs, [10, 11, 12]);
+    assert_eq!(
+        more["events"][2]["event"],
+        serde_json::from_str::<Value>(lines[13]).unwrap()
+    );
+    assert_eq!(more["header"], Value::Null, "sent once");
+    assert_eq!(more["reset"], false);
+
+    // Repaired to something shorter: read whole again, and said so.
+    std::fs::write(&log, lines[..5].join("\n") + "\n").unwrap();
+    let again = ask(13, more["offset"].as_u64().unwrap());
+    assert_eq!(again["reset"], true);
+    assert_eq!(again["events"].as_array().unwrap().len(), 4);
+    assert_eq!(again["events"][0]["seq"], 0);
+}

@@ -1,7 +1,9 @@
 //! The viewer's JSON endpoints: `api/sessions` (the logs shown, newest first) and
-//! `api/events?id=ID&after=SEQ` (a log's header and its events from a seq on, as logged, with
-//! whether a writer still holds the log). The page builds turns, steps and calls from the events
-//! itself, so following a running session is asking again with `after`.
+//! `api/events?id=ID&after=SEQ&offset=BYTES` (a log's header and its events from a seq on, as
+//! logged, with whether a writer still holds the log). The page builds turns, steps and calls
+//! from the events itself, so following a running session is asking again with the `next` seq
+//! and the `offset` the last answer gave: only the lines appended since are read. A log that
+//! shrank meanwhile (repaired) is read whole again and the answer says `reset`.
 
 use std::path::{Path, PathBuf};
 
@@ -89,10 +91,12 @@ pub(crate) async fn handle(source: &Source, what: &str, query: &str) -> Response
         "sessions" => sessions(source).await,
         "events" => {
             let id = param(query, "id").unwrap_or_default();
-            let after = param(query, "after")
-                .and_then(|a| a.parse::<u64>().ok())
-                .unwrap_or(0);
-            events(source, &id, after).await
+            let number = |key| {
+                param(query, key)
+                    .and_then(|a| a.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            events(source, &id, number("after"), number("offset")).await
         }
         _ => Err((StatusCode::NOT_FOUND, format!("no endpoint api/{what}"))),
     };
@@ -150,18 +154,18 @@ async fn sessions(source: &Source) -> Answer {
 }
 
 /// `api/events`: the log's events with a seq of at least `after`.
-async fn events(source: &Source, id: &str, after: u64) -> Answer {
+async fn events(source: &Source, id: &str, after: u64, offset: u64) -> Answer {
     let entries = source.entries().map_err(exit_message)?;
     let Some(entry) = entries.into_iter().find(|e| e.id == id) else {
         return Err((StatusCode::NOT_FOUND, format!("no session {id:?}")));
     };
     let path = entry.path;
-    tokio::task::spawn_blocking(move || read_events(&path, id_of(&path), after))
+    tokio::task::spawn_blocking(move || read_events(&path, id_of(&path), after, offset))
         .await
         .map_err(internal)?
 }
 
-fn read_events(path: &Path, id: String, after: u64) -> Answer {
+fn read_events(path: &Path, id: String, after: u64, offset: u64) -> Answer {
     let file =
         std::fs::File::open(path).map_err(|e| internal(format!("{}: {e}", path.display())))?;
     // A writer holds the log's lock while the session runs.
@@ -174,38 +178,74 @@ fn read_events(path: &Path, id: String, after: u64) -> Answer {
         .map_err(|e| internal(format!("{}: {e}", path.display())))?;
     // A line being written is not read until its newline is there.
     let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let log = dsh::session::read_log(&bytes[..complete]).map_err(|e| {
-        (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("{}: {e}", path.display()),
-        )
-    })?;
-    let mut out = String::with_capacity(complete + 256);
+    let from = usize::try_from(offset).unwrap_or(usize::MAX);
+    // Where the last answer stopped, when that is still the end of a line of this file.
+    let follows = from > 0 && from <= complete && bytes[from - 1] == b'\n';
+    let (header, events, next) = if follows {
+        appended(&bytes[from..complete], after).map_err(|m| {
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("{}: {m}", path.display()),
+            )
+        })?
+    } else {
+        let log = dsh::session::read_log(&bytes[..complete]).map_err(|e| {
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("{}: {e}", path.display()),
+            )
+        })?;
+        let next = log.next_seq();
+        let header = match &log.header {
+            Some(h) => Some(serde_json::to_string(h.json().value()).map_err(internal)?),
+            None => None,
+        };
+        let after = if from > complete { 0 } else { after };
+        let events = log
+            .events
+            .iter()
+            .filter(|(s, _)| *s >= after)
+            .map(|(s, e)| (*s, e.to_json_line()))
+            .collect();
+        (header, events, next)
+    };
+    let mut out = String::with_capacity(complete - from.min(complete) + 256);
     out.push_str("{\"id\":");
     out.push_str(&serde_json::to_string(&id).map_err(internal)?);
     out.push_str(",\"path\":");
     out.push_str(&serde_json::to_string(&path.display().to_string()).map_err(internal)?);
-    out.push_str(&format!(",\"live\":{live},\"next\":{}", log.next_seq()));
+    out.push_str(&format!(
+        ",\"live\":{live},\"next\":{next},\"offset\":{complete},\"reset\":{}",
+        from > complete
+    ));
     out.push_str(",\"header\":");
-    match &log.header {
-        Some(h) => out.push_str(&serde_json::to_string(h.json().value()).map_err(internal)?),
-        None => out.push_str("null"),
-    }
+    out.push_str(header.as_deref().unwrap_or("null"));
     out.push_str(",\"events\":[");
-    let mut first = true;
-    for (seq, event) in log.events.iter().filter(|(s, _)| *s >= after) {
-        if !first {
+    for (i, (seq, line)) in events.iter().enumerate() {
+        if i > 0 {
             out.push(',');
         }
-        first = false;
         // The event's own line, as logged: no re-parse.
-        out.push_str(&format!(
-            "{{\"seq\":{seq},\"event\":{}}}",
-            event.to_json_line()
-        ));
+        out.push_str(&format!("{{\"seq\":{seq},\"event\":{line}}}"));
     }
     out.push_str("]}");
     Ok(out)
+}
+
+/// Events, their seqs and their lines.
+type Lines = Vec<(u64, String)>;
+
+/// The events of complete lines appended after seq `after` (no header: it was read before).
+fn appended(bytes: &[u8], after: u64) -> Result<(Option<String>, Lines, u64), String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+    let mut seq = after;
+    let mut events = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let event = dsh::session::Event::from_json_line(line).map_err(|e| e.to_string())?;
+        events.push((seq, event.to_json_line()));
+        seq += event.seq_span();
+    }
+    Ok((None, events, seq))
 }
 
 /// A query parameter, percent-decoded.

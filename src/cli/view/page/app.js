@@ -24,14 +24,19 @@ state.toggle = id => { if (state.open.has(id)) state.open.delete(id); else state
 async function poll() {
   const id = state.id;
   try {
-    const after = state.model ? state.model.next : 0;
-    const r = await getJson("api/events?id=" + encodeURIComponent(id) + "&after=" + after);
+    const m = state.model;
+    const r = await getJson("api/events?id=" + encodeURIComponent(id) +
+      "&after=" + (m ? m.next : 0) + "&offset=" + (m ? m.offset : 0));
     if (id !== state.id) return;
-    if (!state.model) state.model = newModel();
-    const changed = r.events.length > 0 || !state.info || state.info.live !== r.live;
+    // A log that shrank (repaired) comes whole again: start over.
+    if (!state.model || r.reset) state.model = newModel();
+    const changed = r.events.length > 0 || r.reset || !state.info || state.info.live !== r.live;
     for (const { seq, event } of r.events) applyEvent(state.model, seq, event);
     state.model.next = r.next;
-    state.info = { id: r.id, path: r.path, live: r.live, header: r.header };
+    state.model.offset = r.offset;
+    // The header comes with the first answer only (later ones read just the appended lines).
+    const header = r.header || (state.info && state.info.header) || null;
+    state.info = { id: r.id, path: r.path, live: r.live, header };
     if (changed) redraw();
   } catch (e) {
     const main = document.getElementById("session");

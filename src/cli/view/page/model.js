@@ -4,7 +4,7 @@
 
 function newModel() {
   return { turns: [], steps: new Map(), calls: new Map(), approvals: new Map(),
-           pending: [], next: 0, count: 0, tools: new Set(), codes: new Set() };
+           pending: [], next: 0, offset: 0, count: 0, tools: new Set(), codes: new Set() };
 }
 
 function stepOf(m, turn, step) {
