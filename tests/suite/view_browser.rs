@@ -400,3 +400,56 @@ async fn view_in_chromium_follows_a_session_whose_log_grows() {
     assert!(edit.contains("FS_NOT_OBSERVED"), "{edit}");
     b.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn view_in_chromium_shows_a_runs_hook_decisions_with_their_calls() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    // A PreToolUse hook that refuses the call whose text is "b" and lets the other one by.
+    let hook = r#"if grep -q '"b"'; then echo 'not b' >&2; exit 2; fi"#;
+    let settings = t.path().join("settings.json");
+    let hooks = json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": hook}]}]}});
+    std::fs::write(&settings, hooks.to_string()).unwrap();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai(
+            "two echoes",
+            &[
+                call("c1", "echo", json!({"text": "a"})),
+                call("c2", "echo", json!({"text": "b"})),
+            ],
+        )],
+    );
+    let log = t.path().join("log.jsonl");
+    let out = run(dsh().args([
+        "run",
+        s(&sc),
+        "--workspace",
+        s(&ws),
+        "--demo-tools",
+        "--settings",
+        s(&settings),
+        "--session",
+        s(&log),
+    ]));
+    assert_eq!(out.code, 0, "{}", out.both());
+    let viewer = Viewer::start(&log);
+    let b = Browser::start().await;
+    let steps = open(&b, &viewer).await;
+    assert_eq!(steps[0][0], 2, "{steps:?}");
+    assert!(steps[0][2] > 0, "timed: {steps:?}");
+    b.click(".call[data-call-id='c2']").await;
+    let hooks = b.text(".detail[data-call-id='c2'] .hooks").await;
+    assert!(
+        hooks.contains("PreToolUse") && hooks.contains("deny"),
+        "{hooks}"
+    );
+    let result = b.text(".detail[data-call-id='c2'] .result").await;
+    assert!(result.contains("not b"), "{result}");
+    b.click(".call[data-call-id='c1']").await;
+    let hooks = b.text(".detail[data-call-id='c1'] .hooks").await;
+    assert!(!hooks.contains("deny"), "{hooks}");
+    b.close().await;
+}

@@ -28,8 +28,8 @@ function textOf(content) {
   return content.map(b => (b && typeof b.text === "string") ? b.text : "").join("");
 }
 
-// The call a hook event belongs to: the oldest call without a result (the pipeline runs
-// prepare and finalize one call at a time, in model order); hook events name no call.
+// The call a hook event belongs to when it names none (the reference harness's do not): the
+// oldest call without a result (prepare and finalize run one call at a time, in model order).
 function hookTarget(m) { return m.pending.length ? m.calls.get(m.pending[0]) : null; }
 
 function applyEvent(m, seq, ev) {
@@ -99,7 +99,7 @@ function applyEvent(m, seq, ev) {
       break;
     }
     case "hook/invoked": case "hook/result": {
-      const c = hookTarget(m);
+      const c = (d.callId && m.calls.get(d.callId)) || hookTarget(m);
       if (!c) break;
       if (ev.type === "hook/invoked") c.hooks.push({ point: d.point, handler: d.handlerId, matcher: d.matcher });
       else {
