@@ -105,6 +105,7 @@
            modes `code` and `both`, as `code_mode` and `Harness::code_mode`."
 )]
 //! - `cli` (default): the `dsh` command-line program (implies `fs`, `jsonl`, `bash` and `hooks`).
+//! - `view` (default): `dsh view`, sessions in the browser from a local server (implies `cli`).
 //!
 //! Always present: [`core`], [`session`], [`guard`], [`scheduler`], the [`Harness`], the policy
 //! file and the scripted-model reader.

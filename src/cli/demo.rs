@@ -88,5 +88,8 @@ pub async fn demo() -> Result<i32, Exit> {
         "try: dsh transcript {} --format openai",
         log.display()
     ));
+    // The last line (scripts read the lines above; this one only ever comes last).
+    #[cfg(feature = "view")]
+    super::out(&format!("view it: dsh view {}", log.display()));
     Ok(code)
 }

@@ -28,6 +28,8 @@ mod sessions;
 mod stream_view;
 mod tools;
 mod trust;
+#[cfg(feature = "view")]
+mod view;
 
 use std::path::PathBuf;
 
@@ -63,6 +65,10 @@ enum Command {
     Chat(chat::ChatArgs),
     /// List the workspace's sessions, newest first: id, time, size, first prompt.
     Sessions(sessions::SessionsArgs),
+    /// Show sessions in the browser: turns, steps, each call's waterfall, arguments, result and
+    /// decisions, followed live (a local server on 127.0.0.1 with a token in its URL).
+    #[cfg(feature = "view")]
+    View(view::ViewArgs),
     /// Print the tool definitions a model would be sent under the policy and mode (JSON).
     Tools(tools::ToolsArgs),
     /// Check session logs; prints each problem with its file and line.
@@ -225,6 +231,8 @@ pub fn main() -> i32 {
             Command::Chat(args) => chat::chat(args).await,
             Command::Sessions(args) => sessions::sessions(args),
             Command::Tools(args) => tools::tools(args).await,
+            #[cfg(feature = "view")]
+            Command::View(args) => view::view(args).await,
             #[cfg(feature = "mcp-serve")]
             Command::Mcp(args) => mcp::mcp(args).await,
             Command::Check { logs } => logs::check(&logs),

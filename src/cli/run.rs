@@ -197,7 +197,13 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         .approvals(approvals)
         .demo_tools(demo_tools)
         .bash(dsh::BashOptions::default())
-        .workspace(&workspace);
+        .workspace(&workspace)
+        // Stage timing in the log (`dsh/step-timing`, skipped by every reader): `dsh view`
+        // draws each step's waterfall from it.
+        .runtime_config(dsh::scheduler::RuntimeConfig {
+            step_timing: true,
+            ..Default::default()
+        });
     if let Some(grants) = &grants {
         builder = builder.grants(grants.clone());
     }

@@ -18,17 +18,21 @@ pub struct SessionsArgs {
 }
 
 /// One session log of a workspace.
-struct Entry {
-    id: String,
-    path: PathBuf,
-    modified: SystemTime,
-    size: u64,
+pub(super) struct Entry {
+    pub(super) id: String,
+    pub(super) path: PathBuf,
+    pub(super) modified: SystemTime,
+    pub(super) size: u64,
 }
 
 /// The workspace's session logs, newest first.
-fn list(workspace: &Path) -> Result<Vec<Entry>, Exit> {
-    let dir = dsh::jsonl::sessions_dir(workspace);
-    let entries = match std::fs::read_dir(&dir) {
+pub(super) fn list(workspace: &Path) -> Result<Vec<Entry>, Exit> {
+    list_dir(&dsh::jsonl::sessions_dir(workspace))
+}
+
+/// The session logs (`*.jsonl`) in `dir`, newest first; none when `dir` does not exist.
+pub(super) fn list_dir(dir: &Path) -> Result<Vec<Entry>, Exit> {
+    let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(Exit::usage(format!("{}: {e}", dir.display()))),
@@ -83,7 +87,7 @@ pub fn find(workspace: &Path, which: &str) -> Result<PathBuf, Exit> {
 }
 
 /// The first prompt of a log (its first `user/message`), on one line, cut at 80 characters.
-fn first_prompt(path: &Path) -> Option<String> {
+pub(super) fn first_prompt(path: &Path) -> Option<String> {
     let file = std::fs::File::open(path).ok()?;
     for line in std::io::BufReader::new(file).lines().map_while(Result::ok) {
         if !line.contains("\"user/message\"") {

@@ -63,6 +63,8 @@ fn agent_json_prints_every_durable_event_once_in_order_with_its_seq() {
         "assistant/message",
         "tool/call",
         "tool/result",
+        // dsh's own stage timing of the step (readers skip it; `dsh view` draws it).
+        "dsh/step-timing",
         "step/end",
         "step/start",
         "assistant/chunk:block-start",

@@ -22,6 +22,16 @@ fn demo_runs_every_stage_and_leaves_a_clean_log() {
         out.stdout
     );
     assert!(out.stdout.contains("log checks clean"), "{}", out.stdout);
+    // It ends saying how to see the session in the browser.
+    assert_eq!(
+        out.stdout
+            .lines()
+            .last()
+            .and_then(|l| l.strip_prefix("view it: dsh view ")),
+        out.stdout.lines().find_map(|l| l.strip_prefix("log: ")),
+        "{}",
+        out.stdout
+    );
 
     // The printed log path is real, inside the temporary directory, and checks clean.
     let log: PathBuf = out

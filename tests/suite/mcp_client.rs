@@ -544,7 +544,7 @@ fn mcp_progress_notifications_restart_the_calls_timeout_and_show_on_its_line() {
 
 #[test]
 fn mcp_structured_content_is_checked_against_the_tools_output_schema() {
-    let (out, ev) = run_steps(
+    let (_, ev) = run_steps(
         "",
         &[
             openai(

@@ -39,4 +39,6 @@ mod terminal;
 mod terminal_text;
 mod tools_cmd;
 mod trust;
+mod view;
+mod view_browser;
 mod warnings;

@@ -1,6 +1,6 @@
 //! `cargo xtask test`: installs the components nobody here wrote that the tests drive, when the
 //! machine lacks them, then runs `cargo test --workspace`. The one list of those components
-//! (`.ci/run` runs this command).
+//! (`.ci/run` runs this command). Chromium comes from Debian's packages (`apt-get`, as root).
 
 use std::path::Path;
 
@@ -12,6 +12,8 @@ enum Probe {
     Python(&'static str),
     /// A file under the workspace root.
     File(&'static str),
+    /// Files at these absolute paths (a system package).
+    System(&'static [&'static str]),
 }
 
 /// A component: how to tell it is there, and how to install it.
@@ -54,6 +56,18 @@ const COMPONENTS: &[Component] = &[
         install: &["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
         dir: "tests/mcp",
     },
+    Component {
+        name: "Debian's Chromium and chromedriver (`dsh view`'s browser tests)",
+        probe: Probe::System(&["/usr/bin/chromium", "/usr/bin/chromedriver"]),
+        // The package lists are refreshed only when the first try cannot find the packages.
+        install: &[
+            "sh",
+            "-c",
+            "apt-get install -y -qq chromium chromium-driver \
+             || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }",
+        ],
+        dir: ".",
+    },
 ];
 
 /// Installs what is missing.
@@ -67,6 +81,7 @@ pub fn install(root: &Path) -> Result<()> {
                 .status()
                 .is_ok_and(|s| s.success()),
             Probe::File(path) => root.join(path).is_file(),
+            Probe::System(paths) => paths.iter().all(|p| Path::new(p).is_file()),
         };
         if there {
             continue;

@@ -590,6 +590,7 @@ impl Coordinator {
             payload: Sub { name, args, reply },
             exec,
             result,
+            ..
         } = done;
         if let Some(session) = &self.cx.session {
             let record = DispatchRecord {

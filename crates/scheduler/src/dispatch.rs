@@ -83,6 +83,7 @@ impl Runtime {
             call.stages
                 .enter(crate::invariants::Stage::Execute, &call.exec),
         );
+        call.marks.set(crate::timing::Mark::Dispatch);
         let terminal = BodyTerminal {
             runtime: self,
             call,
@@ -91,6 +92,7 @@ impl Runtime {
         let chained = ExecuteNext::new(&call.hooks.wrappers, &terminal)
             .run(Dispatch::new(call.exec.clone()))
             .await;
+        call.marks.set(crate::timing::Mark::Dispatched);
         let body_invoked = terminal.invoked.load(Ordering::Acquire);
         match chained {
             // A wrapper failure skips post-execute (D5).

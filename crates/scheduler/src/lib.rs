@@ -56,6 +56,7 @@ mod prepare;
 mod runtime;
 mod source;
 mod step;
+mod timing;
 mod trace;
 mod turn;
 
@@ -71,4 +72,5 @@ pub use source::{Next, PreStep, Script, SourceContext, Sourced, StepInput, StepS
 pub use step::{
     DEFAULT_MAX_PARALLEL, StepContext, StepOutcome, max_parallel_from_config, validate_max_parallel,
 };
+pub use timing::STEP_TIMING;
 pub use turn::{TurnDriver, TurnEnd, TurnReport};

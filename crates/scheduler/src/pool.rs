@@ -51,6 +51,8 @@ pub struct Committed<P> {
     pub exec: Arc<ToolExecution>,
     /// The frozen result, after finalize.
     pub result: Arc<ToolResult>,
+    /// The call itself (its stage marks, for the step's timing).
+    pub(crate) call: Arc<Call>,
 }
 
 /// How a call enters the pool.
@@ -270,12 +272,14 @@ impl<P> Pool<P> {
         self.first += 1;
         let candidate = entry.outcome?;
         let span = crate::trace::stage("finalize", &entry.call);
+        entry.call.marks.set(crate::timing::Mark::Finalize);
         let result = self
             .runtime
             .finalize(&entry.call, candidate)
             .instrument(span.clone())
             .await;
         crate::trace::outcome(&span, &entry.call, &result);
+        entry.call.marks.set(crate::timing::Mark::Done);
         if entry.exclusive {
             self.exclusive_open = false;
         }
@@ -283,6 +287,7 @@ impl<P> Pool<P> {
             payload: entry.payload,
             exec: entry.call.exec().clone(),
             result,
+            call: entry.call,
         })
     }
 

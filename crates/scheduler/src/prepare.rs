@@ -7,6 +7,7 @@ use tracing::Instrument;
 use crate::approval::no_approver;
 use crate::invariants::Stage;
 use crate::runtime::{Call, Candidate, Prepared, Runtime};
+use crate::timing::Mark;
 
 impl Runtime {
     /// Runs the prepare stage for a call.
@@ -27,6 +28,7 @@ impl Runtime {
             }
         }
         crate::invariants::expect_ordered(call.stages.enter(Stage::PreExecute, exec));
+        call.marks.set(Mark::Prepare);
         let decision = PreNext::new(&call.hooks.pre).run(exec).await;
         let denial = match decision {
             Err(f) => {
@@ -39,11 +41,15 @@ impl Runtime {
                 let reason = reason.as_deref();
                 match &self.approver {
                     None => Some(no_approver(exec, reason)),
-                    Some(a) => a
-                        .approve(exec, reason)
-                        .instrument(crate::trace::stage("approval", call))
-                        .await
-                        .err(),
+                    Some(a) => {
+                        call.marks.set(Mark::ApprovalAsked);
+                        let answer = a
+                            .approve(exec, reason)
+                            .instrument(crate::trace::stage("approval", call))
+                            .await;
+                        call.marks.set(Mark::ApprovalAnswered);
+                        answer.err()
+                    }
                 }
             }
         };

@@ -22,6 +22,10 @@ pub struct RuntimeConfig {
     /// that ignores it, then stop awaiting it (its future is dropped). `None` (the default):
     /// bodies are always awaited.
     pub hard_backstop: Option<Duration>,
+    /// Record when each call of a step entered each stage and write it as one
+    /// `dsh/step-timing` event after the step's last `tool/result` (see [`crate::STEP_TIMING`]).
+    /// Off by default: the log then holds only the reference harness's event types.
+    pub step_timing: bool,
 }
 
 /// A host-installed admission check, consulted in prepare right after the cancellation check and
@@ -55,6 +59,8 @@ pub(crate) struct Call {
     pub(crate) stages: crate::invariants::StageLog,
     /// The call's tracing span (`execute_tool`): its stages' spans are inside it.
     pub(crate) span: tracing::Span,
+    /// When the call entered each stage (recorded only with [`RuntimeConfig::step_timing`]).
+    pub(crate) marks: crate::timing::Marks,
 }
 
 impl Call {
@@ -164,6 +170,7 @@ impl Runtime {
             hooks,
             chain,
             stages: Default::default(),
+            marks: crate::timing::Marks::new(self.config.step_timing),
         }
     }
 

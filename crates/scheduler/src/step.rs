@@ -31,6 +31,7 @@ use crate::batch::ToolCallBlock;
 use crate::error::SchedulerError;
 use crate::pool::{Pool, Start};
 use crate::runtime::Runtime;
+use crate::timing::StepTiming;
 
 /// The default pool size (spec S3).
 pub const DEFAULT_MAX_PARALLEL: usize = 10;
@@ -136,6 +137,10 @@ impl Runtime {
         let mut recorded = 0usize;
         let mut ahead: std::collections::VecDeque<u64> = std::collections::VecDeque::new();
         let mut unsynced = Vec::new();
+        // With timing on: the step's clock, and when each recorded call's `tool/call` was
+        // durable (index = model order).
+        let mut timing = self.config.step_timing.then(StepTiming::start);
+        let mut recorded_at: Vec<std::time::Instant> = Vec::new();
 
         loop {
             pool.settle_ready();
@@ -145,6 +150,13 @@ impl Runtime {
                 && let Some(done) = pool.commit_front().await
             {
                 let ((block, call_seq), result) = (done.payload, done.result);
+                if let Some(t) = timing.as_mut() {
+                    t.add(
+                        &block.call_id,
+                        recorded_at.get(committed).copied(),
+                        &done.call.marks,
+                    );
+                }
                 let ack = cx
                     .session
                     .append(tool_result_event(cx, &block, call_seq, &result));
@@ -229,6 +241,10 @@ impl Runtime {
                             }
                             match self.record(cx, &blocks[i..upto], &mut ahead).await {
                                 Ok(()) => {
+                                    if timing.is_some() {
+                                        let now = std::time::Instant::now();
+                                        recorded_at.resize(upto, now);
+                                    }
                                     recorded = upto;
                                     unsynced.clear();
                                 }
@@ -268,6 +284,17 @@ impl Runtime {
             }
             if !pool.settle_next().await {
                 break;
+            }
+        }
+        // The step's timing, after its last result (dsh's own event; readers skip it).
+        if let Some(event) = timing.and_then(|t| t.event(cx.turn, cx.step))
+            && failure.is_none()
+        {
+            let ack = cx.session.append(event);
+            if durable {
+                unsynced.push(ack);
+            } else if let Err(e) = ack.await {
+                failure = Some(e.into());
             }
         }
         // The results not waited for yet: the step ends once they are durable.

@@ -46,6 +46,7 @@ fn runtime(def: ToolDefinition, backstop: Option<Duration>) -> Runtime {
     TimeoutPolicy::new(registry.clone()).install(&hooks).keep();
     Runtime::new(registry, hooks).with_config(RuntimeConfig {
         hard_backstop: backstop,
+        ..RuntimeConfig::default()
     })
 }
 

@@ -22,6 +22,7 @@ mod sch_pool;
 mod sch_stages;
 mod session_audit;
 mod step_source;
+mod step_timing;
 mod support;
 mod tmo_runtime;
 mod tracing_spans;

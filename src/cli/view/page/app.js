@@ -1,0 +1,77 @@
+// dsh view: the session list, the selected session's events fetched and then followed (a poll
+// for the events appended since), and the page state kept across redraws.
+"use strict";
+
+const POLL_MS = 1000;
+const state = { id: null, info: null, model: null, open: new Set(), filters: { tool: "", code: "" },
+                timer: null, toggle: null, redraw: null };
+
+async function getJson(url) {
+  const r = await fetch(url, { cache: "no-store" });
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  return body;
+}
+
+function redraw() {
+  if (!state.model) return;
+  renderSession(document.getElementById("session"), state.info, state.model, state);
+  document.body.dataset.events = String(state.model.count);
+}
+state.redraw = redraw;
+state.toggle = id => { if (state.open.has(id)) state.open.delete(id); else state.open.add(id); redraw(); };
+
+async function poll() {
+  const id = state.id;
+  try {
+    const m = state.model;
+    const r = await getJson("api/events?id=" + encodeURIComponent(id) +
+      "&after=" + (m ? m.next : 0) + "&offset=" + (m ? m.offset : 0));
+    if (id !== state.id) return;
+    // A log that shrank (repaired) comes whole again: start over.
+    if (!state.model || r.reset) state.model = newModel();
+    const changed = r.events.length > 0 || r.reset || !state.info || state.info.live !== r.live;
+    for (const { seq, event } of r.events) applyEvent(state.model, seq, event);
+    state.model.next = r.next;
+    state.model.offset = r.offset;
+    // The header comes with the first answer only (later ones read just the appended lines).
+    const header = r.header || (state.info && state.info.header) || null;
+    state.info = { id: r.id, path: r.path, live: r.live, header };
+    if (changed) redraw();
+  } catch (e) {
+    const main = document.getElementById("session");
+    main.replaceChildren(el("p", "error", "cannot read session " + id + ": " + e.message));
+  }
+  if (id === state.id) state.timer = setTimeout(poll, POLL_MS);
+}
+
+function choose(id) {
+  clearTimeout(state.timer);
+  Object.assign(state, { id, info: null, model: null, open: new Set(), filters: { tool: "", code: "" } });
+  document.querySelectorAll(".session").forEach(e => e.classList.toggle("selected", e.dataset.id === id));
+  history.replaceState(null, "", "#" + encodeURIComponent(id));
+  poll();
+}
+
+async function loadSessions() {
+  const nav = document.getElementById("sessions");
+  let list;
+  try { list = await getJson("api/sessions"); }
+  catch (e) { nav.replaceChildren(el("p", "error", e.message)); return; }
+  nav.replaceChildren();
+  if (!list.length) nav.appendChild(el("p", "muted", "no sessions here yet"));
+  for (const s of list) {
+    const item = el("div", "session" + (s.id === state.id ? " selected" : ""));
+    item.dataset.id = s.id;
+    item.appendChild(el("div", "prompt", s.prompt || "(no prompt)"));
+    item.appendChild(el("div", "sid", s.id + " · " + new Date(s.modified).toLocaleString()));
+    item.title = s.path;
+    item.addEventListener("click", () => choose(s.id));
+    nav.appendChild(item);
+  }
+  const wanted = decodeURIComponent(location.hash.slice(1));
+  if (!state.id && list.length) choose(list.some(s => s.id === wanted) ? wanted : list[0].id);
+}
+
+loadSessions();
+setInterval(loadSessions, 5000);

@@ -1,0 +1,195 @@
+//! `dsh view`: the server behind the page. Every URL carries the token (403 without it), the
+//! JSON endpoints list the logs and give their events from a seq on, and a bad target is one
+//! sentence with exit 2. The page itself is driven in a real browser in `view_browser.rs`.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::support::*;
+
+/// A running `dsh view --no-open`, stopped when dropped.
+pub struct Viewer {
+    live: Live,
+    /// `http://127.0.0.1:PORT/TOKEN/`.
+    pub url: String,
+}
+
+impl Viewer {
+    pub fn start(target: &Path) -> Viewer {
+        let mut live = Live::spawn(dsh().args(["view", "--no-open"]).arg(target));
+        let line = live.until(|l| l.starts_with("dsh view: http://"));
+        let url = line["dsh view: ".len()..].to_owned();
+        Viewer { live, url }
+    }
+}
+
+impl Drop for Viewer {
+    fn drop(&mut self) {
+        let _ = self.live.child.kill();
+        let _ = self.live.child.wait();
+    }
+}
+
+/// A plain HTTP/1.1 GET: (status, body).
+pub fn get(url: &str) -> (u16, String) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap());
+    let mut conn = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    let status = text[9..12].parse().unwrap();
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, body.to_owned())
+}
+
+/// Runs `dsh demo` with its files under `tmpdir`; the log's path.
+pub fn demo_log(tmpdir: &Path) -> PathBuf {
+    let out = run(dsh().arg("demo").env("TMPDIR", tmpdir));
+    assert_eq!(out.code, 0, "{}", out.both());
+    out.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("log: "))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no `log:` line\n{}", out.stdout))
+}
+
+#[test]
+fn view_serves_only_with_its_token_and_gives_the_logs_events() {
+    let tmpdir = tmp();
+    let log = demo_log(tmpdir.path());
+    let viewer = Viewer::start(&log);
+    let base = viewer.url.trim_end_matches('/');
+    let (token_start, _) = base.rsplit_once('/').unwrap();
+    // Without the token, or with another one of the same length: refused.
+    for url in [
+        format!("{token_start}/"),
+        format!("{token_start}/api/sessions"),
+        format!("{token_start}/{}/api/sessions", "0".repeat(32)),
+    ] {
+        assert_eq!(get(&url).0, 403, "{url}");
+    }
+    let (status, page) = get(&viewer.url);
+    assert_eq!(status, 200);
+    assert!(page.contains("<script src=\"app.js\">"), "{page}");
+    let (status, js) = get(&format!("{}waterfall.js", viewer.url));
+    assert_eq!(status, 200);
+    assert!(js.contains("function waterfall"));
+
+    let (status, list) = get(&format!("{}api/sessions", viewer.url));
+    assert_eq!(status, 200, "{list}");
+    let list: Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["id"], "session");
+
+    let (status, all) = get(&format!("{}api/events?id=session&after=0", viewer.url));
+    assert_eq!(status, 200, "{all}");
+    let all: Value = serde_json::from_str(&all).unwrap();
+    let logged = events(&log);
+    assert_eq!(all["events"].as_array().unwrap().len(), logged.len());
+    assert_eq!(all["next"], logged.len() as u64);
+    assert_eq!(all["live"], false, "the demo is over");
+    assert_eq!(all["header"], header(&log));
+    // Each step with calls carries dsh's stage timing.
+    let steps_with_calls = of_type(&logged, "tool/call")
+        .iter()
+        .map(|c| c["data"]["step"].as_u64().unwrap())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    assert_eq!(of_type(&logged, "dsh/step-timing").len(), steps_with_calls);
+
+    // From a seq on: only the rest, numbered as in the log.
+    let (_, tail) = get(&format!("{}api/events?id=session&after=60", viewer.url));
+    let tail: Value = serde_json::from_str(&tail).unwrap();
+    let tail = tail["events"].as_array().unwrap();
+    assert_eq!(tail.len(), logged.len() - 60);
+    assert_eq!(tail[0]["seq"], 60);
+    assert_eq!(tail[0]["event"], logged[60]);
+
+    let (status, missing) = get(&format!("{}api/events?id=nope", viewer.url));
+    assert_eq!(status, 404, "{missing}");
+}
+
+#[test]
+fn view_lists_a_workspace_folders_logs() {
+    let tmpdir = tmp();
+    let log = demo_log(tmpdir.path());
+    // The demo's folder holds its log: viewing the folder lists it.
+    let viewer = Viewer::start(log.parent().unwrap());
+    let (_, list) = get(&format!("{}api/sessions", viewer.url));
+    let list: Value = serde_json::from_str(&list).unwrap();
+    let ids: Vec<_> = list.as_array().unwrap().iter().map(|s| &s["id"]).collect();
+    assert_eq!(ids, ["session"], "{list}");
+}
+
+#[test]
+fn view_of_a_missing_target_is_one_sentence_and_exit_2() {
+    let out = run(dsh().args(["view", "--no-open", "/nonexistent/dsh-view.jsonl"]));
+    assert_eq!(out.code, 2, "{}", out.both());
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("/nonexistent/dsh-view.jsonl"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn view_reads_only_the_lines_appended_since_the_last_answer() {
+    let tmpdir = tmp();
+    let full = std::fs::read_to_string(demo_log(tmpdir.path())).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    let log = tmpdir.path().join("growing.jsonl");
+    // The header and 10 events, then half a line being written.
+    std::fs::write(&log, lines[..11].join("\n") + "\n" + &lines[11][..5]).unwrap();
+    let viewer = Viewer::start(&log);
+    let ask = |after: u64, offset: u64| -> Value {
+        let (status, body) = get(&format!(
+            "{}api/events?id=growing&after={after}&offset={offset}",
+            viewer.url
+        ));
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    let first = ask(0, 0);
+    assert_eq!(
+        first["events"].as_array().unwrap().len(),
+        10,
+        "not the torn line"
+    );
+    assert_eq!(first["next"], 10);
+    let offset = first["offset"].as_u64().unwrap();
+    assert_eq!(offset as usize, lines[..11].join("\n").len() + 1);
+
+    // The line is finished and two more come: only those three are read, numbered on.
+    let mut grown = lines[..14].join("\n");
+    grown.push('\n');
+    std::fs::write(&log, &grown).unwrap();
+    let more = ask(10, offset);
+    let seqs: Vec<_> = more["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["seq"])
+        .collect();
+    assert_eq!(seqs, [10, 11, 12]);
+    assert_eq!(
+        more["events"][2]["event"],
+        serde_json::from_str::<Value>(lines[13]).unwrap()
+    );
+    assert_eq!(more["header"], Value::Null, "sent once");
+    assert_eq!(more["reset"], false);
+
+    // Repaired to something shorter: read whole again, and said so.
+    std::fs::write(&log, lines[..5].join("\n") + "\n").unwrap();
+    let again = ask(13, more["offset"].as_u64().unwrap());
+    assert_eq!(again["reset"], true);
+    assert_eq!(again["events"].as_array().unwrap().len(), 4);
+    assert_eq!(again["events"][0]["seq"], 0);
+}
