@@ -69,7 +69,7 @@ fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -122,7 +122,7 @@ impl StreamView {
     fn fold(&self, state: &mut State, out: &mut impl Write) {
         if let Some((_, head, chars)) = state.reasoning.take() {
             let clear = if self.colour { "\r\x1b[2K" } else { "\n" };
-            let _ = write!(out, "{clear}{}\n", self.folded(&head, chars));
+            let _ = writeln!(out, "{clear}{}", self.folded(&head, chars));
         }
     }
 

@@ -12,6 +12,8 @@ enum Probe {
     Python(&'static str),
     /// A file under the workspace root.
     File(&'static str),
+    /// A `sh -c` program that succeeds.
+    Shell(&'static str),
 }
 
 /// A component: how to tell it is there, and how to install it.
@@ -53,6 +55,16 @@ const COMPONENTS: &[Component] = &[
         install: &["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
         dir: "tests/mcp",
     },
+    Component {
+        name: "the PostgreSQL server (Debian's `postgresql`: the store tests start a throwaway cluster)",
+        probe: Probe::Shell("command -v initdb || ls /usr/lib/postgresql/*/bin/initdb"),
+        install: &[
+            "sh",
+            "-c",
+            "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql",
+        ],
+        dir: ".",
+    },
 ];
 
 /// Installs what is missing.
@@ -66,6 +78,12 @@ pub fn install(root: &Path) -> Result<()> {
                 .status()
                 .is_ok_and(|s| s.success()),
             Probe::File(path) => root.join(path).is_file(),
+            Probe::Shell(program) => std::process::Command::new("sh")
+                .args(["-c", program])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success()),
         };
         if there {
             continue;
