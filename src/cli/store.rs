@@ -64,10 +64,21 @@ pub async fn open(
     cwd: &Path,
 ) -> Result<(Session, RepairReport), Exit> {
     let cwd = cwd.display().to_string();
+    let opened = with_lease(url, || store.open(id, &cwd, OpenOptions::new())).await?;
+    Ok((opened.session, opened.repair))
+}
+
+/// Runs an open, retrying for 2 s while the lease is held: a process killed a moment ago keeps
+/// its backend (and so its lease) until the server notices its connection is gone.
+async fn with_lease<F, Fut>(url: &str, mut open: F) -> Result<dsh_store_postgres::Opened, Exit>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<dsh_store_postgres::Opened, StoreError>>,
+{
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
     loop {
-        match store.open(id, &cwd, OpenOptions::new()).await {
-            Ok(opened) => return Ok((opened.session, opened.repair)),
+        match open().await {
+            Ok(opened) => return Ok(opened),
             Err(StoreError::Leased { .. }) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -119,10 +130,7 @@ pub async fn transcript(url: &str, id: &str, format: Format) -> Result<i32, Exit
 /// `dsh repair --store URL ID`: takes the lease, repairs, releases.
 pub async fn repair(url: &str, id: &str) -> Result<i32, Exit> {
     let store = connect(url).await?;
-    let opened = store
-        .resume(id, OpenOptions::new().strict(false))
-        .await
-        .map_err(|e| failed(url, e))?;
+    let opened = with_lease(url, || store.resume(id, OpenOptions::new().strict(false))).await?;
     opened
         .session
         .close()
