@@ -170,6 +170,7 @@ pub struct StoreSession {
 }
 
 /// Starts the session in `dir` and kills it after `delay` (`None`: lets it finish).
+#[allow(dead_code, reason = "the root test suite's kill trials call it")]
 pub fn run_session(dsh: &Path, dir: &Path, delay: Option<Duration>) -> Result<Outcome, String> {
     run_session_at(dsh, dir, delay, None)
 }
