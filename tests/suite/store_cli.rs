@@ -235,3 +235,75 @@ fn repair_on_a_store_answers_the_calls_of_a_killed_session() {
         again.both()
     );
 }
+
+#[test]
+fn dsh_agent_keeps_its_session_in_the_store_and_resume_continues_it() {
+    use super::agent_policy::{agent, history, mock, push_reads_then_answer, workspace};
+    let url = fresh_db();
+    let m = mock();
+    let w = workspace();
+    push_reads_then_answer(&m.mock, &["notes.txt"], "The notes say hello.");
+    let first = run(&mut agent(
+        &w,
+        Some(&m.mock.openai_base_url()),
+        "What do the notes say?",
+        &["--store", &url, "--session", "chat-1"],
+    )
+    .env_remove("DSH_STORE"));
+    assert_eq!(first.code, 0, "{}", first.both());
+    assert!(
+        first.stdout.contains("The notes say hello."),
+        "{}",
+        first.both()
+    );
+    assert!(!w.state.join("dsh").exists(), "no file log with --store");
+    push_reads_then_answer(&m.mock, &[], "Still hello.");
+    let second = run(&mut agent(
+        &w,
+        Some(&m.mock.openai_base_url()),
+        "And now?",
+        &["--store", &url, "--resume", "chat-1"],
+    )
+    .env_remove("DSH_STORE"));
+    assert_eq!(second.code, 0, "{}", second.both());
+    // The second request carried the first turn's history, read from the store.
+    let bodies = m.mock.requests();
+    let last = history(&bodies.last().unwrap().body);
+    assert!(
+        last.iter().any(|m| m.contains("What do the notes say?")),
+        "{last:?}"
+    );
+    let check = dsh_run(&["check", "--store", &url, "chat-1"]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}
+
+#[test]
+fn dsh_tail_prints_a_running_sessions_lines_as_they_commit_and_ends_with_the_writer() {
+    let url = fresh_db();
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "slow.jsonl",
+        &[anthropic("", &[call("nap", "sleep", json!({"ms": 1_500}))])],
+    );
+    let mut writer = Live::spawn(dsh().args([
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--store",
+        &url,
+        "--session",
+        "live",
+        "--demo-tools",
+        "--json",
+    ]));
+    writer.until(|l| l.contains("\"tool/call\""));
+    let mut tail = Live::spawn(dsh().args(["tail", "--store", &url, "live"]));
+    tail.until(|l| l.contains("\"tool/call\""));
+    // The result is committed while the tail is running: it arrives through LISTEN/NOTIFY.
+    tail.until(|l| l.contains("\"tool/result\""));
+    tail.until(|l| l.contains("\"turn/end\""));
+    assert_eq!(wait(writer.child), 0);
+    assert_eq!(wait(tail.child), 0, "the tail ends once the writer is gone");
+}

@@ -26,7 +26,9 @@ const SESSIONS: usize = 200;
 fn note(i: usize) -> Event {
     Event::other(
         "test/note",
-        dsh_core::Json::from_shallow(serde_json::json!({"i": i, "text": "a line of about a hundred bytes of text, as a small tool result"})),
+        dsh_core::Json::from_shallow(
+            serde_json::json!({"i": i, "text": "a line of about a hundred bytes of text, as a small tool result"}),
+        ),
     )
 }
 
@@ -48,7 +50,9 @@ async fn appenders(session: &Session, per: usize) -> Duration {
 }
 
 async fn client(url: &str) -> tokio_postgres::Client {
-    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
     tokio::spawn(conn);
     c
 }
@@ -122,7 +126,10 @@ async fn main() {
         .map(|r| r.get(0))
         .collect();
     let lines: Vec<String> = c
-        .query("SELECT line FROM dsh_events WHERE session_id = 'group' ORDER BY seq", &[])
+        .query(
+            "SELECT line FROM dsh_events WHERE session_id = 'group' ORDER BY seq",
+            &[],
+        )
         .await
         .unwrap()
         .iter()
@@ -188,7 +195,10 @@ async fn main() {
     );
 
     // 2. Append cost at 1k vs BIG events.
-    let mut small_log = format!("{}\n", dsh_session::Header::new("small", "/").to_json_line());
+    let mut small_log = format!(
+        "{}\n",
+        dsh_session::Header::new("small", "/").to_json_line()
+    );
     for i in 0..1000 {
         small_log.push_str(&note(i).to_json_line());
         small_log.push('\n');
@@ -222,5 +232,4 @@ async fn main() {
         per[1].1.as_secs_f64(),
         import_took.as_secs_f64()
     );
-
 }
