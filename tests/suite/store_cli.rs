@@ -243,7 +243,7 @@ fn dsh_agent_keeps_its_session_in_the_store_and_resume_continues_it() {
     let m = mock();
     let w = workspace();
     push_reads_then_answer(&m.mock, &["notes.txt"], "The notes say hello.");
-    let first = run(&mut agent(
+    let first = run(agent(
         &w,
         Some(&m.mock.openai_base_url()),
         "What do the notes say?",
@@ -258,7 +258,7 @@ fn dsh_agent_keeps_its_session_in_the_store_and_resume_continues_it() {
     );
     assert!(!w.state.join("dsh").exists(), "no file log with --store");
     push_reads_then_answer(&m.mock, &[], "Still hello.");
-    let second = run(&mut agent(
+    let second = run(agent(
         &w,
         Some(&m.mock.openai_base_url()),
         "And now?",
