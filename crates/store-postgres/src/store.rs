@@ -207,18 +207,7 @@ impl PgStore {
 
     /// Whether a live process holds session `id`'s lease now.
     pub async fn is_leased(&self, id: &str) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT lease_until IS NOT NULL AND lease_until >= now()
-                        AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = lease_backend)
-                   FROM dsh_sessions WHERE id = $1",
-                &[&id],
-            )
-            .await
-            .map_err(db("read the lease"))?
-            .ok_or_else(|| StoreError::NoSuchSession(id.to_owned()))?;
-        Ok(row.get(0))
+        leased(&self.client().await?, id).await
     }
 
     /// The sessions, most recently written first.
@@ -246,6 +235,21 @@ impl PgStore {
             })
             .collect())
     }
+}
+
+/// Whether a live process holds session `id`'s lease now: unexpired, and its backend alive.
+pub(crate) async fn leased(client: &Client, id: &str) -> Result<bool, StoreError> {
+    let row = client
+        .query_opt(
+            "SELECT lease_until IS NOT NULL AND lease_until >= now()
+                    AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = lease_backend)
+               FROM dsh_sessions WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .map_err(db("read the lease"))?
+        .ok_or_else(|| StoreError::NoSuchSession(id.to_owned()))?;
+    Ok(row.get(0))
 }
 
 /// The log bytes of a session's rows, checking that every row is an event at the seq the log

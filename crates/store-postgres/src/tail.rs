@@ -68,14 +68,13 @@ impl PgStore {
             .await
             .map_err(db("listen"))?;
         let (tx, rx) = mpsc::channel(256);
-        let store = self.clone();
         let id = id.to_owned();
         tokio::spawn(async move {
             let mut next = i64::try_from(from).unwrap_or(i64::MAX);
             loop {
                 // Whether the writer is gone is read BEFORE the lines, so the last lines it
                 // wrote are read after.
-                let live = store.is_leased(&id).await;
+                let live = crate::store::leased(&client, &id).await;
                 let rows = client
                     .query(
                         "SELECT seq, line FROM dsh_events WHERE session_id = $1 AND seq >= $2 ORDER BY seq",
