@@ -107,9 +107,15 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
         args.pipeline.preset,
     )?;
     let max_parallel = policy.max_parallel_tool_calls;
-    let session = match &args.resume {
-        None => args.session.clone(),
-        Some(which) => {
+    let store_url = args.pipeline.store.store.clone();
+    let session = match (&args.resume, &store_url) {
+        (None, _) => args.session.clone(),
+        (Some(which), Some(url)) if which.is_empty() => {
+            let store = super::store::connect(url).await?;
+            Some(PathBuf::from(super::store::most_recent(&store, url).await?))
+        }
+        (Some(which), Some(_)) => Some(PathBuf::from(which)),
+        (Some(which), None) => {
             let root = workspace
                 .canonicalize()
                 .map_err(|e| Exit::usage(format!("workspace {}: {e}", workspace.display())))?;
@@ -121,6 +127,7 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
         script_text: None,
         workspace: &workspace,
         session,
+        store: store_url,
         policy,
         approvals: super::run::approvals(args.approve, &grants),
         grants: Some(grants.clone()),

@@ -59,6 +59,7 @@ pub async fn demo() -> Result<i32, Exit> {
         script_text: Some(&script),
         workspace: &workspace,
         session: Some(log.clone()),
+        store: None,
         policy,
         approvals: Approvals::Never,
         grants: None,

@@ -8,59 +8,78 @@ use super::{Exit, Format};
 pub fn check(logs: &[PathBuf]) -> Result<i32, Exit> {
     let mut clean = true;
     for path in logs {
-        match dsh::session::check_file_status(path) {
-            Ok(status) if status.problems.is_empty() => {
-                super::out(&format!("{}: ok", path.display()));
-            }
-            Ok(status) => {
-                let in_flight = status.problems.iter().filter(|p| p.in_flight).count();
-                let settled = status.problems.len() - in_flight;
-                for p in &status.problems {
-                    // Messages quote the log (call ids, types): never let it drive the terminal.
-                    let message = super::render::sanitize(&p.message);
-                    let note = if p.in_flight && status.live {
-                        " (in flight: the session is still being written)"
-                    } else {
-                        ""
-                    };
-                    super::out(&format!("{}:{}: {message}{note}", path.display(), p.line));
-                }
-                if in_flight > 0 && status.live {
-                    super::out(&format!(
-                        "{}: still being written (a running dsh holds its lock): {in_flight} call(s) not answered yet",
-                        path.display()
-                    ));
-                } else if in_flight > 0 {
-                    super::out(&format!(
-                        "{}: not being written (no process holds its lock): {in_flight} call(s) the model made will never be answered; `dsh repair {}` answers them",
-                        path.display(),
-                        path.display()
-                    ));
-                }
-                if settled > 0 || !status.live {
-                    clean = false;
-                } else {
-                    super::out(&format!("{}: ok so far", path.display()));
-                }
-            }
-            Err(e) => {
-                clean = false;
-                let message = super::render::sanitize(&e.to_string());
-                super::out(&format!("{}: {message}", path.display()));
-            }
-        }
+        let label = path.display().to_string();
+        let status = dsh::session::check_file_status(path).map_err(|e| e.to_string());
+        let repair = format!("dsh repair {label}");
+        clean &= report_check(&label, status, &repair, "holds its lock");
     }
     Ok(if clean { 0 } else { 1 })
+}
+
+/// Prints what checking one log found, `label` naming it (a file, or a stored session);
+/// `repair` is the command that repairs it and `holding` says how a writer is known to be
+/// live. Returns whether the log counts as clean.
+pub fn report_check(
+    label: &str,
+    status: Result<dsh::session::FileCheck, String>,
+    repair: &str,
+    holding: &str,
+) -> bool {
+    match status {
+        Ok(status) if status.problems.is_empty() => {
+            super::out(&format!("{label}: ok"));
+            true
+        }
+        Ok(status) => {
+            let in_flight = status.problems.iter().filter(|p| p.in_flight).count();
+            let settled = status.problems.len() - in_flight;
+            for p in &status.problems {
+                // Messages quote the log (call ids, types): never let it drive the terminal.
+                let message = super::render::sanitize(&p.message);
+                let note = if p.in_flight && status.live {
+                    " (in flight: the session is still being written)"
+                } else {
+                    ""
+                };
+                super::out(&format!("{label}:{}: {message}{note}", p.line));
+            }
+            if in_flight > 0 && status.live {
+                super::out(&format!(
+                    "{label}: still being written (a running dsh {holding}): {in_flight} call(s) not answered yet"
+                ));
+            } else if in_flight > 0 {
+                super::out(&format!(
+                    "{label}: not being written (no process {holding}): {in_flight} call(s) the model made will never be answered; `{repair}` answers them"
+                ));
+            }
+            if settled > 0 || !status.live {
+                false
+            } else {
+                super::out(&format!("{label}: ok so far"));
+                true
+            }
+        }
+        Err(message) => {
+            let message = super::render::sanitize(&message);
+            super::out(&format!("{label}: {message}"));
+            false
+        }
+    }
 }
 
 /// Prints the model-visible history.
 pub fn transcript(log: &Path, format: Format) -> Result<i32, Exit> {
     let bytes = std::fs::read(log)
         .map_err(|e| Exit::internal(format!("cannot read {}: {e}", log.display())))?;
-    let parsed = dsh::session::read_log(&bytes)
-        .map_err(|e| Exit::internal(format!("{}: {e}", log.display())))?;
+    transcript_bytes(&log.display().to_string(), &bytes, format)
+}
+
+/// Prints the model-visible history of a log's bytes, `label` naming the log.
+pub fn transcript_bytes(label: &str, bytes: &[u8], format: Format) -> Result<i32, Exit> {
+    let parsed =
+        dsh::session::read_log(bytes).map_err(|e| Exit::internal(format!("{label}: {e}")))?;
     // A history with an unanswered call is refused by the providers: say so, never silently.
-    let problems = dsh::session::check_bytes(&bytes);
+    let problems = dsh::session::check_bytes(bytes);
     if let Some(first) = problems.first() {
         let hint = if problems.iter().any(|p| p.in_flight) {
             "; `dsh repair` answers the calls left unanswered"
@@ -68,8 +87,7 @@ pub fn transcript(log: &Path, format: Format) -> Result<i32, Exit> {
             ""
         };
         eprintln!(
-            "dsh: warning: {} has {} problem(s), so a provider may refuse this history (`dsh check` lists them{hint}); first: line {}: {}",
-            log.display(),
+            "dsh: warning: {label} has {} problem(s), so a provider may refuse this history (`dsh check` lists them{hint}); first: line {}: {}",
             problems.len(),
             first.line,
             super::render::sanitize(&first.message)
@@ -107,12 +125,17 @@ pub fn repair(log: &Path) -> Result<i32, Exit> {
     if report.is_clean() {
         super::out(&format!("{}: nothing to repair", log.display()));
     } else {
-        super::out(&format!("{}: repaired", log.display()));
-        for line in report_lines(&report) {
-            super::out(&super::render::sanitize(&line));
-        }
+        print_repair(&log.display().to_string(), &report);
     }
     Ok(0)
+}
+
+/// Prints `LABEL: repaired` and what the repair did.
+pub fn print_repair(label: &str, report: &dsh::session::RepairReport) {
+    super::out(&format!("{label}: repaired"));
+    for line in report_lines(report) {
+        super::out(&super::render::sanitize(&line));
+    }
 }
 
 /// What a repair did, one line per action.

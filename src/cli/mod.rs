@@ -24,6 +24,7 @@ mod render;
 mod run;
 mod sandbox;
 mod sessions;
+mod store;
 #[cfg(feature = "agent")]
 mod stream_view;
 mod tools;
@@ -73,23 +74,35 @@ enum Command {
     Tools(tools::ToolsArgs),
     /// Check session logs; prints each problem with its file and line.
     Check {
-        /// Log files to check.
+        /// Log files to check (with `--store`: session ids).
         #[arg(required = true)]
         logs: Vec<PathBuf>,
+        #[command(flatten)]
+        store: store::StoreArg,
     },
     /// Print the model-visible history of a log as JSON.
     Transcript {
-        /// The log file.
+        /// The log file (with `--store`: a session id).
         log: PathBuf,
         /// The shape of the history.
         #[arg(long, value_enum, default_value_t = Format::Dsh)]
         format: Format,
+        #[command(flatten)]
+        store: store::StoreArg,
     },
     /// Repair a log left by a crash: cut a torn line, close unpaired calls, open steps and turns.
     Repair {
-        /// The log file.
+        /// The log file (with `--store`: a session id).
         log: PathBuf,
+        #[command(flatten)]
+        store: store::StoreArg,
     },
+    /// Write a stored session's log (JSON Lines, as a file holds it) to stdout.
+    Export(store::ExportArgs),
+    /// Load a JSON Lines log into the store as a new session, losslessly.
+    Import(store::ImportArgs),
+    /// Print a stored session's lines as they are written, until its writer is gone.
+    Tail(store::TailArgs),
     /// MCP: `dsh mcp serve` offers dsh's tools to any MCP client, through the pipeline.
     #[cfg(feature = "mcp-serve")]
     Mcp(mcp::McpArgs),
@@ -229,15 +242,30 @@ pub fn main() -> i32 {
             Command::Agent(args) => agent::agent(args).await,
             #[cfg(feature = "agent")]
             Command::Chat(args) => chat::chat(args).await,
-            Command::Sessions(args) => sessions::sessions(args),
+            Command::Sessions(args) => match args.store.store.clone() {
+                Some(url) => store::sessions(&url).await,
+                None => sessions::sessions(args),
+            },
             Command::Tools(args) => tools::tools(args).await,
             #[cfg(feature = "view")]
             Command::View(args) => view::view(args).await,
             #[cfg(feature = "mcp-serve")]
             Command::Mcp(args) => mcp::mcp(args).await,
-            Command::Check { logs } => logs::check(&logs),
-            Command::Transcript { log, format } => logs::transcript(&log, format),
-            Command::Repair { log } => logs::repair(&log),
+            Command::Check { logs, store } => match store.store {
+                Some(url) => store::check(&url, &logs).await,
+                None => logs::check(&logs),
+            },
+            Command::Transcript { log, format, store } => match store.store {
+                Some(url) => store::transcript(&url, &log.to_string_lossy(), format).await,
+                None => logs::transcript(&log, format),
+            },
+            Command::Repair { log, store } => match store.store {
+                Some(url) => store::repair(&url, &log.to_string_lossy()).await,
+                None => logs::repair(&log),
+            },
+            Command::Export(args) => store::export(args).await,
+            Command::Import(args) => store::import(args).await,
+            Command::Tail(args) => store::tail(args).await,
             Command::SandboxExec(args) => sandbox::exec(args),
         }
     });

@@ -35,6 +35,8 @@ pub struct PipelineArgs {
     /// remembers the answer.
     #[arg(long)]
     pub trust_workspace: bool,
+    #[command(flatten)]
+    pub store: super::store::StoreArg,
 }
 
 /// `--workspace`, else the current directory.

@@ -55,7 +55,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub pipeline: super::options::PipelineArgs,
     /// The session log (default `$XDG_STATE_HOME/dsh/sessions/<workspace key>/<id>.jsonl`, or
-    /// `~/.local/state/dsh/...`); an existing log is repaired and resumed.
+    /// `~/.local/state/dsh/...`); an existing log is repaired and resumed. With `--store`: the
+    /// session id in the store (created when absent, resumed and repaired when present).
     #[arg(long)]
     pub session: Option<PathBuf>,
     /// How asks are answered (default: `ask` on a terminal, otherwise no channel: every ask is
@@ -108,8 +109,10 @@ pub struct Setup<'a> {
     pub script_text: Option<&'a str>,
     /// The workspace root.
     pub workspace: &'a Path,
-    /// `--session`, when given.
+    /// `--session`, when given (with `store`: the session id).
     pub session: Option<PathBuf>,
+    /// `--store`: the session lives in this PostgreSQL database instead of a file.
+    pub store: Option<String>,
     /// The loaded policy.
     pub policy: Policy,
     /// Where asks go.
@@ -132,6 +135,7 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         script_text,
         workspace,
         session,
+        store,
         policy,
         approvals,
         grants,
@@ -157,19 +161,32 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
     if let HookSources::Standard { explicit, .. } = &hooks {
         check_settings(&workspace, explicit.clone()).await?;
     }
-    let id = dsh::jsonl::session_id();
-    let log = session.unwrap_or_else(|| dsh::jsonl::default_log_path(&workspace, &id));
-    let new_log = !log.exists();
-    let (session, report) = dsh::jsonl::open_session(&log, &id, &workspace)
-        .await
-        .map_err(|e| {
-            let message = format!("session log {}: {e}", log.display());
-            if dsh::jsonl::is_permission_denied(&e) {
-                Exit::usage(message)
-            } else {
-                Exit::internal(message)
-            }
-        })?;
+    let (session, report, log, new_log) = match store {
+        Some(url) => {
+            let id = session
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(dsh::jsonl::session_id);
+            let store = super::store::connect(&url).await?;
+            let (session, report) = super::store::open(&store, &url, &id, &workspace).await?;
+            (session, report, super::store::place(&url, &id), false)
+        }
+        None => {
+            let id = dsh::jsonl::session_id();
+            let log = session.unwrap_or_else(|| dsh::jsonl::default_log_path(&workspace, &id));
+            let new_log = !log.exists();
+            let (session, report) = dsh::jsonl::open_session(&log, &id, &workspace)
+                .await
+                .map_err(|e| {
+                    let message = format!("session log {}: {e}", log.display());
+                    if dsh::jsonl::is_permission_denied(&e) {
+                        Exit::usage(message)
+                    } else {
+                        Exit::internal(message)
+                    }
+                })?;
+            (session, report, log, new_log)
+        }
+    };
     if !report.is_clean() {
         eprintln!("dsh: {} was repaired before resuming:", log.display());
         for line in super::logs::report_lines(&report) {
@@ -452,6 +469,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Exit> {
         script_text: Some(&script_text),
         workspace: &workspace,
         session: args.session.clone(),
+        store: args.pipeline.store.store.clone(),
         policy,
         approvals: approvals(args.approve, &grants),
         grants: Some(grants),

@@ -15,6 +15,8 @@ pub struct SessionsArgs {
     /// The workspace (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: super::store::StoreArg,
 }
 
 /// One session log of a workspace.

@@ -27,6 +27,7 @@ fn adv_i4_l3_five_kill_trials_leave_clean_logs_with_every_printed_event_and_whol
         steps: 10,
         seed,
         base: t.path().to_path_buf(),
+        store: None,
     };
     let report = kill_trials::run_trials(&cfg, |_| {}).unwrap();
     assert_eq!(report.runs, 5);
@@ -152,4 +153,29 @@ fn adv_i4_kill_trial_checks_catch_an_unanswered_model_call_and_a_history_an_api_
             .any(|r| r.starts_with("Anthropic would refuse")),
         "{reasons:?}"
     );
+}
+
+/// The same trials with each session in PostgreSQL (`--store`): killed at a random instant,
+/// repaired by another process's takeover, every printed event in the export at its seq.
+#[test]
+fn adv_i4_l3_kill_trials_with_sessions_in_postgres_leave_clean_sessions() {
+    let cluster = dsh_test_support::postgres::Cluster::start();
+    let t = tmp();
+    let seed = kill_trials::clock_seed();
+    let cfg = Config {
+        dsh: dsh_bin(),
+        runs: 5,
+        steps: 10,
+        seed,
+        base: t.path().to_path_buf(),
+        store: Some(cluster.url()),
+    };
+    let report = kill_trials::run_trials(&cfg, |_| {}).unwrap();
+    assert_eq!(report.runs, 5);
+    assert!(
+        report.failures.is_empty(),
+        "seed {seed}: {}",
+        report.summary()
+    );
+    assert_eq!(report.files_checked, 5 * 4);
 }

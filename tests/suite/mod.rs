@@ -34,6 +34,7 @@ mod props;
 mod rules;
 mod script;
 mod sessions;
+mod store_cli;
 mod support;
 mod terminal;
 mod terminal_text;

@@ -14,6 +14,8 @@ enum Probe {
     File(&'static str),
     /// Files at these absolute paths (a system package).
     System(&'static [&'static str]),
+    /// A `sh -c` program that succeeds.
+    Shell(&'static str),
 }
 
 /// A component: how to tell it is there, and how to install it.
@@ -63,8 +65,19 @@ const COMPONENTS: &[Component] = &[
         install: &[
             "sh",
             "-c",
-            "apt-get install -y -qq chromium chromium-driver \
-             || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }",
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
+             || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }",
+        ],
+        dir: ".",
+    },
+    Component {
+        name: "the PostgreSQL server (Debian's `postgresql`: the store tests start a throwaway cluster)",
+        probe: Probe::Shell("command -v initdb || ls /usr/lib/postgresql/*/bin/initdb"),
+        install: &[
+            "sh",
+            "-c",
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql \
+             || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }",
         ],
         dir: ".",
     },
@@ -82,6 +95,12 @@ pub fn install(root: &Path) -> Result<()> {
                 .is_ok_and(|s| s.success()),
             Probe::File(path) => root.join(path).is_file(),
             Probe::System(paths) => paths.iter().all(|p| Path::new(p).is_file()),
+            Probe::Shell(program) => std::process::Command::new("sh")
+                .args(["-c", program])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success()),
         };
         if there {
             continue;

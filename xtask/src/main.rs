@@ -47,7 +47,7 @@ fn root() -> PathBuf {
 
 const USAGE: &str = "usage: cargo xtask <test | ci | check-rules [--write] | bench [--report-only]>
 
-  test [ARGS]          install what the tests drive (PyPI and npm packages) when missing,
+  test [ARGS]          install what the tests drive (PyPI, npm and Debian packages) when missing,
                        then cargo test --workspace [ARGS]
   ci                   fmt check, clippy -D warnings, check-rules, public-api --check, cargo doc
                        -D warnings, package-check, the feature builds, cargo test --workspace

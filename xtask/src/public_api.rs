@@ -24,6 +24,7 @@ pub const CRATES: &[(&str, &str)] = &[
     ("dsh-scheduler", "crates/scheduler"),
     ("dsh-agent", "crates/agent"),
     ("dsh-mcp", "crates/mcp"),
+    ("dsh-store-postgres", "crates/store-postgres"),
     ("dsh-tool-fs", "crates/tool-fs"),
     ("dsh-code-mode", "crates/code-mode"),
     ("dsh-hooks", "crates/hooks"),

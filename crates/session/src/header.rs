@@ -97,6 +97,11 @@ impl Header {
         &self.json
     }
 
+    /// The header as one compact JSON line (without the newline): the first line of a new log.
+    pub fn to_json_line(&self) -> String {
+        self.json.to_json_string()
+    }
+
     /// The header as one JSON line with its newline.
     pub(crate) fn write_line(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self.json.to_json_string().as_bytes());

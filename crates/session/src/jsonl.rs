@@ -75,6 +75,16 @@ impl OpenOptions {
         self.invariants = on;
         self
     }
+
+    /// Whether a log with pairing problems is refused.
+    pub fn is_strict(&self) -> bool {
+        self.strict
+    }
+
+    /// Whether the append-time invariant checks are on.
+    pub fn has_invariants(&self) -> bool {
+        self.invariants
+    }
 }
 
 /// Takes the advisory write lock on an open log file.

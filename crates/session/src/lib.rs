@@ -78,6 +78,7 @@ mod read;
 mod repair;
 mod scan;
 mod session;
+mod sink;
 mod snapshot;
 mod visible;
 mod writer;
@@ -98,5 +99,5 @@ pub use repair::{
     repair_bytes,
 };
 pub use session::{Session, Subscription};
+pub use sink::{Line, Lines, LogSink};
 pub use snapshot::{Entry, Events};
-pub use writer::LogSink;

@@ -22,8 +22,9 @@ use crate::framing::Framing;
 use crate::header::Header;
 use crate::invariant::InvariantChecker;
 use crate::queue::WriteQueue;
+use crate::sink::LogSink;
 use crate::snapshot::{Entry, EventList, Events};
-use crate::writer::{self, LogSink, WriteReq};
+use crate::writer::{self, WriteReq};
 
 type Subscriber = Arc<dyn Fn(u64, &Event) + Send + Sync>;
 

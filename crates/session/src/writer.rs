@@ -21,17 +21,7 @@ use crate::error::SessionError;
 use crate::event::Event;
 use crate::queue::{Next, WriteQueue};
 use crate::session::Shared;
-
-/// Where a durable session writes its lines.
-///
-/// The JSON Lines file store is one; a host may supply another (a different medium, or a
-/// fault-injecting one in tests). Calls come from one dedicated thread, never from an async task.
-pub trait LogSink: Send + 'static {
-    /// Appends `bytes` (whole lines) and returns only once they are durable.
-    fn append_durably(&mut self, bytes: &[u8]) -> std::io::Result<()>;
-    /// Cuts the log back to `len` bytes after a failed append (best effort).
-    fn truncate(&mut self, len: u64) -> std::io::Result<()>;
-}
+use crate::sink::{Lines, LogSink};
 
 /// The JSON Lines file as a sink: `write_all` then `fdatasync`.
 pub(crate) struct FileSink {
@@ -168,7 +158,7 @@ impl Writer {
         for req in &group {
             buf.extend_from_slice(&req.line);
         }
-        match self.sink.append_durably(&buf) {
+        match self.sink.append_lines(&Lines::group(&group, &buf)) {
             Ok(()) => {
                 self.len += buf.len() as u64;
                 self.shared

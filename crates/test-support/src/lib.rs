@@ -2,7 +2,8 @@
 //! gated), sync hook adapters, a recorder of what ran in which order, and checks that an exported
 //! history would be accepted by the providers' APIs ([`api_history`]), [`quiescent`] for
 //! asserting that something has not happened, and, with the feature `mock-provider`, a mock
-//! model-provider server on 127.0.0.1 (module `mock_provider`). Dev-dependency only.
+//! model-provider server on 127.0.0.1 (module `mock_provider`), and with the feature `postgres` a
+//! throwaway PostgreSQL cluster (module `postgres`). Dev-dependency only.
 //!
 //! It owns no pipeline behaviour and is never a dependency of a library crate.
 //!
@@ -17,6 +18,8 @@
 pub mod api_history;
 #[cfg(feature = "mock-provider")]
 pub mod mock_provider;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod quiet;
 
 pub use quiet::{quiescent, yield_until};

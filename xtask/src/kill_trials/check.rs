@@ -35,6 +35,7 @@ pub struct RunStats {
 }
 
 /// Checks one run's directory after the process is gone; returns what failed.
+#[allow(dead_code, reason = "the root test suite's kill trials call it")]
 pub fn check_run(
     dsh: &Path,
     dir: &Path,
@@ -42,8 +43,25 @@ pub fn check_run(
     outcome: &Outcome,
     stats: &mut RunStats,
 ) -> Vec<String> {
+    check_run_at(dsh, dir, session, outcome, stats, None)
+}
+
+/// [`check_run`] for a session kept in `store` when given: `dsh repair --store` and `dsh check
+/// --store` on it, then `dsh export --store` into `log.jsonl` (none when the session was never
+/// created), which the file checks then read.
+pub fn check_run_at(
+    dsh: &Path,
+    dir: &Path,
+    session: &Session,
+    outcome: &Outcome,
+    stats: &mut RunStats,
+    store: Option<&super::run::StoreSession>,
+) -> Vec<String> {
     let mut reasons = Vec::new();
     let log = dir.join("log.jsonl");
+    if let Some(s) = store {
+        reasons.extend(from_store(dsh, s, &log, stats));
+    }
     // The printed events: only complete lines (a line cut by the kill was never whole).
     let complete = outcome
         .stdout
@@ -76,8 +94,8 @@ pub fn check_run(
             String::from_utf8_lossy(&outcome.stderr).trim()
         ));
     }
-    // (a) repair, then check.
-    if log.exists() {
+    // (a) repair, then check (for a store: done on the store above; the export is clean).
+    if log.exists() && store.is_none() {
         match dsh_cmd(dsh, &["repair"], &log) {
             Ok((0, text)) => {
                 if text.contains(": repaired") {
@@ -285,4 +303,69 @@ fn count_stray(dir: &Path) -> usize {
             }
         })
         .sum()
+}
+
+/// Repairs and checks a stored session, then exports it to `log`.
+fn from_store(
+    dsh: &Path,
+    s: &super::run::StoreSession,
+    log: &Path,
+    stats: &mut RunStats,
+) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let store = |command: &str| {
+        std::process::Command::new(dsh)
+            .args([command, "--store", &s.url, &s.id])
+            .env_remove("DSH_STORE")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot start dsh {command}: {e}"))
+    };
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+        .trim()
+        .to_owned()
+    };
+    match store("repair") {
+        Ok(o) if o.status.success() => {
+            let t = text(&o);
+            stats.repaired = t.contains(": repaired");
+            stats.never_recorded = t.matches("  answered call ").count();
+        }
+        // Killed before the session was created: nothing to repair, no log.
+        Ok(o) if text(&o).contains("no session") => return reasons,
+        Ok(o) => reasons.push(format!(
+            "dsh repair --store exited {}: {}",
+            o.status,
+            text(&o)
+        )),
+        Err(e) => reasons.push(e),
+    }
+    match store("check") {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => reasons.push(format!(
+            "dsh check --store exited {}: {}",
+            o.status,
+            text(&o)
+        )),
+        Err(e) => reasons.push(e),
+    }
+    match store("export") {
+        Ok(o) if o.status.success() => {
+            if let Err(e) = std::fs::write(log, &o.stdout) {
+                reasons.push(format!("{}: {e}", log.display()));
+            }
+        }
+        Ok(o) => reasons.push(format!(
+            "dsh export --store exited {}: {}",
+            o.status,
+            text(&o)
+        )),
+        Err(e) => reasons.push(e),
+    }
+    reasons
 }

@@ -15,8 +15,13 @@
 pub mod check;
 pub mod run;
 
-pub use check::{RunStats, check_run};
-pub use run::{build_session, prepare_dir, run_session};
+pub use check::{RunStats, check_run_at};
+pub use run::{StoreSession, build_session, prepare_dir, run_session_at};
+// The file-only forms, for the root test suite (which includes this module by path).
+#[allow(unused_imports, reason = "the root test suite's kill trials use them")]
+pub use check::check_run;
+#[allow(unused_imports, reason = "the root test suite's kill trials use them")]
+pub use run::run_session;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -36,6 +41,18 @@ pub struct Config {
     pub seed: u64,
     /// Where run directories go (a failing run's directory is kept for inspection).
     pub base: PathBuf,
+    /// Keep each run's session in this PostgreSQL store (`--store URL`, id `kt-<seed>-<run>`)
+    /// instead of a file; the checks read its repaired export.
+    pub store: Option<String>,
+}
+
+impl Config {
+    fn target(&self, run: &str) -> Option<StoreSession> {
+        self.store.as_ref().map(|url| StoreSession {
+            url: url.clone(),
+            id: format!("kt-{}-{run}", self.seed),
+        })
+    }
 }
 
 /// One failed run.
@@ -156,10 +173,18 @@ pub fn run_trials(cfg: &Config, mut progress: impl FnMut(&Report)) -> Result<Rep
     let _ = std::fs::remove_dir_all(&dir);
     prepare_dir(&dir, &session)?;
     let t = Instant::now();
-    let outcome = run_session(&cfg.dsh, &dir, None)?;
+    let target = cfg.target("calibration");
+    let outcome = run_session_at(&cfg.dsh, &dir, None, target.as_ref())?;
     report.session_time = t.elapsed();
     let mut stats = RunStats::default();
-    let reasons = check_run(&cfg.dsh, &dir, &session, &outcome, &mut stats);
+    let reasons = check_run_at(
+        &cfg.dsh,
+        &dir,
+        &session,
+        &outcome,
+        &mut stats,
+        target.as_ref(),
+    );
     if !reasons.is_empty() {
         return Err(format!(
             "the unkilled session does not pass its own checks (kept in {}):\n  {}",
@@ -183,9 +208,17 @@ pub fn run_trials(cfg: &Config, mut progress: impl FnMut(&Report)) -> Result<Rep
         prepare_dir(&dir, &session)?;
         // Up to 5% past the measured time, so some runs finish before the kill.
         let delay = Duration::from_micros(rng.below(span + span / 20));
-        let outcome = run_session(&cfg.dsh, &dir, Some(delay))?;
+        let target = cfg.target(&run.to_string());
+        let outcome = run_session_at(&cfg.dsh, &dir, Some(delay), target.as_ref())?;
         let mut stats = RunStats::default();
-        let reasons = check_run(&cfg.dsh, &dir, &session, &outcome, &mut stats);
+        let reasons = check_run_at(
+            &cfg.dsh,
+            &dir,
+            &session,
+            &outcome,
+            &mut stats,
+            target.as_ref(),
+        );
         report.runs += 1;
         report.killed += usize::from(outcome.killed);
         report.before_log += usize::from(stats.before_log);
@@ -212,14 +245,17 @@ pub fn run_trials(cfg: &Config, mut progress: impl FnMut(&Report)) -> Result<Rep
     Ok(report)
 }
 
-/// `cargo xtask kill-trials [--runs N] [--steps N] [--seed N] [--release]`: builds `dsh` once,
-/// runs the trials and prints the report; an error if any run failed.
+/// `cargo xtask kill-trials [--runs N] [--steps N] [--seed N] [--release] [--store [URL]]`:
+/// builds `dsh` once, runs the trials and prints the report; an error if any run failed. With
+/// `--store`, each session is kept in PostgreSQL: at URL, or (no URL) in a throwaway cluster
+/// started for the series (`dsh_test_support::postgres`).
 pub fn cli(args: &[String]) -> Result<(), String> {
     let mut runs = 100usize;
     let mut steps = 40usize;
     let mut seed = clock_seed();
     let mut release = false;
-    let mut it = args.iter();
+    let mut store: Option<Option<String>> = None;
+    let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
         let mut number = |name: &str| -> Result<u64, String> {
             it.next()
@@ -232,9 +268,13 @@ pub fn cli(args: &[String]) -> Result<(), String> {
             "--steps" => steps = number("--steps")? as usize,
             "--seed" => seed = number("--seed")?,
             "--release" => release = true,
+            "--store" => {
+                let url = it.next_if(|v| !v.starts_with("--")).cloned();
+                store = Some(url);
+            }
             "-h" | "--help" => {
                 println!(
-                    "usage: cargo xtask kill-trials [--runs N (100)] [--steps N (40)] [--seed N] [--release]"
+                    "usage: cargo xtask kill-trials [--runs N (100)] [--steps N (40)] [--seed N] [--release] [--store [postgres://...] (a throwaway cluster when no URL)]"
                 );
                 return Ok(());
             }
@@ -270,16 +310,31 @@ pub fn cli(args: &[String]) -> Result<(), String> {
     std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
     let copy = base.join("dsh");
     std::fs::copy(&dsh, &copy).map_err(|e| format!("copy {}: {e}", dsh.display()))?;
+    let cluster = match &store {
+        Some(None) => Some(dsh_test_support::postgres::Cluster::start()),
+        _ => None,
+    };
+    let store = match store {
+        Some(Some(url)) => Some(url),
+        Some(None) => cluster.as_ref().map(|c| c.url()),
+        None => None,
+    };
     let cfg = Config {
         dsh: copy,
         runs,
         steps,
         seed,
         base: base.clone(),
+        store,
     };
     eprintln!(
-        "kill trials: {runs} runs of a {steps}-step session, seed {seed}, in {}",
-        base.display()
+        "kill trials: {runs} runs of a {steps}-step session, seed {seed}, in {}{}",
+        base.display(),
+        if cfg.store.is_some() {
+            ", sessions in PostgreSQL"
+        } else {
+            ""
+        }
     );
     let report = run_trials(&cfg, |r| {
         if r.runs % 50 == 0 || r.runs == runs {

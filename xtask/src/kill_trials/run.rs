@@ -160,15 +160,39 @@ pub struct Outcome {
     pub status: String,
 }
 
+/// A session kept in a PostgreSQL store instead of `log.jsonl`: the store's URL and the id.
+#[derive(Clone, Debug)]
+pub struct StoreSession {
+    /// `postgres://...`
+    pub url: String,
+    /// The session id in the store.
+    pub id: String,
+}
+
 /// Starts the session in `dir` and kills it after `delay` (`None`: lets it finish).
+#[allow(dead_code, reason = "the root test suite's kill trials call it")]
 pub fn run_session(dsh: &Path, dir: &Path, delay: Option<Duration>) -> Result<Outcome, String> {
-    let mut child = Command::new(dsh)
-        .arg("run")
+    run_session_at(dsh, dir, delay, None)
+}
+
+/// [`run_session`], the log kept in `store` when given (`--store URL --session ID`).
+pub fn run_session_at(
+    dsh: &Path,
+    dir: &Path,
+    delay: Option<Duration>,
+    store: Option<&StoreSession>,
+) -> Result<Outcome, String> {
+    let mut cmd = Command::new(dsh);
+    cmd.arg("run")
         .arg(dir.join("script.jsonl"))
         .args(["--json", "--demo-tools", "--workspace"])
         .arg(dir.join("ws"))
-        .arg("--session")
-        .arg(dir.join("log.jsonl"))
+        .env_remove("DSH_STORE");
+    match store {
+        Some(s) => cmd.args(["--store", &s.url, "--session", &s.id]),
+        None => cmd.arg("--session").arg(dir.join("log.jsonl")),
+    };
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -11,5 +11,6 @@ mod lazy_data;
 mod model_visible;
 mod props;
 mod repair;
+mod seam;
 mod store;
 mod support;

@@ -1,0 +1,327 @@
+//! [`PgStore`]: sessions in one PostgreSQL database.
+
+use std::str::FromStr as _;
+use std::time::SystemTime;
+
+use dsh_session::{Header, OpenOptions, RepairReport, Session};
+use tokio_postgres::{Client, Config};
+
+use crate::error::StoreError;
+use crate::writer::{self, Lease};
+
+/// A PostgreSQL database holding dsh sessions.
+#[derive(Clone)]
+pub struct PgStore {
+    config: Config,
+    lease: Lease,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("hosts", &self.config.get_hosts())
+            .field("dbname", &self.config.get_dbname())
+            .finish()
+    }
+}
+
+/// A session opened for writing.
+#[derive(Debug)]
+pub struct Opened {
+    /// The session; close it ([`Session::close`]) to release its lease at once.
+    pub session: Session,
+    /// What crash repair did on takeover.
+    pub repair: RepairReport,
+    /// Whether the session was created by this open.
+    pub created: bool,
+}
+
+/// One session of the store, as listed.
+#[derive(Clone, Debug)]
+pub struct SessionInfo {
+    /// The session id.
+    pub id: String,
+    /// When it was created.
+    pub created_at: SystemTime,
+    /// When it was last written.
+    pub updated_at: SystemTime,
+    /// How many log lines (events) it holds.
+    pub lines: u64,
+    /// Whether a live process holds its lease now.
+    pub leased: bool,
+}
+
+fn db(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
+    move |source| StoreError::Db { context, source }
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://user@host:port/db` or the key=value form), and brings the
+    /// schema up to date. Needs a Tokio runtime.
+    pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
+        let config = Config::from_str(url).map_err(StoreError::Url)?;
+        let store = PgStore {
+            config,
+            lease: Lease::default(),
+        };
+        let mut client = store.client().await?;
+        crate::migrate::migrate(&mut client).await?;
+        Ok(store)
+    }
+
+    /// The same store with other lease settings.
+    pub fn with_lease(mut self, lease: Lease) -> PgStore {
+        self.lease = lease;
+        self
+    }
+
+    /// The connection settings.
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// A fresh connection (driven on the current runtime).
+    pub async fn client(&self) -> Result<Client, StoreError> {
+        writer::connect(&self.config).await.map_err(db("connect"))
+    }
+
+    /// Opens session `id` for writing: creates it (header with `id` and `cwd`) when absent,
+    /// otherwise takes its lease (refused while a live process holds it) and resumes it after
+    /// the same crash repair as a file (spec I4). `options` applies as for a file (strictness,
+    /// invariants); its id and cwd are not used.
+    pub async fn open(
+        &self,
+        id: &str,
+        cwd: &str,
+        options: OpenOptions,
+    ) -> Result<Opened, StoreError> {
+        let header = Header::new(id, cwd).to_json_line();
+        self.open_inner(id, Some(header), options).await
+    }
+
+    /// Opens an existing session for writing (as [`PgStore::open`], but never creates one).
+    pub async fn resume(&self, id: &str, options: OpenOptions) -> Result<Opened, StoreError> {
+        self.open_inner(id, None, options).await
+    }
+
+    async fn open_inner(
+        &self,
+        id: &str,
+        new_header: Option<String>,
+        options: OpenOptions,
+    ) -> Result<Opened, StoreError> {
+        let (sink, acquired) = writer::start(
+            self.config.clone(),
+            self.lease.clone(),
+            id.to_owned(),
+            new_header,
+        )
+        .await?;
+        let created = acquired.created;
+        let log = match assemble(
+            id,
+            &acquired.header,
+            &acquired.rows,
+            Some(acquired.next_seq),
+        ) {
+            Ok(log) => log,
+            Err(e) => {
+                // Releasing the lease waits for the writer thread: not on this task's thread.
+                let _ = tokio::task::spawn_blocking(move || drop(sink)).await;
+                return Err(e);
+            }
+        };
+        let name = id.to_owned();
+        let resumed =
+            tokio::task::spawn_blocking(move || Session::resume_with_sink(&log, sink, options))
+                .await
+                .map_err(|_| StoreError::WriterGone(name.clone()))?;
+        let (session, repair) = resumed.map_err(|e| row_error(&name, &acquired.rows, e))?;
+        if !repair.is_clean() {
+            tracing::warn!(session = %id, ?repair, "the session was repaired on takeover");
+        }
+        Ok(Opened {
+            session,
+            repair,
+            created,
+        })
+    }
+
+    /// The session's log as a file would hold it: the header line and every event line, each
+    /// with its newline (byte-identical to the JSON Lines store's log of the same session).
+    pub async fn export(&self, id: &str) -> Result<Vec<u8>, StoreError> {
+        let client = self.client().await?;
+        let header = client
+            .query_opt(
+                "SELECT header, next_seq FROM dsh_sessions WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(db("read the session"))?
+            .ok_or_else(|| StoreError::NoSuchSession(id.to_owned()))?;
+        let rows: Vec<(i64, String)> = client
+            .query(
+                "SELECT seq, line FROM dsh_events WHERE session_id = $1 ORDER BY seq",
+                &[&id],
+            )
+            .await
+            .map_err(db("read the session"))?
+            .into_iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let header_text: String = header.get(0);
+        let mut out = Vec::with_capacity(rows.iter().map(|(_, l)| l.len() + 1).sum());
+        out.extend_from_slice(header_text.as_bytes());
+        out.push(b'\n');
+        for (_, line) in &rows {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+        Ok(out)
+    }
+
+    /// Checks a session's rows: every row an event at the seq the log puts it (the message
+    /// names the session and seq of the first bad row).
+    pub async fn verify(&self, id: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let header = client
+            .query_opt(
+                "SELECT header, next_seq FROM dsh_sessions WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(db("read the session"))?
+            .ok_or_else(|| StoreError::NoSuchSession(id.to_owned()))?;
+        let rows: Vec<(i64, String)> = client
+            .query(
+                "SELECT seq, line FROM dsh_events WHERE session_id = $1 ORDER BY seq",
+                &[&id],
+            )
+            .await
+            .map_err(db("read the session"))?
+            .into_iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        assemble(id, &header.get::<_, String>(0), &rows, Some(header.get(1))).map(drop)
+    }
+
+    /// Whether a live process holds session `id`'s lease now.
+    pub async fn is_leased(&self, id: &str) -> Result<bool, StoreError> {
+        leased(&self.client().await?, id).await
+    }
+
+    /// The sessions, most recently written first.
+    pub async fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT s.id, s.created_at, s.updated_at,
+                        (SELECT count(*) FROM dsh_events e WHERE e.session_id = s.id),
+                        s.lease_until IS NOT NULL AND s.lease_until >= now()
+                          AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = s.lease_backend)
+                   FROM dsh_sessions s ORDER BY s.updated_at DESC, s.id DESC",
+                &[],
+            )
+            .await
+            .map_err(db("list the sessions"))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| SessionInfo {
+                id: r.get(0),
+                created_at: r.get(1),
+                updated_at: r.get(2),
+                lines: u64::try_from(r.get::<_, i64>(3)).unwrap_or(0),
+                leased: r.get(4),
+            })
+            .collect())
+    }
+}
+
+/// Whether a live process holds session `id`'s lease now: unexpired, and its backend alive.
+pub(crate) async fn leased(client: &Client, id: &str) -> Result<bool, StoreError> {
+    let row = client
+        .query_opt(
+            "SELECT lease_until IS NOT NULL AND lease_until >= now()
+                    AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = lease_backend)
+               FROM dsh_sessions WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .map_err(db("read the lease"))?
+        .ok_or_else(|| StoreError::NoSuchSession(id.to_owned()))?;
+    Ok(row.get(0))
+}
+
+/// The log bytes of a session's rows, checking that every row is an event at the seq the log
+/// puts it and that the sessions row's `next_seq` follows the last one.
+pub(crate) fn assemble(
+    id: &str,
+    header: &str,
+    rows: &[(i64, String)],
+    next_seq: Option<i64>,
+) -> Result<Vec<u8>, StoreError> {
+    let mut log =
+        Vec::with_capacity(header.len() + 1 + rows.iter().map(|(_, l)| l.len() + 1).sum::<usize>());
+    log.extend_from_slice(header.as_bytes());
+    log.push(b'\n');
+    for (seq, line) in rows {
+        if line.contains('\n') || line.trim().is_empty() {
+            return Err(StoreError::BadRow {
+                session: id.to_owned(),
+                seq: u64::try_from(*seq).ok(),
+                message: "the row is not one log line".to_owned(),
+            });
+        }
+        log.extend_from_slice(line.as_bytes());
+        log.push(b'\n');
+    }
+    let parsed = dsh_session::read_log(&log).map_err(|e| row_error(id, rows, e))?;
+    let mut expected = 0u64;
+    for ((seq, event), (row_seq, _)) in parsed.events.iter().zip(rows) {
+        if u64::try_from(*row_seq).ok() != Some(*seq) {
+            return Err(StoreError::BadRow {
+                session: id.to_owned(),
+                seq: u64::try_from(*row_seq).ok(),
+                message: format!("the row's seq should be {seq} (rows must follow without gap)"),
+            });
+        }
+        expected = seq + event.seq_span();
+    }
+    if let Some(next) = next_seq
+        && u64::try_from(next).ok() != Some(expected)
+    {
+        return Err(StoreError::BadRow {
+            session: id.to_owned(),
+            seq: Some(expected),
+            message: format!(
+                "the session's next seq is recorded as {next}, but its rows end before {expected}"
+            ),
+        });
+    }
+    Ok(log)
+}
+
+/// A session error about a line of the assembled log, as the row it came from.
+fn row_error(id: &str, rows: &[(i64, String)], e: dsh_session::SessionError) -> StoreError {
+    match e.line() {
+        Some(1) if !matches!(e, dsh_session::SessionError::Invalid { .. }) => StoreError::BadRow {
+            session: id.to_owned(),
+            seq: None,
+            message: format!("the header: {e}"),
+        },
+        Some(line) if line >= 2 && !matches!(e, dsh_session::SessionError::Invalid { .. }) => {
+            StoreError::BadRow {
+                session: id.to_owned(),
+                seq: rows.get(line - 2).and_then(|(s, _)| u64::try_from(*s).ok()),
+                message: match &e {
+                    dsh_session::SessionError::Corrupt { message, .. } => message.clone(),
+                    other => other.to_string(),
+                },
+            }
+        }
+        _ => StoreError::Session {
+            session: id.to_owned(),
+            source: e,
+        },
+    }
+}

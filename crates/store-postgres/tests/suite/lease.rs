@@ -1,0 +1,148 @@
+//! One writer per session (the lease and its fencing token) and takeover with crash repair
+//! (spec I4).
+
+use dsh_session::{Event, OpenOptions, check_bytes};
+use dsh_store_postgres::StoreError;
+
+use super::support::{client, fresh_store, short_lease};
+
+async fn started_call(session: &dsh_session::Session) {
+    for e in [
+        Event::turn_start(1),
+        Event::step_start(1, 1),
+        Event::tool_call(1, 1, "c1", "echo", r#"{"text":"hi"}"#),
+    ] {
+        session.append(e).await.expect("append");
+    }
+}
+
+#[tokio::test]
+async fn a_second_writer_of_a_leased_session_is_refused_with_a_clear_error() {
+    let (store, _) = fresh_store().await;
+    let first = store
+        .open("held", "/", OpenOptions::new())
+        .await
+        .expect("open");
+    let second = store.open("held", "/", OpenOptions::new()).await;
+    let Err(e @ StoreError::Leased { .. }) = second else {
+        panic!("expected a lease refusal, got {second:?}");
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains("session held is being written by another process"),
+        "{text}"
+    );
+    assert!(store.is_leased("held").await.expect("lease"));
+    first.session.close().await.expect("close");
+    assert!(!store.is_leased("held").await.expect("lease"));
+    let third = store
+        .open("held", "/", OpenOptions::new())
+        .await
+        .expect("free once closed");
+    third.session.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i4_a_takeover_after_the_holder_died_repairs_the_session_and_fences_the_old_writer() {
+    let (store, url) = fresh_store().await;
+    let a = store
+        .clone()
+        .with_lease(short_lease("a"))
+        .open("t", "/", OpenOptions::new())
+        .await
+        .expect("open");
+    started_call(&a.session).await;
+    // The holder's connection dies (as when its process is killed): its backend is gone.
+    let c = client(&url).await;
+    c.execute(
+        "SELECT pg_terminate_backend(lease_backend) FROM dsh_sessions WHERE id = 't'",
+        &[],
+    )
+    .await
+    .expect("terminate");
+    let b = loop {
+        match store
+            .clone()
+            .with_lease(short_lease("b"))
+            .open("t", "/", OpenOptions::new())
+            .await
+        {
+            Ok(b) => break b,
+            // The backend may take a moment to go.
+            Err(StoreError::Leased { .. }) => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("takeover: {e}"),
+        }
+    };
+    assert_eq!(b.repair.interrupted_calls.len(), 1);
+    assert_eq!(b.repair.closed_step, Some((1, 1)));
+    assert_eq!(b.repair.closed_turn, Some(1));
+    // The old writer wakes up: its append is refused by the fencing token, nothing written.
+    let late = a.session.append(Event::turn_start(9)).await;
+    let err = late.expect_err("fenced");
+    assert!(err.to_string().contains("lease"), "{err}");
+    assert_eq!(
+        b.session
+            .append(Event::turn_start(2))
+            .await
+            .expect("append"),
+        6
+    );
+    b.session.close().await.expect("close");
+    let log = store.export("t").await.expect("export");
+    assert!(
+        check_bytes(&log).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&log)
+    );
+    let text = String::from_utf8(log).expect("utf-8");
+    assert!(text.contains("INTERRUPTED"));
+    assert!(
+        !text.contains("\"turn\":9"),
+        "the fenced append never landed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_whose_lease_expired_and_was_taken_over_cannot_append() {
+    let (store, url) = fresh_store().await;
+    let a = store
+        .open("x", "/", OpenOptions::new())
+        .await
+        .expect("open");
+    a.session
+        .append(Event::turn_start(1))
+        .await
+        .expect("append");
+    // The holder stalls past its lease (a long pause): the lease shows expired.
+    let c = client(&url).await;
+    c.execute(
+        "UPDATE dsh_sessions SET lease_until = now() - interval '1 second' WHERE id = 'x'",
+        &[],
+    )
+    .await
+    .expect("expire");
+    let b = store
+        .open("x", "/", OpenOptions::new())
+        .await
+        .expect("takes over an expired lease");
+    assert_eq!(b.repair.closed_turn, Some(1));
+    let late = a
+        .session
+        .append(Event::turn_end(
+            1,
+            dsh_core::Json::from_shallow(serde_json::json!({"kind": "completed"})),
+        ))
+        .await;
+    assert!(late.expect_err("fenced").to_string().contains("taken over"));
+    // Refused for good: the session is poisoned.
+    assert!(a.session.append(Event::turn_start(3)).await.is_err());
+    b.session.close().await.expect("close");
+    let tokens: i64 = c
+        .query_one("SELECT lease_token FROM dsh_sessions WHERE id = 'x'", &[])
+        .await
+        .expect("token")
+        .get(0);
+    assert_eq!(tokens, 2, "each holder got its own token");
+}

@@ -1,0 +1,8 @@
+//! Topics: appends and export, the lease and fencing, takeover repair, bad rows, live tails,
+//! import, connection faults.
+
+mod appends;
+mod faults;
+mod lease;
+mod rows;
+mod support;

@@ -1,0 +1,59 @@
+//! One cluster per test binary; a fresh database per test.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use dsh_store_postgres::{Lease, PgStore};
+use dsh_test_support::postgres::Cluster;
+
+static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// The shared cluster.
+pub fn cluster() -> &'static Cluster {
+    CLUSTER.get_or_init(Cluster::start)
+}
+
+/// A URL of a new, empty database of `cluster`.
+pub async fn fresh_url_on(cluster: &Cluster) -> String {
+    let name = format!(
+        "t{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    );
+    let (client, connection) = tokio_postgres::connect(&cluster.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the test cluster: {e}\n{}", cluster.server_log()));
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create database");
+    cluster.url_for(&name)
+}
+
+/// A store on a new, empty database of the shared cluster.
+pub async fn fresh_store() -> (PgStore, String) {
+    let url = fresh_url_on(cluster()).await;
+    let store = PgStore::connect(&url).await.expect("connect");
+    (store, url)
+}
+
+/// A lease that is short and retries briefly (for tests of expiry and faults).
+pub fn short_lease(owner: &str) -> Lease {
+    Lease {
+        ttl: Duration::from_secs(2),
+        retry_for: Duration::from_secs(20),
+        owner: owner.to_owned(),
+    }
+}
+
+/// A direct client for inspecting or damaging tables.
+pub async fn client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+}

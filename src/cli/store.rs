@@ -1,0 +1,252 @@
+//! Sessions in PostgreSQL from the command line: `--store URL` (or `DSH_STORE`) for `run`,
+//! `agent`, `chat`, `check`, `transcript`, `repair` and `sessions`, and `dsh export`,
+//! `dsh import`, `dsh tail`.
+//!
+//! With a store, a session is named by its id (`--session ID`: created when absent, resumed and
+//! repaired when present, as a file is); a second process writing a session whose lease a live
+//! process holds is refused in one sentence (exit 1).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use dsh::session::{OpenOptions, RepairReport, Session};
+use dsh_store_postgres::{PgStore, StoreError};
+
+use super::{Exit, Format};
+
+/// `--store`: where sessions are kept instead of files.
+#[derive(Args, Debug, Clone, Default)]
+pub struct StoreArg {
+    /// Keep sessions in PostgreSQL (`postgres://user@host:port/db`) instead of files; session
+    /// names are then ids in the store.
+    #[arg(long, env = "DSH_STORE", value_name = "URL")]
+    pub store: Option<String>,
+}
+
+/// The URL without its password, for messages.
+pub fn shown(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// How a stored session is named in messages: `ID in URL`.
+pub fn place(url: &str, id: &str) -> PathBuf {
+    PathBuf::from(format!("{id} in {}", shown(url)))
+}
+
+fn failed(url: &str, e: StoreError) -> Exit {
+    match e {
+        StoreError::Url(_) => Exit::usage(format!("--store {}: {e}", shown(url))),
+        StoreError::NoSuchSession(_) | StoreError::Exists(_) => Exit::usage(e.to_string()),
+        other => Exit::internal(format!("{}: {other}", shown(url))),
+    }
+}
+
+/// Connects to the store (its schema brought up to date).
+pub async fn connect(url: &str) -> Result<PgStore, Exit> {
+    PgStore::connect(url).await.map_err(|e| failed(url, e))
+}
+
+/// Opens session `id` for writing: created when absent, otherwise taken over and repaired.
+/// A lease held by a process that just died is waited for briefly (its backend goes a moment
+/// after it); a lease held by a live process is refused.
+pub async fn open(
+    store: &PgStore,
+    url: &str,
+    id: &str,
+    cwd: &Path,
+) -> Result<(Session, RepairReport), Exit> {
+    let cwd = cwd.display().to_string();
+    let opened = with_lease(url, || store.open(id, &cwd, OpenOptions::new())).await?;
+    Ok((opened.session, opened.repair))
+}
+
+/// Runs an open, retrying for 2 s while the lease is held: a process killed a moment ago keeps
+/// its backend (and so its lease) until the server notices its connection is gone.
+async fn with_lease<F, Fut>(url: &str, mut open: F) -> Result<dsh_store_postgres::Opened, Exit>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<dsh_store_postgres::Opened, StoreError>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        match open().await {
+            Ok(opened) => return Ok(opened),
+            Err(StoreError::Leased { .. }) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(failed(url, e)),
+        }
+    }
+}
+
+/// The most recently written session of the store (`--resume` with no id).
+pub async fn most_recent(store: &PgStore, url: &str) -> Result<String, Exit> {
+    let sessions = store.sessions().await.map_err(|e| failed(url, e))?;
+    sessions
+        .into_iter()
+        .next()
+        .map(|s| s.id)
+        .ok_or_else(|| Exit::usage(format!("--resume: {} has no session yet", shown(url))))
+}
+
+/// `dsh check --store URL ID...`.
+pub async fn check(url: &str, ids: &[PathBuf]) -> Result<i32, Exit> {
+    let store = connect(url).await?;
+    let mut clean = true;
+    for id in ids {
+        let id = id.to_string_lossy();
+        let status = async {
+            store.verify(&id).await?;
+            let bytes = store.export(&id).await?;
+            let live = store.is_leased(&id).await?;
+            Ok::<_, StoreError>(dsh::session::FileCheck {
+                problems: dsh::session::check_bytes(&bytes),
+                live,
+            })
+        }
+        .await
+        .map_err(|e| e.to_string());
+        let repair = format!("dsh repair --store URL {id}");
+        clean &= super::logs::report_check(&id, status, &repair, "holds its lease");
+    }
+    Ok(if clean { 0 } else { 1 })
+}
+
+/// `dsh transcript --store URL ID`.
+pub async fn transcript(url: &str, id: &str, format: Format) -> Result<i32, Exit> {
+    let store = connect(url).await?;
+    let bytes = store.export(id).await.map_err(|e| failed(url, e))?;
+    super::logs::transcript_bytes(id, &bytes, format)
+}
+
+/// `dsh repair --store URL ID`: takes the lease, repairs, releases.
+pub async fn repair(url: &str, id: &str) -> Result<i32, Exit> {
+    let store = connect(url).await?;
+    let opened = with_lease(url, || store.resume(id, OpenOptions::new().strict(false))).await?;
+    opened
+        .session
+        .close()
+        .await
+        .map_err(|e| Exit::internal(format!("{id}: {e}")))?;
+    if opened.repair.is_clean() {
+        super::out(&format!("{id}: nothing to repair"));
+    } else {
+        super::logs::print_repair(id, &opened.repair);
+    }
+    Ok(0)
+}
+
+/// `dsh sessions --store URL`: one per line starting with its id, most recent first.
+pub async fn sessions(url: &str) -> Result<i32, Exit> {
+    let store = connect(url).await?;
+    for s in store.sessions().await.map_err(|e| failed(url, e))? {
+        let when = httpdate::fmt_http_date(s.updated_at);
+        let live = if s.leased { "  (being written)" } else { "" };
+        super::out(&format!(
+            "{}  {when}  {:>6} events{live}",
+            super::render::sanitize(&s.id),
+            s.lines
+        ));
+    }
+    Ok(0)
+}
+
+/// `dsh export`, `dsh import` and `dsh tail` options.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The session id.
+    pub id: String,
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+/// `dsh import` options.
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The JSON Lines log to load.
+    pub file: PathBuf,
+    /// The session id in the store (default: the log header's id).
+    #[arg(long)]
+    pub id: Option<String>,
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+/// `dsh tail` options.
+#[derive(Args, Debug)]
+pub struct TailArgs {
+    /// The session id.
+    pub id: String,
+    /// The first seq to print.
+    #[arg(long, default_value_t = 0)]
+    pub from: u64,
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+fn required(arg: &StoreArg, command: &str) -> Result<String, Exit> {
+    arg.store.clone().ok_or_else(|| {
+        Exit::usage(format!(
+            "dsh {command} needs a store: --store postgres://... (or DSH_STORE)"
+        ))
+    })
+}
+
+/// `dsh export --store URL ID`: the session's JSON Lines on stdout.
+pub async fn export(args: ExportArgs) -> Result<i32, Exit> {
+    use std::io::Write as _;
+    let url = required(&args.store, "export")?;
+    let store = connect(&url).await?;
+    let bytes = store.export(&args.id).await.map_err(|e| failed(&url, e))?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(&bytes)
+        .and_then(|()| stdout.flush())
+        .map_err(|e| Exit::internal(format!("cannot write the export: {e}")))?;
+    Ok(0)
+}
+
+/// `dsh import --store URL FILE`: loads a log as a new session and prints its id.
+pub async fn import(args: ImportArgs) -> Result<i32, Exit> {
+    let url = required(&args.store, "import")?;
+    let bytes = std::fs::read(&args.file)
+        .map_err(|e| Exit::usage(format!("cannot read {}: {e}", args.file.display())))?;
+    let store = connect(&url).await?;
+    let done = store
+        .import_as(&bytes, args.id.as_deref())
+        .await
+        .map_err(|e| match e {
+            StoreError::Session { .. } => Exit::usage(format!("{}: {e}", args.file.display())),
+            other => failed(&url, other),
+        })?;
+    super::out(&format!(
+        "{}  {} events imported",
+        super::render::sanitize(&done.id),
+        done.lines
+    ));
+    Ok(0)
+}
+
+/// `dsh tail --store URL ID`: prints the session's lines as they are committed, until its
+/// writer is gone.
+pub async fn tail(args: TailArgs) -> Result<i32, Exit> {
+    let url = required(&args.store, "tail")?;
+    let store = connect(&url).await?;
+    let mut lines = store
+        .tail(&args.id, args.from)
+        .await
+        .map_err(|e| failed(&url, e))?;
+    while let Some(line) = lines.recv().await {
+        let line = line.map_err(|e| failed(&url, e))?;
+        super::out(&line.line);
+    }
+    Ok(0)
+}

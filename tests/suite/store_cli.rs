@@ -1,0 +1,309 @@
+//! Sessions in PostgreSQL through the real binary (`--store`): two processes on one database,
+//! the first killed mid-call, the second resuming (I4); a second writer refused; import/export
+//! byte for byte; `sessions`, `transcript`, `check` and `repair` on a store. A real server
+//! (a throwaway cluster) is started once for these tests; they fail without one.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dsh_test_support::postgres::Cluster;
+use serde_json::json;
+
+use super::support::*;
+
+static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A URL of a fresh database of the shared cluster.
+fn fresh_db() -> String {
+    let cluster = CLUSTER.get_or_init(Cluster::start);
+    let name = format!(
+        "cli{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&cluster.url(), tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}\n{}", cluster.server_log()));
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+    });
+    cluster.url_for(&name)
+}
+
+/// `dsh run` of a long `sleep` call on session `id`, killed with SIGKILL once its call is
+/// committed (printed with `--json` only once durable).
+fn killed_mid_call(url: &str, ws: &std::path::Path, id: &str) {
+    let sc = script(
+        ws,
+        "long.jsonl",
+        &[anthropic(
+            "",
+            &[call("long", "sleep", json!({"ms": 20_000}))],
+        )],
+    );
+    let mut live = Live::spawn(dsh().args([
+        "run",
+        s(&sc),
+        "--workspace",
+        s(ws),
+        "--store",
+        url,
+        "--session",
+        id,
+        "--demo-tools",
+        "--json",
+    ]));
+    live.until(|l| l.contains("\"tool/call\""));
+    live.child.kill().unwrap();
+    live.child.wait().unwrap();
+}
+
+#[test]
+fn i4_a_session_killed_in_one_process_is_resumed_by_another_and_checks_clean() {
+    let url = fresh_db();
+    let t = tmp();
+    killed_mid_call(&url, t.path(), "fleet-1");
+
+    let before = dsh_run(&["check", "--store", &url, "fleet-1"]);
+    assert_eq!(before.code, 1, "{}", before.both());
+    assert!(
+        before.stdout.contains("tool/call \"long\""),
+        "{}",
+        before.both()
+    );
+
+    // Another process resumes the session: repaired on takeover, then its own turn.
+    let next = script(
+        t.path(),
+        "next.jsonl",
+        &[anthropic(
+            "",
+            &[call("e1", "echo", json!({"text": "after"}))],
+        )],
+    );
+    let resumed = run(dsh()
+        .args(["run", s(&next), "--workspace", s(t.path()), "--demo-tools"])
+        .args(["--session", "fleet-1"])
+        .env("DSH_STORE", &url));
+    assert_eq!(resumed.code, 0, "{}", resumed.both());
+    assert!(
+        resumed.stderr.contains("closed call long"),
+        "{}",
+        resumed.both()
+    );
+
+    let after = dsh_run(&["check", "--store", &url, "fleet-1"]);
+    assert_eq!(after.code, 0, "{}", after.both());
+    assert_eq!(after.stdout.trim(), "fleet-1: ok");
+
+    // The exported log is a file `dsh check` passes, with the interrupted call answered.
+    let export = dsh_run(&["export", "--store", &url, "fleet-1"]);
+    assert_eq!(export.code, 0, "{}", export.both());
+    let log = t.path().join("fleet-1.jsonl");
+    std::fs::write(&log, &export.stdout).unwrap();
+    assert_checks_clean(&log);
+    let ev = events(&log);
+    assert_paired(&ev);
+    assert_eq!(result_of(&ev, "long").code.as_deref(), Some("INTERRUPTED"));
+    assert_eq!(result_of(&ev, "e1").code, None);
+}
+
+#[test]
+fn a_second_process_writing_a_leased_session_is_refused_in_one_sentence() {
+    let url = fresh_db();
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "long.jsonl",
+        &[anthropic(
+            "",
+            &[call("long", "sleep", json!({"ms": 20_000}))],
+        )],
+    );
+    let mut first = Live::spawn(dsh().args([
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--store",
+        &url,
+        "--session",
+        "busy",
+        "--demo-tools",
+        "--json",
+    ]));
+    first.until(|l| l.contains("\"tool/call\""));
+    let second = dsh_run(&[
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--store",
+        &url,
+        "--session",
+        "busy",
+        "--demo-tools",
+    ]);
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    assert_eq!(second.code, 1, "{}", second.both());
+    let err = second.stderr.trim();
+    assert!(
+        err.contains("session busy is being written by another process"),
+        "{}",
+        second.both()
+    );
+    assert_eq!(err.lines().count(), 1, "{}", second.both());
+    let listed = dsh_run(&["sessions", "--store", &url]);
+    assert_eq!(listed.code, 0, "{}", listed.both());
+    assert!(listed.stdout.starts_with("busy  "), "{}", listed.both());
+}
+
+#[test]
+fn a_reference_harness_log_imported_and_exported_by_the_cli_is_byte_identical() {
+    let url = fresh_db();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/session/tests/fixtures/reference-sessions/examples-fs-edit.jsonl");
+    let original = std::fs::read(&fixture).unwrap();
+    let imported = dsh_run(&["import", "--store", &url, s(&fixture), "--id", "ref"]);
+    assert_eq!(imported.code, 0, "{}", imported.both());
+    assert!(imported.stdout.starts_with("ref  "), "{}", imported.both());
+    let out = dsh()
+        .args(["export", "--store", &url, "ref"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        out.stdout == original,
+        "the export differs from the imported file"
+    );
+    let transcript = dsh_run(&["transcript", "--store", &url, "ref"]);
+    assert_eq!(transcript.code, 0, "{}", transcript.both());
+    let file_transcript = dsh_run(&["transcript", s(&fixture)]);
+    assert_eq!(transcript.stdout, file_transcript.stdout);
+    let again = dsh_run(&["import", "--store", &url, s(&fixture), "--id", "ref"]);
+    assert_eq!(again.code, 2, "{}", again.both());
+    assert!(
+        again.stderr.contains("session ref already exists"),
+        "{}",
+        again.both()
+    );
+    let missing = dsh_run(&["export", "--store", &url, "nope"]);
+    assert_eq!(missing.code, 2, "{}", missing.both());
+    let no_store = run(dsh().args(["export", "ref"]).env_remove("DSH_STORE"));
+    assert_eq!(no_store.code, 2, "{}", no_store.both());
+    assert!(
+        no_store.stderr.contains("needs a store"),
+        "{}",
+        no_store.both()
+    );
+}
+
+#[test]
+fn repair_on_a_store_answers_the_calls_of_a_killed_session() {
+    let url = fresh_db();
+    let t = tmp();
+    killed_mid_call(&url, t.path(), "r1");
+    let repaired = dsh_run(&["repair", "--store", &url, "r1"]);
+    assert_eq!(repaired.code, 0, "{}", repaired.both());
+    assert!(
+        repaired.stdout.starts_with("r1: repaired"),
+        "{}",
+        repaired.both()
+    );
+    assert!(
+        repaired.stdout.contains("closed call long"),
+        "{}",
+        repaired.both()
+    );
+    let check = dsh_run(&["check", "--store", &url, "r1"]);
+    assert_eq!(check.code, 0, "{}", check.both());
+    let again = dsh_run(&["repair", "--store", &url, "r1"]);
+    assert_eq!(
+        again.stdout.trim(),
+        "r1: nothing to repair",
+        "{}",
+        again.both()
+    );
+}
+
+#[test]
+fn dsh_agent_keeps_its_session_in_the_store_and_resume_continues_it() {
+    use super::agent_policy::{agent, history, mock, push_reads_then_answer, workspace};
+    let url = fresh_db();
+    let m = mock();
+    let w = workspace();
+    push_reads_then_answer(&m.mock, &["notes.txt"], "The notes say hello.");
+    let first = run(agent(
+        &w,
+        Some(&m.mock.openai_base_url()),
+        "What do the notes say?",
+        &["--store", &url, "--session", "chat-1"],
+    )
+    .env_remove("DSH_STORE"));
+    assert_eq!(first.code, 0, "{}", first.both());
+    assert!(
+        first.stdout.contains("The notes say hello."),
+        "{}",
+        first.both()
+    );
+    assert!(!w.state.join("dsh").exists(), "no file log with --store");
+    push_reads_then_answer(&m.mock, &[], "Still hello.");
+    let second = run(agent(
+        &w,
+        Some(&m.mock.openai_base_url()),
+        "And now?",
+        &["--store", &url, "--resume", "chat-1"],
+    )
+    .env_remove("DSH_STORE"));
+    assert_eq!(second.code, 0, "{}", second.both());
+    // The second request carried the first turn's history, read from the store.
+    let bodies = m.mock.requests();
+    let last = history(&bodies.last().unwrap().body);
+    assert!(
+        last.iter().any(|m| m.contains("What do the notes say?")),
+        "{last:?}"
+    );
+    let check = dsh_run(&["check", "--store", &url, "chat-1"]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}
+
+#[test]
+fn dsh_tail_prints_a_running_sessions_lines_as_they_commit_and_ends_with_the_writer() {
+    let url = fresh_db();
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "slow.jsonl",
+        &[anthropic("", &[call("nap", "sleep", json!({"ms": 1_500}))])],
+    );
+    let mut writer = Live::spawn(dsh().args([
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--store",
+        &url,
+        "--session",
+        "live",
+        "--demo-tools",
+        "--json",
+    ]));
+    writer.until(|l| l.contains("\"tool/call\""));
+    let mut tail = Live::spawn(dsh().args(["tail", "--store", &url, "live"]));
+    tail.until(|l| l.contains("\"tool/call\""));
+    // The result is committed while the tail is running: it arrives through LISTEN/NOTIFY.
+    tail.until(|l| l.contains("\"tool/result\""));
+    tail.until(|l| l.contains("\"turn/end\""));
+    assert_eq!(wait(writer.child), 0);
+    assert_eq!(wait(tail.child), 0, "the tail ends once the writer is gone");
+}
