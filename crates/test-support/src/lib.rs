@@ -20,8 +20,10 @@ pub mod api_history;
 pub mod mock_provider;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod procs;
 mod quiet;
 
+pub use procs::processes_with;
 pub use quiet::{quiescent, yield_until};
 
 use std::collections::HashMap;

@@ -2,26 +2,9 @@
 
 use std::time::Duration;
 
-use crate::group::{Ended, ProcessGroup};
+use dsh_test_support::processes_with;
 
-/// Live processes other than this one whose command line carries `marker`.
-fn processes_with(marker: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid == std::process::id() {
-            continue;
-        }
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
-            && String::from_utf8_lossy(&cmd).contains(marker)
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
+use crate::group::{Ended, ProcessGroup};
 
 /// Waits up to two seconds for no live process to carry `marker`.
 async fn gone(marker: &str) -> bool {

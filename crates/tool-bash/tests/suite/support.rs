@@ -136,24 +136,7 @@ pub fn code(r: &Arc<ToolResult>) -> Option<String> {
     r.error().and_then(|f| f.code()).map(str::to_owned)
 }
 
-/// Live processes whose command line holds `marker` (zombies have none).
-pub fn processes_with(marker: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid == std::process::id() {
-            continue;
-        }
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
-            && String::from_utf8_lossy(&cmd).contains(marker)
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
+pub use dsh_test_support::processes_with;
 
 /// Whether this kernel contains commands (the probe of a fresh tool).
 pub async fn sandbox_available() -> bool {
