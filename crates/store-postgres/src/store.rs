@@ -150,26 +150,7 @@ impl PgStore {
     /// The session's log as a file would hold it: the header line and every event line, each
     /// with its newline (byte-identical to the JSON Lines store's log of the same session).
     pub async fn export(&self, id: &str) -> Result<Vec<u8>, StoreError> {
-        let client = self.client().await?;
-        let header = client
-            .query_opt(
-                "SELECT header, next_seq FROM dsh_sessions WHERE id = $1",
-                &[&id],
-            )
-            .await
-            .map_err(db("read the session"))?
-            .ok_or_else(|| StoreError::NoSuchSession(id.to_owned()))?;
-        let rows: Vec<(i64, String)> = client
-            .query(
-                "SELECT seq, line FROM dsh_events WHERE session_id = $1 ORDER BY seq",
-                &[&id],
-            )
-            .await
-            .map_err(db("read the session"))?
-            .into_iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
-        let header_text: String = header.get(0);
+        let (header_text, _, rows) = self.rows(id).await?;
         let mut out = Vec::with_capacity(rows.iter().map(|(_, l)| l.len() + 1).sum());
         out.extend_from_slice(header_text.as_bytes());
         out.push(b'\n');
@@ -183,6 +164,12 @@ impl PgStore {
     /// Checks a session's rows: every row an event at the seq the log puts it (the message
     /// names the session and seq of the first bad row).
     pub async fn verify(&self, id: &str) -> Result<(), StoreError> {
+        let (header, next_seq, rows) = self.rows(id).await?;
+        assemble(id, &header, &rows, Some(next_seq)).map(drop)
+    }
+
+    /// A session's header text, its next seq and its `(seq, line)` rows in seq order.
+    async fn rows(&self, id: &str) -> Result<(String, i64, Vec<(i64, String)>), StoreError> {
         let client = self.client().await?;
         let header = client
             .query_opt(
@@ -192,7 +179,7 @@ impl PgStore {
             .await
             .map_err(db("read the session"))?
             .ok_or_else(|| StoreError::NoSuchSession(id.to_owned()))?;
-        let rows: Vec<(i64, String)> = client
+        let rows = client
             .query(
                 "SELECT seq, line FROM dsh_events WHERE session_id = $1 ORDER BY seq",
                 &[&id],
@@ -202,7 +189,7 @@ impl PgStore {
             .into_iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect();
-        assemble(id, &header.get::<_, String>(0), &rows, Some(header.get(1))).map(drop)
+        Ok((header.get(0), header.get(1), rows))
     }
 
     /// Whether a live process holds session `id`'s lease now.
