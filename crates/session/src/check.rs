@@ -220,15 +220,17 @@ impl Scan {
     }
 
     fn result(&mut self, line: usize, seq: u64, event: &Event) {
-        let Some(result) = event.as_tool_result() else {
+        let Some(id) = event.result_call_id() else {
             self.problem(
                 line,
                 "tool/result names no call (no message.source.callId)".to_owned(),
             );
             return;
         };
-        let id = result.call_id;
-        let target = match result.call_seq {
+        let id = &*id;
+        let call_seq = event.source_event_seqs().and_then(|s| s.first().copied());
+        let (turn, step) = (event.data_u64("turn"), event.data_u64("step"));
+        let target = match call_seq {
             None => {
                 self.problem(
                     line,
@@ -274,7 +276,7 @@ impl Scan {
             },
         };
         let Some(target) = target else {
-            if result.call_seq.is_none() || !self.seqs_reliable {
+            if call_seq.is_none() || !self.seqs_reliable {
                 self.problem(
                     line,
                     format!("tool/result for call \"{id}\" has no tool/call"),
@@ -307,10 +309,10 @@ impl Scan {
                 if self.pending_by_id.get(id) == Some(&target) {
                     self.pending_by_id.remove(id);
                 }
-                if (result.turn, result.step) != (call_turn, call_step) {
+                if (turn, step) != (call_turn, call_step) {
                     let message = format!(
                         "tool/result for call \"{id}\" is in {}, but its tool/call (line {call_line}) is in {}",
-                        turn_step(result.turn, result.step),
+                        turn_step(turn, step),
                         turn_step(call_turn, call_step)
                     );
                     self.problem(line, message);

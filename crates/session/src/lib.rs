@@ -79,6 +79,7 @@ mod repair;
 mod scan;
 mod session;
 mod sink;
+mod skim;
 mod snapshot;
 mod visible;
 mod writer;

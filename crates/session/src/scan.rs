@@ -673,6 +673,105 @@ mod tests {
         }
     }
 
+    /// A block of a message's `content`: objects shaped like the blocks the views read (any
+    /// member may be missing or of another type), or any other value.
+    fn block() -> impl Strategy<Value = Value> {
+        let kind = prop_oneof![
+            3 => prop::sample::select(vec!["tool-result", "tool-call", "text"]).prop_map(Value::from),
+            1 => leaf(),
+        ];
+        let member = || prop::option::of(prop_oneof![3 => leaf(), 1 => json_value()]);
+        let shaped = (
+            prop::option::of(kind),
+            member(),
+            member(),
+            member(),
+            member(),
+            member(),
+        )
+            .prop_map(|(kind, tool_call_id, id, name, arguments, is_error)| {
+                let mut m = serde_json::Map::new();
+                for (k, v) in [
+                    ("type", kind),
+                    ("toolCallId", tool_call_id),
+                    ("id", id),
+                    ("name", name),
+                    ("arguments", arguments),
+                    ("isError", is_error),
+                ] {
+                    if let Some(v) = v {
+                        m.insert(k.to_owned(), v);
+                    }
+                }
+                Value::Object(m)
+            });
+        prop_oneof![4 => shaped, 1 => json_value()]
+    }
+
+    /// A message as `tool/result` and `assistant/message` events hold it, with every member
+    /// the views read sometimes missing, of another type, or the message not an object.
+    fn message() -> impl Strategy<Value = Value> {
+        let source = prop_oneof![
+            prop::option::of(leaf()).prop_map(|id| match id {
+                Some(id) => serde_json::json!({"kind": "tool", "callId": id}),
+                None => serde_json::json!({"kind": "tool"}),
+            }),
+            leaf(),
+        ];
+        let content = prop_oneof![
+            4 => prop::collection::vec(block(), 0..4).prop_map(Value::Array),
+            1 => leaf(),
+        ];
+        let shaped =
+            (prop::option::of(source), prop::option::of(content)).prop_map(|(source, content)| {
+                let mut m = serde_json::Map::new();
+                m.insert("role".into(), Value::from("user"));
+                if let Some(source) = source {
+                    m.insert("source".into(), source);
+                }
+                if let Some(content) = content {
+                    m.insert("content".into(), content);
+                }
+                Value::Object(m)
+            });
+        prop_oneof![6 => shaped, 1 => json_value()]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Reading a result's call and a message's calls from the text (`skim.rs`) gives what
+        /// the tree-based views give for the same line.
+        #[test]
+        fn the_skimmed_call_ids_equal_the_tree_views(
+            message in message(),
+            flat in prop::option::of(json_value()),
+            assistant in any::<bool>(),
+        ) {
+            let ty = if assistant { types::ASSISTANT_MESSAGE } else { types::TOOL_RESULT };
+            let mut data = serde_json::Map::new();
+            data.insert("turn".into(), Value::from(1));
+            data.insert("step".into(), Value::from(2));
+            data.insert("message".into(), message);
+            if let Some(flat) = flat {
+                data.insert("content".into(), flat);
+            }
+            let line = Event::other(ty, Json::from_shallow(Value::Object(data))).to_json_line();
+            let mut scratch = Scratch::default();
+            let lazy = Event::read_line(&line, &mut scratch).expect("a line it wrote");
+            let eager = deep::parse_with(&line, Event::from_value).expect("a line it wrote");
+            prop_assert!(lazy.keeps_text(), "{line} was read eagerly");
+            let skimmed_calls = crate::visible::calls_of(1, &lazy);
+            let skimmed_id = lazy.result_call_id().map(|id| id.into_owned());
+            prop_assert_eq!(
+                skimmed_id,
+                eager.as_tool_result().map(|r| r.call_id.to_owned()),
+                "{}", line
+            );
+            prop_assert_eq!(skimmed_calls, crate::visible::calls_of(1, &eager), "{}", line);
+        }
+    }
+
     #[test]
     fn deep_lines_scan_without_recursion_and_past_the_limit_are_refused() {
         let handle = std::thread::Builder::new()

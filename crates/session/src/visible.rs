@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::deep;
 use crate::event::{Event, types};
+use crate::skim;
 
 /// One call of an assistant message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +38,19 @@ pub(crate) fn calls_of(line: usize, event: &Event) -> Vec<VisibleCall> {
         return Vec::new();
     }
     let (turn, step) = (event.data_u64("turn"), event.data_u64("step"));
+    if let Some(blocks) = event.message_text().and_then(skim::call_blocks) {
+        return blocks
+            .into_iter()
+            .map(|b| VisibleCall {
+                line,
+                call_id: Arc::from(&*b.id),
+                name: Arc::from(&*b.name),
+                arguments: Arc::from(&*b.arguments),
+                turn,
+                step,
+            })
+            .collect();
+    }
     let from_text = event.message_from_text();
     let content = match &from_text {
         Some(message) => message.value().get("content"),

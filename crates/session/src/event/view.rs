@@ -28,6 +28,27 @@ impl Event {
         Json::parse_at_depth(text, at.depth as usize).ok()
     }
 
+    /// The text of `data.message`, when the data is text and the facts know where it sits.
+    pub(crate) fn message_text(&self) -> Option<&str> {
+        let at = self.data.facts().message?;
+        self.data.text()?.get(at.start as usize..at.end as usize)
+    }
+
+    /// The call a `tool/result` answers (its view's `call_id`), read from the message's text
+    /// without building the tree when the text allows (see `skim.rs`).
+    pub(crate) fn result_call_id(&self) -> Option<std::borrow::Cow<'_, str>> {
+        if &*self.event_type != types::TOOL_RESULT {
+            return None;
+        }
+        if self.data.tree().is_none()
+            && let Some(id) = self.message_text().and_then(crate::skim::result_call_id)
+        {
+            return id;
+        }
+        self.as_tool_result()
+            .map(|r| std::borrow::Cow::Borrowed(r.call_id))
+    }
+
     /// Reads `data.<key>` as an unsigned integer (`turn` and `step` of a typed event without
     /// building its tree).
     pub(crate) fn data_u64(&self, key: &str) -> Option<u64> {
