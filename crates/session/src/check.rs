@@ -179,27 +179,33 @@ impl Scan {
     }
 
     fn call(&mut self, line: usize, seq: u64, event: &Event) {
-        let Some(call) = event.as_tool_call() else {
-            self.problem(
-                line,
-                "tool/call lacks a string callId, name or arguments".to_owned(),
-            );
-            return;
+        // What `as_tool_call` checks, without unescaping the arguments (or building the tree
+        // to do so): the three fields are strings.
+        let call_id = match event.data_str("callId") {
+            Some(id) if event.data_is_str("name") && event.data_is_str("arguments") => id,
+            _ => {
+                self.problem(
+                    line,
+                    "tool/call lacks a string callId, name or arguments".to_owned(),
+                );
+                return;
+            }
         };
+        let (turn, step) = (event.data_u64("turn"), event.data_u64("step"));
         if let Some(at) = self.visible.iter().position(|c| {
-            *c.call_id == *call.call_id
-                && (call.turn.is_none() || c.turn == call.turn)
-                && (call.step.is_none() || c.step == call.step)
+            *c.call_id == *call_id
+                && (turn.is_none() || c.turn == turn)
+                && (step.is_none() || c.step == step)
         }) {
             self.visible.remove(at);
         }
-        let call_id: Arc<str> = Arc::from(call.call_id);
-        let key = (call.turn, call.step, call_id.clone());
+        let call_id: Arc<str> = Arc::from(call_id);
+        let key = (turn, step, call_id.clone());
         if let Some(first) = self.step_ids.get(&key) {
             let message = format!(
                 "duplicate callId \"{}\" in {} (first tool/call on line {first})",
-                call.call_id,
-                turn_step(call.turn, call.step)
+                call_id,
+                turn_step(turn, step)
             );
             self.problem(line, message);
         } else {
@@ -210,8 +216,8 @@ impl Scan {
             CallRec {
                 line,
                 call_id: call_id.clone(),
-                turn: call.turn,
-                step: call.step,
+                turn,
+                step,
                 state: CallState::Pending,
             },
         );

@@ -108,9 +108,20 @@ pub(crate) struct Facts {
     /// Where `data.message` sits, when known (`None`: read it from the tree, whether or not
     /// `known` is set).
     pub message: Option<SubText>,
+    /// Which of `callId`, `name`, `arguments` hold a string with an escape (bits
+    /// [`Facts::ESCAPED_CALL_ID`], [`Facts::ESCAPED_NAME`], [`Facts::ESCAPED_ARGUMENTS`]): their
+    /// fact says "parse" because their text is not the string, yet they are known to be strings.
+    pub escaped: u8,
 }
 
 impl Facts {
+    /// `callId` is a string holding an escape.
+    pub const ESCAPED_CALL_ID: u8 = 1;
+    /// `name` is a string holding an escape.
+    pub const ESCAPED_NAME: u8 = 2;
+    /// `arguments` is a string holding an escape.
+    pub const ESCAPED_ARGUMENTS: u8 = 4;
+
     /// Facts of data holding none of the tracked fields (until fields are set).
     pub fn known() -> Facts {
         Facts {

@@ -374,6 +374,14 @@ impl Scan<'_, '_> {
                 b"message" => facts.message = SubText::new(start, stop, value_depth),
                 _ => {}
             }
+            if kind == Kind::Str(true) {
+                facts.escaped |= match key {
+                    b"callId" => Facts::ESCAPED_CALL_ID,
+                    b"name" => Facts::ESCAPED_NAME,
+                    b"arguments" => Facts::ESCAPED_ARGUMENTS,
+                    _ => 0,
+                };
+            }
             j = end;
             match self.byte(j)? {
                 b',' => j += 1,
@@ -622,8 +630,9 @@ mod tests {
 
     /// What a reader can observe of an event without comparing trees.
     fn views(e: &Event) -> String {
+        let strings = ["callId", "name", "arguments"].map(|k| e.data_is_str(k));
         format!(
-            "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            "{strings:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
             e.kind(),
             e.as_tool_call(),
             e.as_tool_result(),

@@ -94,6 +94,30 @@ impl Event {
         self.data().value().get(key).and_then(Value::as_str)
     }
 
+    /// Whether `data.<key>` is a string (`callId`, `name` and `arguments` of a typed event
+    /// known without building its tree, even when their text holds escapes).
+    pub(crate) fn data_is_str(&self, key: &str) -> bool {
+        if let Some(field) = self.data.fields().and_then(|f| f.str_field(key)) {
+            return field.is_some();
+        }
+        let facts = self.data.facts();
+        if facts.known {
+            let (fact, bit) = match key {
+                "callId" => (facts.call_id, Facts::ESCAPED_CALL_ID),
+                "name" => (facts.name, Facts::ESCAPED_NAME),
+                "arguments" => (facts.arguments, Facts::ESCAPED_ARGUMENTS),
+                _ => (StrFact::Parse.into(), 0),
+            };
+            match fact.get() {
+                StrFact::Absent => return false,
+                StrFact::At(..) => return true,
+                StrFact::Parse if facts.escaped & bit != 0 => return true,
+                StrFact::Parse => {}
+            }
+        }
+        self.data().value().get(key).is_some_and(Value::is_string)
+    }
+
     /// A typed view of the event's payload (the Rust analogue of the reference's narrowing by
     /// `type`).
     pub fn kind(&self) -> EventKind<'_> {
