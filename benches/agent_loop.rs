@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, SamplingMode};
 use dsh::core::{Arguments, Json, ToolDefinition, ToolExecutionInput, ToolOutput, ToolRegistry};
 use dsh::scheduler::Runtime;
-use dsh::session::{OpenOptions, Session, derive_messages};
-use dsh_agent::{Agent, AgentConfig, AgentHooks, to_provider_messages};
+use dsh::session::{OpenOptions, Session};
+use dsh_agent::{Agent, AgentConfig, AgentHooks, provider_messages};
 use dsh_model::{Chunk, Message, OpenAiConfig, OpenAiProvider, Request};
 use dsh_test_support::mock_provider::{Frame, MockProvider, Reply, openai};
 use parking_lot::Mutex;
@@ -246,7 +246,7 @@ fn resume(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
                         .await
                         .expect("open the log");
                     let mut messages = vec![Message::system("You are a bench.")];
-                    messages.extend(to_provider_messages(&derive_messages(&session.events())));
+                    messages.extend(provider_messages(session.events().pairs()));
                     let request = Request::new("deepseek-chat", messages);
                     let took = start.elapsed();
                     assert!(request.messages.len() > RESUME_EVENTS / 3);

@@ -85,6 +85,6 @@ mod source;
 pub use agent::{Agent, Cancel, Status, TurnOutcome};
 pub use config::{AgentConfig, Limits, ToolOffer};
 pub use error::AgentError;
-pub use history::{block_json, to_provider_messages};
+pub use history::{block_json, provider_messages, to_provider_messages};
 pub use hooks::{AgentHooks, HookFailure, NoHooks, PreStepDecision, RequestErrorAction};
 pub use source::{failure_json, user_prompt};

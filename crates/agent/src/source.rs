@@ -20,14 +20,14 @@ use dsh_model::{AssistantBlock, Chunk, FinishReason, Message, ModelError, Reques
 use dsh_scheduler::{
     Next, PreStep, Runtime, SchedulerError, SourceContext, Sourced, StepInput, StepSource, TurnEnd,
 };
-use dsh_session::{Event, Session, derive_messages};
+use dsh_session::{Event, Session};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::agent::Agent;
 use crate::chunk_log::ChunkLog;
 use crate::config::AgentConfig;
-use crate::history::{block_json, to_provider_messages};
+use crate::history::{block_json, provider_messages};
 use crate::hooks::{AgentHooks, PreStepDecision, RequestErrorAction};
 
 /// The reference's failure object of a model error: `{message, code, status?, retryAfter?}`.
@@ -173,7 +173,7 @@ impl ModelSource {
         if let Some(system) = &self.system {
             messages.push(Message::system(system.as_str()));
         }
-        messages.extend(to_provider_messages(&derive_messages(&events)));
+        messages.extend(provider_messages(events.pairs()));
         Ok(Ok(Request::new(self.config.model.clone(), messages)
             .with_tools(tools)
             .with_options(self.config.options.clone())))

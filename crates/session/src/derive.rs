@@ -13,6 +13,7 @@ use dsh_core::Json;
 
 use crate::deep;
 use crate::event::{Event, SurfaceOp, types};
+use crate::skim::RawObject;
 use crate::snapshot::Events;
 
 /// The model-visible messages of a session's events, in order.
@@ -22,7 +23,57 @@ pub fn derive_messages(events: &Events) -> Vec<Json> {
 
 /// [`derive_messages`] over any `(seq, event)` sequence in seq order.
 pub fn derive_messages_from<'a>(events: impl IntoIterator<Item = (u64, &'a Event)>) -> Vec<Json> {
-    let mut items: Vec<(u64, Json)> = Vec::new();
+    derive_logged(events)
+        .iter()
+        .map(LoggedMessage::to_json)
+        .collect()
+}
+
+/// A model-visible message as the log keeps it: the text of its line, when it was read from a
+/// log file, or a tree. Reading the text straight into another shape (a provider's request)
+/// saves building a tree only to take it apart.
+#[derive(Clone, Debug)]
+pub struct LoggedMessage<'a>(Logged<'a>);
+
+#[derive(Clone, Debug)]
+enum Logged<'a> {
+    /// Canonical compact JSON text, from a line the scan accepted.
+    Text {
+        text: &'a str,
+        depth: usize,
+        event: &'a Event,
+    },
+    Tree(Json),
+}
+
+impl<'a> LoggedMessage<'a> {
+    /// The message's JSON text (canonical compact JSON, as its log line holds it), when it is
+    /// kept as text.
+    pub fn text(&self) -> Option<&'a str> {
+        match &self.0 {
+            Logged::Text { text, .. } => Some(text),
+            Logged::Tree(_) => None,
+        }
+    }
+
+    /// The message as a tree: the one [`derive_messages`] gives.
+    pub fn to_json(&self) -> Json {
+        match &self.0 {
+            Logged::Tree(json) => json.clone(),
+            Logged::Text { text, depth, event } => match Json::parse_at_depth(text, *depth) {
+                Ok(json) => json,
+                // Text the scan accepted always parses; should it not, the tree has it.
+                Err(_) => tree_message_of(event).unwrap_or_else(|| Json::from_shallow(Value::Null)),
+            },
+        }
+    }
+}
+
+/// [`derive_messages_from`], each message as the log keeps it (see [`LoggedMessage`]).
+pub fn derive_logged<'a>(
+    events: impl IntoIterator<Item = (u64, &'a Event)>,
+) -> Vec<LoggedMessage<'a>> {
+    let mut items: Vec<(u64, LoggedMessage<'a>)> = Vec::new();
     for (seq, event) in events {
         if !matches!(
             event.event_type(),
@@ -67,9 +118,36 @@ fn subtree(value: &Value) -> Json {
     Json::from_shallow(deep::clone_value(value))
 }
 
-/// The message an event puts on the surface, if any. An event that keeps its data as text and
-/// knows where its `message` sits has only that member parsed (its tree is never built).
-fn message_of(event: &Event) -> Option<Json> {
+/// The message an event puts on the surface, if any: the text of its `message` when the event
+/// keeps its data as text and knows where that sits (its tree is never built), else a tree.
+fn message_of(event: &Event) -> Option<LoggedMessage<'_>> {
+    let kind = event.event_type();
+    if matches!(kind, types::ASSISTANT_MESSAGE | types::TOOL_RESULT)
+        && let Some((text, depth)) = event.message_text_at()
+    {
+        if kind == types::ASSISTANT_MESSAGE && !has_content(text) {
+            return None;
+        }
+        return Some(LoggedMessage(Logged::Text { text, depth, event }));
+    }
+    tree_message_of(event).map(|json| LoggedMessage(Logged::Tree(json)))
+}
+
+/// Whether a message's text has content: a non-empty array or string (as the tree check in
+/// [`tree_message_of`] reads it).
+fn has_content(text: &str) -> bool {
+    let Some(message) = RawObject::parse(text) else {
+        return false;
+    };
+    match message.get("content").map(|raw| raw.get()) {
+        Some(raw) if raw.starts_with('[') => raw != "[]",
+        Some(raw) if raw.starts_with('"') => raw != "\"\"",
+        _ => false,
+    }
+}
+
+/// [`message_of`], read from the tree (or from text written from typed fields).
+fn tree_message_of(event: &Event) -> Option<Json> {
     match event.event_type() {
         types::USER_MESSAGE => {
             let data = event.data().value();

@@ -87,7 +87,7 @@ mod writer;
 pub use check::{
     FileCheck, SeqEvent, check_bytes, check_events, check_file, check_file_status, check_log,
 };
-pub use derive::{derive_messages, derive_messages_from};
+pub use derive::{LoggedMessage, derive_logged, derive_messages, derive_messages_from};
 pub use error::{InvariantViolation, LineError, Problem, SessionError};
 pub use event::{Event, EventKind, MAX_DATA_DEPTH, SurfaceOp, ToolCallView, ToolResultView, types};
 pub use export::{to_anthropic, to_openai};
@@ -101,4 +101,5 @@ pub use repair::{
 };
 pub use session::{Session, Subscription};
 pub use sink::{Line, Lines, LogSink};
+pub use skim::RawObject;
 pub use snapshot::{Entry, Events};

@@ -1,5 +1,6 @@
-//! Reading the few members a check needs from a message's text without building its tree: which
-//! call a `tool/result` answers, and the `tool-call` blocks of an `assistant/message`.
+//! Reading a message's members from its text without building its tree: which call a
+//! `tool/result` answers and the `tool-call` blocks of an `assistant/message` (for the checker),
+//! and [`RawObject`], the reader the agent builds its provider messages with.
 //!
 //! Opening a log runs the checker over every event (repair's scan); building each message's
 //! tree there only to read an id or two cost more than the parse of the whole log. This reads
@@ -17,12 +18,14 @@ use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-/// An object's members in text order, values left as raw text.
-struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+/// A JSON object read from its text: its members in text order, each value left as raw text
+/// (read further only when asked, never built into a tree).
+#[derive(Debug)]
+pub struct RawObject<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
-impl<'a> Members<'a> {
-    /// The members of the object `text`, or `None` when `text` is not an object.
-    fn of(text: &'a str) -> Option<Members<'a>> {
+impl<'a> RawObject<'a> {
+    /// The members of the object `text`, or `None` when `text` is not a JSON object.
+    pub fn parse(text: &'a str) -> Option<RawObject<'a>> {
         if !text.starts_with('{') {
             return None;
         }
@@ -30,26 +33,42 @@ impl<'a> Members<'a> {
     }
 
     /// The raw value of member `key`.
-    fn get(&self, key: &str) -> Option<&'a RawValue> {
+    pub fn get(&self, key: &str) -> Option<&'a RawValue> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    /// Member `key` when it is a string.
+    pub fn str(&self, key: &str) -> Option<Cow<'a, str>> {
+        self.get(key).and_then(string)
+    }
+
+    /// The string the JSON text `raw` holds (`None` for any other value), borrowed when it
+    /// holds no escape.
+    pub fn string_of(raw: &str) -> Option<Cow<'_, str>> {
+        string_text(raw)
+    }
+
+    /// The elements of the JSON text `raw` when it is an array (`None` for any other value).
+    pub fn elements_of(raw: &str) -> Option<Vec<&RawValue>> {
+        elements_text(raw)
     }
 }
 
-impl<'de> Deserialize<'de> for Members<'de> {
+impl<'de> Deserialize<'de> for RawObject<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct ObjectVisitor;
         impl<'de> Visitor<'de> for ObjectVisitor {
-            type Value = Members<'de>;
+            type Value = RawObject<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawObject<'de>, A::Error> {
                 let mut out = Vec::new();
                 while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
                     let value: &'de RawValue = map.next_value()?;
                     out.push((key, value));
                 }
-                Ok(Members(out))
+                Ok(RawObject(out))
             }
         }
         deserializer.deserialize_map(ObjectVisitor)
@@ -83,24 +102,32 @@ impl<'de> Deserialize<'de> for Text<'de> {
 
 /// The string a raw value holds, `None` for any other value.
 fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
-    if !raw.get().starts_with('"') {
+    string_text(raw.get())
+}
+
+/// The string the JSON text `raw` holds, `None` for any other value.
+fn string_text(raw: &str) -> Option<Cow<'_, str>> {
+    if !raw.starts_with('"') {
         return None;
     }
-    serde_json::from_str::<Text<'_>>(raw.get())
-        .ok()
-        .map(|t| t.0)
+    serde_json::from_str::<Text<'_>>(raw).ok().map(|t| t.0)
 }
 
 /// The elements of an array's raw text, `None` when it is not an array.
 fn elements(raw: &RawValue) -> Option<Vec<&RawValue>> {
-    if !raw.get().starts_with('[') {
+    elements_text(raw.get())
+}
+
+/// The elements of the JSON text `raw`, `None` when it is not an array.
+fn elements_text(raw: &str) -> Option<Vec<&RawValue>> {
+    if !raw.starts_with('[') {
         return None;
     }
-    serde_json::from_str(raw.get()).ok()
+    serde_json::from_str(raw).ok()
 }
 
 /// Whether a block's `type` is the string `kind`.
-fn is_block(block: &Members<'_>, kind: &str) -> bool {
+fn is_block(block: &RawObject<'_>, kind: &str) -> bool {
     block.get("type").and_then(string).as_deref() == Some(kind)
 }
 
@@ -108,9 +135,9 @@ fn is_block(block: &Members<'_>, kind: &str) -> bool {
 /// `tool-result` block. The outer `None`: the text could not be read (use the tree); the inner
 /// one: the message names no call.
 pub(crate) fn result_call_id(message: &str) -> Option<Option<Cow<'_, str>>> {
-    let members = Members::of(message)?;
+    let members = RawObject::parse(message)?;
     let from_source = match members.get("source") {
-        Some(source) => match Members::of(source.get()) {
+        Some(source) => match RawObject::parse(source.get()) {
             Some(source) => source.get("callId").and_then(string),
             None => None,
         },
@@ -123,7 +150,7 @@ pub(crate) fn result_call_id(message: &str) -> Option<Option<Cow<'_, str>>> {
         return Some(None);
     };
     for block in blocks {
-        let Some(block) = Members::of(block.get()) else {
+        let Some(block) = RawObject::parse(block.get()) else {
             continue;
         };
         if is_block(&block, "tool-result") {
@@ -148,7 +175,7 @@ pub(crate) struct CallBlock<'a> {
 /// The `tool-call` blocks of an assistant message's `content`, in order (`None`: the text could
 /// not be read, or holds no `content`; use the tree).
 pub(crate) fn call_blocks<'a>(message: &'a str) -> Option<Vec<CallBlock<'a>>> {
-    let members = Members::of(message)?;
+    let members = RawObject::parse(message)?;
     // No `content` at all: the tree-based view looks for an older flat one beside the message.
     let content = members.get("content")?;
     let Some(blocks) = elements(content) else {
@@ -156,7 +183,7 @@ pub(crate) fn call_blocks<'a>(message: &'a str) -> Option<Vec<CallBlock<'a>>> {
     };
     let mut out = Vec::new();
     for block in blocks {
-        let Some(block) = Members::of(block.get()) else {
+        let Some(block) = RawObject::parse(block.get()) else {
             continue;
         };
         if !is_block(&block, "tool-call") {

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use dsh_agent::{AgentConfig, to_provider_messages};
+use dsh_agent::{AgentConfig, provider_messages, to_provider_messages};
 use dsh_core::{ContextMessage, Json, ToolDefinition, ToolOutput};
 use dsh_model::{Message, Provider, Request};
 use serde_json::{Value, json};
@@ -205,4 +205,139 @@ async fn log_08_contexts_a_body_defers_come_after_its_result_in_the_next_request
         .position(|m| m.to_string().contains("mid-turn notice"))
         .unwrap();
     assert!(notice_at > tool_at);
+}
+
+/// A log's history read two ways: through the trees `derive_messages` gives, and straight
+/// from the logged text (`provider_messages`, what a request is built from).
+fn both_ways(bytes: &[u8]) -> (Vec<Message>, Vec<Message>) {
+    let log = dsh_session::read_log(bytes).unwrap();
+    let pairs = || log.events.iter().map(|(s, e)| (*s, &**e));
+    let trees = to_provider_messages(&dsh_session::derive_messages_from(pairs()));
+    (trees, provider_messages(pairs()))
+}
+
+#[test]
+fn the_history_read_from_logged_text_equals_the_one_read_from_trees_for_every_reference_log() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../session/tests/fixtures/reference-sessions");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            continue;
+        }
+        let (trees, text) = both_ways(&std::fs::read(&path).unwrap());
+        assert_eq!(text, trees, "{}", path.display());
+        seen += usize::from(!trees.is_empty());
+    }
+    assert!(
+        seen > 5,
+        "only {seen} fixtures with a history in {}",
+        dir.display()
+    );
+}
+
+mod shapes {
+    use super::*;
+    use dsh_session::{Event, Header};
+    use proptest::prelude::*;
+
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i32>().prop_map(Value::from),
+            "[a-z\"\\\\\n é]{0,6}".prop_map(Value::from),
+        ]
+    }
+
+    fn member() -> impl Strategy<Value = Option<Value>> {
+        prop::option::of(prop_oneof![
+            4 => leaf(),
+            1 => prop::collection::vec(leaf(), 0..3).prop_map(Value::Array),
+            1 => Just(json!({"k": [1, {"a": null}]})),
+        ])
+    }
+
+    fn block() -> impl Strategy<Value = Value> {
+        let kind = prop_oneof![
+            4 => prop::sample::select(vec![
+                "text", "image", "tool-result", "tool-call", "reasoning", "other"
+            ])
+            .prop_map(Value::from),
+            1 => leaf(),
+        ];
+        let members = (
+            prop::option::of(kind),
+            [member(), member(), member(), member(), member(), member()],
+            [member(), member(), member(), member()],
+        );
+        let shaped = members.prop_map(|(kind, a, b)| {
+            let keys = [
+                "text",
+                "data",
+                "mimeType",
+                "toolCallId",
+                "content",
+                "isError",
+            ];
+            let more = ["id", "name", "arguments", "signature"];
+            let mut m = serde_json::Map::new();
+            if let Some(kind) = kind {
+                m.insert("type".into(), kind);
+            }
+            for (k, v) in keys.iter().zip(a).chain(more.iter().zip(b)) {
+                if let Some(v) = v {
+                    m.insert((*k).into(), v);
+                }
+            }
+            Value::Object(m)
+        });
+        prop_oneof![5 => shaped, 1 => leaf()]
+    }
+
+    fn message() -> impl Strategy<Value = Value> {
+        let role = prop_oneof![
+            Just(Some(Value::from("user"))),
+            Just(Some(Value::from("assistant"))),
+            Just(None),
+            leaf().prop_map(Some),
+        ];
+        let content = prop::option::of(prop_oneof![
+            4 => prop::collection::vec(block(), 0..4).prop_map(Value::Array),
+            1 => leaf(),
+        ]);
+        (role, content).prop_map(|(role, content)| {
+            let mut m = serde_json::Map::new();
+            if let Some(role) = role {
+                m.insert("role".into(), role);
+            }
+            if let Some(content) = content {
+                m.insert("content".into(), content);
+            }
+            Value::Object(m)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever shape a logged message has, the provider messages read from its text are
+        /// the ones read from its tree.
+        #[test]
+        fn messages_of_any_shape_read_from_text_equal_those_read_from_trees(
+            messages in prop::collection::vec((message(), any::<bool>()), 1..6),
+        ) {
+            let mut log = Header::new("s", "/w").json().to_json_string();
+            log.push('\n');
+            for (message, assistant) in messages {
+                let ty = if assistant { "assistant/message" } else { "tool/result" };
+                let data = json!({"turn": 1, "step": 1, "message": message});
+                log.push_str(&Event::other(ty, Json::from_shallow(data)).to_json_line());
+                log.push('\n');
+            }
+            let (trees, text) = both_ways(log.as_bytes());
+            prop_assert_eq!(text, trees, "{}", log);
+        }
+    }
 }

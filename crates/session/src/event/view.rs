@@ -30,8 +30,14 @@ impl Event {
 
     /// The text of `data.message`, when the data is text and the facts know where it sits.
     pub(crate) fn message_text(&self) -> Option<&str> {
+        self.message_text_at().map(|(text, _)| text)
+    }
+
+    /// [`Event::message_text`] with its nesting depth.
+    pub(crate) fn message_text_at(&self) -> Option<(&str, usize)> {
         let at = self.data.facts().message?;
-        self.data.text()?.get(at.start as usize..at.end as usize)
+        let text = self.data.text()?.get(at.start as usize..at.end as usize)?;
+        Some((text, at.depth as usize))
     }
 
     /// The call a `tool/result` answers (its view's `call_id`), read from the message's text
