@@ -383,22 +383,38 @@ async fn view_in_chromium_follows_a_session_whose_log_grows() {
     let before = b.js(calls).await.as_u64().unwrap();
     assert_eq!(before, 2, "step 1's two reads");
 
-    // The session goes on: its next step is appended (a line at a time, as a writer would).
-    {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&live)
-            .unwrap();
-        for l in &lines[one..two] {
-            writeln!(f, "{l}").unwrap();
-        }
-    }
+    // The session goes on: its next step is appended.
+    append(&live, &lines[one..two]);
     let after = b.until(calls, |v| v.as_u64() == Some(before + 1)).await;
     assert_eq!(after, json!(before + 1));
     let edit = b.text(".call[data-call-id='call_edit_blind'] .code").await;
     assert!(edit.contains("FS_NOT_OBSERVED"), "{edit}");
+    // Pushed by the server's event stream: the page never asked for the events.
+    assert_eq!(b.js("return document.body.dataset.follow;").await, json!("sse"));
+    assert_eq!(b.js(ASKED_FOR_EVENTS).await, json!(0));
+
+    // Without EventSource the page falls back to asking, and still follows.
+    b.js("window.EventSource = undefined; choose(state.id);").await;
+    b.until(calls, |v| v.as_u64() == Some(before + 1)).await;
+    assert_eq!(b.js("return document.body.dataset.follow;").await, json!("poll"));
+    let three = through_step(&lines, 3);
+    append(&live, &lines[two..three]);
+    let more = b.until(calls, |v| v.as_u64() > Some(before + 1)).await;
+    assert!(more.as_u64() > Some(before + 1));
+    assert!(b.js(ASKED_FOR_EVENTS).await.as_u64() > Some(0));
     b.close().await;
+}
+
+/// How many times the page fetched `api/events` (what it does only when polling).
+const ASKED_FOR_EVENTS: &str = "return performance.getEntriesByType('resource').filter(e => e.name.includes('/api/events?')).length;";
+
+/// Appends `lines` to `log`, a line at a time, as a writer would.
+fn append(log: &Path, lines: &[&str]) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(log).unwrap();
+    for l in lines {
+        writeln!(f, "{l}").unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
