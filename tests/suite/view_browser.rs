@@ -1,7 +1,8 @@
 //! `dsh view` in a real browser: Debian's headless Chromium driven over WebDriver
 //! (`chromedriver`, the `fantoccini` client). The page loads the demo's session and reference
 //! harness logs, draws one waterfall bar per call, shows a call's result when it is clicked, and
-//! gains rows when a running session's log grows. These tests FAIL when Chromium or chromedriver
+//! gains rows when a running session's log grows (pushed as Server-Sent Events; asked for when the
+//! browser has no EventSource); a PostgreSQL store's sessions are shown and followed the same way. These tests FAIL when Chromium or chromedriver
 //! is missing (`apt-get install chromium chromium-driver`; `cargo xtask test` installs them).
 //!
 //! `DSH_VIEW_SCREENSHOTS=DIR` also writes the screenshots there (how `docs/view-*.png` are made).
@@ -467,5 +468,53 @@ async fn view_in_chromium_shows_a_runs_hook_decisions_with_their_calls() {
     b.click(".call[data-call-id='c1']").await;
     let hooks = b.text(".detail[data-call-id='c1'] .hooks").await;
     assert!(!hooks.contains("deny"), "{hooks}");
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn view_in_chromium_shows_and_follows_sessions_of_a_postgres_store() {
+    // (On a thread of its own: it runs a runtime of its own to create the database.)
+    let url = std::thread::spawn(super::store_cli::fresh_db).join().unwrap();
+    let t = tmp();
+    let log = demo_log(t.path());
+    let out = dsh_run(&["import", "--store", &url, s(&log), "--id", "demo"]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let viewer = Viewer::store(&url, Some("demo"));
+    let b = Browser::start().await;
+    let steps = open(&b, &viewer).await;
+    let bars: u64 = steps.iter().map(|s| s[0]).sum();
+    assert_eq!(bars as usize, tool_calls(&log), "{steps:?}");
+    b.click(".call[data-call-id='call_edit_config']").await;
+    let result = b
+        .text(".detail[data-call-id='call_edit_config'] .result")
+        .await;
+    assert!(result.contains("has been updated successfully"), "{result}");
+
+    // A run writing to the store: the page shows its call, then its result when committed.
+    let sc = script(
+        t.path(),
+        "slow.jsonl",
+        &[openai("", &[call("slow", "sleep", json!({"ms": 4000}))])],
+    );
+    let mut run = Live::spawn(dsh().args([
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--store",
+        &url,
+        "--session",
+        "live-1",
+        "--demo-tools",
+        "--json",
+    ]));
+    run.until(|l| l.contains("\"tool/call\""));
+    b.js("choose('live-1');").await;
+    let status = "const e = document.querySelector(\".call[data-call-id='slow'] .st\"); return e ? e.textContent : null;";
+    let pending = b.until(status, Value::is_string).await;
+    assert_eq!(pending, json!("…"), "the call takes 4 s");
+    assert_eq!(b.js("return document.body.dataset.follow;").await, json!("sse"));
+    b.until(status, |v| v == "✓").await;
+    assert_eq!(wait(run.child), 0);
     b.close().await;
 }

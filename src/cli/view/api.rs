@@ -286,7 +286,7 @@ pub(super) async fn batch(
                 .await
                 .map_err(|e| store_problem(url, e))?;
             let place = source.place(id);
-            whole(&bytes, id, &place, live, after, false)
+            whole(&bytes, id, &place, live, after, None)
         }
     }
 }
@@ -334,17 +334,19 @@ fn read_file(path: &Path, id: String, after: u64, offset: u64) -> Result<Batch, 
     // A log shorter than where the last answer stopped was rewritten (repaired): all again.
     let reset = offset > complete(&bytes) as u64;
     let after = if reset { 0 } else { after };
-    whole(&bytes, &id, &place, live, after, reset)
+    whole(&bytes, &id, &place, live, after, Some(reset))
 }
 
-/// The answer from a whole log's bytes: its header and its events from seq `after` on.
+/// The answer from a whole log's bytes: its header and its events from seq `after` on. `file`:
+/// whether the bytes are a file's (then the answer gives their offset, and whether they were
+/// read whole again because the file shrank); of a store, the seq alone says where to go on.
 fn whole(
     bytes: &[u8],
     id: &str,
     place: &str,
     live: bool,
     after: u64,
-    reset: bool,
+    file: Option<bool>,
 ) -> Result<Batch, Problem> {
     let end = complete(bytes);
     let log = dsh::session::read_log(&bytes[..end]).map_err(|e| bad_log(place)(e.to_string()))?;
@@ -363,8 +365,8 @@ fn whole(
         place,
         live,
         log.next_seq(),
-        end as u64,
-        reset,
+        if file.is_some() { end as u64 } else { 0 },
+        file.unwrap_or(false),
         header.as_deref(),
         &events,
     )
