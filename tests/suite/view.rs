@@ -345,3 +345,42 @@ fn view_streams_the_lines_appended_to_a_log_as_server_sent_events() {
     let (status, body) = get(&format!("{}api/stream?id=nope", viewer.url));
     assert_eq!(status, 404, "{body}");
 }
+
+#[test]
+fn view_step_timing_holds_code_mode_sub_calls_within_their_run_code() {
+    let tmpdir = tmp();
+    let log = demo_log(tmpdir.path());
+    let logged = events(&log);
+    let run_code = of_type(&logged, "dsh/step-timing")
+        .iter()
+        .flat_map(|t| t["data"]["calls"].as_array().unwrap().iter())
+        .find(|c| c["callId"] == "call_run_code")
+        .cloned()
+        .expect("the demo's run_code step is timed");
+    let subs = run_code["subs"].as_array().expect("its sub-calls' timing");
+    let ids: Vec<_> = subs.iter().map(|s| s["callId"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["call_run_code:code:1", "call_run_code:code:2"]);
+    let at = |c: &Value, k: &str| {
+        c[k].as_u64()
+            .unwrap_or_else(|| panic!("{k} missing in {c}"))
+    };
+    for sub in subs {
+        let marks: Vec<u64> = ["prepare", "dispatch", "dispatched", "finalize", "done"]
+            .iter()
+            .map(|k| at(sub, k))
+            .collect();
+        assert!(marks.windows(2).all(|w| w[0] <= w[1]), "{sub}");
+        // On the step's clock, inside the run_code's body.
+        assert!(at(&run_code, "dispatch") <= marks[0], "{run_code}");
+        assert!(marks[4] <= at(&run_code, "dispatched"), "{run_code}");
+    }
+    // Only the root calls are listed: a sub-call is not a call of the step.
+    let listed = of_type(&logged, "dsh/step-timing")
+        .iter()
+        .flat_map(|t| t["data"]["calls"].as_array().unwrap().iter())
+        .filter(|c| c["callId"].as_str().unwrap().contains(":code:"))
+        .count();
+    assert_eq!(listed, 0);
+    // Every reader skips the event: the log checks clean.
+    assert_checks_clean(&log);
+}

@@ -184,11 +184,11 @@ impl Drop for Browser {
     }
 }
 
-/// Per step: [bars in its waterfall, its own calls, shaded stage segments].
+/// Per step: [call bars in its waterfall, its own calls, their shaded stage segments].
 const STEP_COUNTS: &str = "return [...document.querySelectorAll('.step')].map(s => [
-    s.querySelectorAll('.waterfall .bar').length,
+    s.querySelectorAll('.waterfall .bar:not(.sub)').length,
     s.querySelectorAll(':scope > .call-wrap > .call').length,
-    s.querySelectorAll('.waterfall .bar .seg').length]);";
+    s.querySelectorAll('.waterfall .bar:not(.sub) .seg').length]);";
 
 async fn open(b: &Browser, viewer: &Viewer) -> Vec<Vec<u64>> {
     b.c().goto(&viewer.url).await.unwrap();
@@ -249,6 +249,29 @@ async fn view_in_chromium_shows_the_demo_with_one_bar_per_call_and_results_on_cl
         nested,
         json!(["call_run_code:code:1", "call_run_code:code:2"])
     );
+    // ... and drawn as thin bars right under the run_code's bar, shaded by stage, within it.
+    let subs = b
+        .js("const p = document.querySelector(\".bar[data-call-id='call_run_code']\");
+             const r = p.getBoundingClientRect();
+             return [...p.closest('.waterfall').querySelectorAll('.bar.sub')].map(e => {
+               const s = e.getBoundingClientRect();
+               return [e.dataset.callId, e.querySelectorAll('.seg').length > 0,
+                       s.left >= r.left - 1 && s.right <= r.right + 1, s.top > r.top];
+             });")
+        .await;
+    assert_eq!(
+        subs,
+        json!([
+            ["call_run_code:code:1", true, true, true],
+            ["call_run_code:code:2", true, true, true]
+        ])
+    );
+    // A sub-call's bar opens its detail, with its stages timed.
+    b.click(".bar[data-call-id='call_run_code:code:2']").await;
+    let timing = b
+        .text(".detail[data-call-id='call_run_code:code:2'] .timing")
+        .await;
+    assert!(timing.contains("dispatch"), "{timing}");
     // Back to the edit, its detail open (the README's second picture).
     b.c()
         .find(Locator::Css(".call[data-call-id='call_edit_config']"))

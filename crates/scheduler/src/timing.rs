@@ -15,8 +15,15 @@
 //!
 //! `startedAt` is the wall clock (milliseconds since the Unix epoch) when the step began; a mark
 //! a call never reached (a denied call has no `dispatch`) is left out.
+//!
+//! A call whose body ran Code Mode sub-calls (`<parent>:code:<n>`, through a pool of the same
+//! runtime) also has `"subs"`: each sub-call's marks, in commit order, on the step's clock
+//! (`{"callId":"c1:code:1","prepare":..,"dispatch":..,"dispatched":..,"finalize":..,"done":..}`).
+//! A sub-call's marks are kept by the runtime ([`SubTimings`]) from its commit until its root
+//! call's step writes them.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime};
 
 use dsh_core::Json;
@@ -70,8 +77,44 @@ impl Marks {
         }
     }
 
-    fn get(&self, mark: Mark) -> Option<Instant> {
-        self.at[mark as usize].get().copied()
+    /// The instants recorded so far.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        std::array::from_fn(|i| self.at[i].get().copied())
+    }
+}
+
+/// The instants one call reached each [`Mark`], copied once the call is committed.
+pub(crate) type Snapshot = [Option<Instant>; MARKS];
+
+fn get(marks: &Snapshot, mark: Mark) -> Option<Instant> {
+    marks[mark as usize]
+}
+
+/// Sub-calls' marks waiting for their root call's step, by root call id. Shared by every clone
+/// of a runtime (the step's and Code Mode's pools run on clones of one).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SubTimings(Arc<Mutex<HashMap<String, Vec<(Arc<str>, Snapshot)>>>>);
+
+/// Roots waiting at most: a root no step commits (a call run by [`crate::Runtime::execute`]
+/// drops its own) must not make the map grow without end.
+const MAX_ROOTS: usize = 1024;
+
+impl SubTimings {
+    /// Keeps a committed sub-call's marks for its root call.
+    pub(crate) fn push(&self, root: &str, call_id: Arc<str>, marks: Snapshot) {
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.len() >= MAX_ROOTS && !map.contains_key(root) {
+            map.clear();
+        }
+        map.entry(root.to_owned())
+            .or_default()
+            .push((call_id, marks));
+    }
+
+    /// Takes the marks of root call `root`'s sub-calls, in commit order.
+    pub(crate) fn take(&self, root: &str) -> Vec<(Arc<str>, Snapshot)> {
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.remove(root).unwrap_or_default()
     }
 }
 
@@ -97,38 +140,52 @@ impl StepTiming {
         Value::from(u64::try_from(us).unwrap_or(u64::MAX))
     }
 
-    /// Adds one committed call: `recorded` is when its `tool/call` was durable.
-    pub(crate) fn add(&mut self, call_id: &str, recorded: Option<Instant>, marks: &Marks) {
+    /// Adds one committed call: `recorded` is when its `tool/call` was durable; `subs` are its
+    /// Code Mode sub-calls' marks.
+    pub(crate) fn add(
+        &mut self,
+        call_id: &str,
+        recorded: Option<Instant>,
+        marks: &Snapshot,
+        subs: Vec<(Arc<str>, Snapshot)>,
+    ) {
+        let mut o = self.object(call_id, recorded, marks);
+        if !subs.is_empty() {
+            let subs = subs
+                .iter()
+                .map(|(id, m)| Value::Object(self.object(id, None, m)))
+                .collect();
+            o.insert("subs".into(), Value::Array(subs));
+        }
+        self.calls.push(Value::Object(o));
+    }
+
+    fn object(&self, call_id: &str, recorded: Option<Instant>, marks: &Snapshot) -> Map<String, Value> {
         let mut o = Map::new();
         o.insert("callId".into(), Value::from(call_id));
         if let Some(r) = recorded {
             o.insert("recorded".into(), self.micros(r));
         }
-        let mut put = |key: &str, mark: Mark| {
-            if let Some(at) = marks.get(mark) {
+        let put = |o: &mut Map<String, Value>, key: &str, mark: Mark| {
+            if let Some(at) = get(marks, mark) {
                 o.insert(key.into(), self.micros(at));
             }
         };
-        put("prepare", Mark::Prepare);
+        put(&mut o, "prepare", Mark::Prepare);
         if let (Some(a), Some(b)) = (
-            marks.get(Mark::ApprovalAsked),
-            marks.get(Mark::ApprovalAnswered),
+            get(marks, Mark::ApprovalAsked),
+            get(marks, Mark::ApprovalAnswered),
         ) {
             o.insert(
                 "approval".into(),
                 Value::Array(vec![self.micros(a), self.micros(b)]),
             );
         }
-        let mut put = |key: &str, mark: Mark| {
-            if let Some(at) = marks.get(mark) {
-                o.insert(key.into(), self.micros(at));
-            }
-        };
-        put("dispatch", Mark::Dispatch);
-        put("dispatched", Mark::Dispatched);
-        put("finalize", Mark::Finalize);
-        put("done", Mark::Done);
-        self.calls.push(Value::Object(o));
+        put(&mut o, "dispatch", Mark::Dispatch);
+        put(&mut o, "dispatched", Mark::Dispatched);
+        put(&mut o, "finalize", Mark::Finalize);
+        put(&mut o, "done", Mark::Done);
+        o
     }
 
     /// The `dsh/step-timing` event, or `None` when the step committed no call.
