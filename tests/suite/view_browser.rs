@@ -272,6 +272,9 @@ async fn view_in_chromium_shows_the_demo_with_one_bar_per_call_and_results_on_cl
         .text(".detail[data-call-id='call_run_code:code:2'] .timing")
         .await;
     assert!(timing.contains("dispatch"), "{timing}");
+    b.js("document.querySelector(\".bar[data-call-id='call_run_code']\").closest('.step').scrollIntoView();")
+        .await;
+    b.screenshot(tmpdir.path(), "view-code-mode.png").await;
     // Back to the edit, its detail open (the README's second picture).
     b.c()
         .find(Locator::Css(".call[data-call-id='call_edit_config']"))

@@ -269,12 +269,7 @@ pub(super) async fn batch(
     offset: u64,
 ) -> Result<Batch, Problem> {
     match source.locate(id)? {
-        Located::File(path) => {
-            let id = id.to_owned();
-            tokio::task::spawn_blocking(move || read_file(&path, id, after, offset))
-                .await
-                .map_err(internal)?
-        }
+        Located::File(path) => file_batch(path, id, after, offset).await,
         Located::Stored(store, id) => {
             let url = match source {
                 Source::Store { url, .. } => url.as_str(),
@@ -289,6 +284,20 @@ pub(super) async fn batch(
             whole(&bytes, id, &place, live, after, None)
         }
     }
+}
+
+/// The events of the log file at `path` with a seq of at least `after`, read from `offset` on
+/// when that is where the last answer stopped.
+pub(super) async fn file_batch(
+    path: PathBuf,
+    id: &str,
+    after: u64,
+    offset: u64,
+) -> Result<Batch, Problem> {
+    let id = id.to_owned();
+    tokio::task::spawn_blocking(move || read_file(&path, id, after, offset))
+        .await
+        .map_err(internal)?
 }
 
 fn io_problem(path: &Path) -> impl Fn(std::io::Error) -> Problem + '_ {
@@ -325,7 +334,16 @@ fn read_file(path: &Path, id: String, after: u64, offset: u64) -> Result<Batch, 
             let end = complete(&rest);
             let (events, next) = appended(&rest[1..end], after).map_err(bad_log(&place))?;
             let offset = offset - 1 + end as u64;
-            return render(&id, &place, live, next, offset, false, None, &events);
+            let head = Head {
+                id: &id,
+                place: &place,
+                live,
+                next,
+                offset,
+                reset: false,
+                header: None,
+            };
+            return render(head, &events);
         }
         file.rewind().map_err(io_problem(path))?;
     }
@@ -360,30 +378,47 @@ fn whole(
         .filter(|(s, _)| *s >= after)
         .map(|(s, e)| (*s, e.to_json_line()))
         .collect();
-    render(
+    let head = Head {
         id,
         place,
         live,
-        log.next_seq(),
-        if file.is_some() { end as u64 } else { 0 },
-        file.unwrap_or(false),
-        header.as_deref(),
-        &events,
-    )
+        next: log.next_seq(),
+        offset: if file.is_some() { end as u64 } else { 0 },
+        reset: file.unwrap_or(false),
+        header: header.as_deref(),
+    };
+    render(head, &events)
+}
+
+/// What an answer says besides its events.
+pub(super) struct Head<'a> {
+    /// The session's id.
+    pub(super) id: &'a str,
+    /// How the session is named on the page.
+    pub(super) place: &'a str,
+    /// Whether a writer holds it.
+    pub(super) live: bool,
+    /// The seq after the last event read.
+    pub(super) next: u64,
+    /// The byte offset after the last complete line read (a file's).
+    pub(super) offset: u64,
+    /// Whether the log was read whole again because it shrank.
+    pub(super) reset: bool,
+    /// The header line, with the first answer only.
+    pub(super) header: Option<&'a str>,
 }
 
 /// The JSON of one answer; each event's own line goes in as logged, not re-serialized.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn render(
-    id: &str,
-    place: &str,
-    live: bool,
-    next: u64,
-    offset: u64,
-    reset: bool,
-    header: Option<&str>,
-    events: &[(u64, String)],
-) -> Result<Batch, Problem> {
+pub(super) fn render(head: Head<'_>, events: &[(u64, String)]) -> Result<Batch, Problem> {
+    let Head {
+        id,
+        place,
+        live,
+        next,
+        offset,
+        reset,
+        header,
+    } = head;
     let size: usize = events.iter().map(|(_, l)| l.len() + 24).sum();
     let mut out = String::with_capacity(size + 256);
     out.push_str("{\"id\":");

@@ -12,6 +12,7 @@
 //! tell a session that cannot be read from a stream that cannot be opened.
 
 use std::convert::Infallible;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use dsh_store_postgres::PgStore;
 use tokio::sync::mpsc;
 
 use super::App;
-use super::api::{self, Batch, Located, Problem, Source, param};
+use super::api::{self, Batch, Head, Located, Problem, Source, param};
 
 /// How often a followed log file is looked at.
 pub(super) const WATCH: Duration = Duration::from_millis(200);
@@ -83,18 +84,18 @@ async fn problem(tx: &mpsc::Sender<Event>, (_, sentence): Problem) {
 async fn follow(source: &Source, id: &str, last: Batch, tx: &mpsc::Sender<Event>) {
     match source.locate(id) {
         Ok(Located::Stored(store, id)) => follow_store(source, store, id, last, tx).await,
-        Ok(Located::File(_)) => follow_file(source, id, last, tx).await,
+        Ok(Located::File(path)) => follow_file(path, id, last, tx).await,
         Err(p) => problem(tx, p).await,
     }
 }
 
-async fn follow_file(source: &Source, id: &str, mut last: Batch, tx: &mpsc::Sender<Event>) {
+async fn follow_file(path: PathBuf, id: &str, mut last: Batch, tx: &mpsc::Sender<Event>) {
     loop {
         tokio::select! {
             () = tokio::time::sleep(WATCH) => {}
             () = tx.closed() => return,
         }
-        let b = match api::batch(source, id, last.next, last.offset).await {
+        let b = match api::file_batch(path.clone(), id, last.next, last.offset).await {
             Ok(b) => b,
             Err(p) => return problem(tx, p).await,
         };
@@ -102,6 +103,19 @@ async fn follow_file(source: &Source, id: &str, mut last: Batch, tx: &mpsc::Send
             return;
         }
         last = b;
+    }
+}
+
+/// The head of a message of a stored session's stream.
+fn head<'a>(id: &'a str, place: &'a str, live: bool, next: u64) -> Head<'a> {
+    Head {
+        id,
+        place,
+        live,
+        next,
+        offset: 0,
+        reset: false,
+        header: None,
     }
 }
 
@@ -145,7 +159,7 @@ async fn follow_store(
                 Err(p) => return problem(tx, p).await,
             }
         }
-        let sent = match api::render(id, &place, true, next, 0, false, None, &events) {
+        let sent = match api::render(head(id, &place, true, next), &events) {
             Ok(b) => send(tx, &b).await,
             Err(p) => return problem(tx, p).await,
         };
@@ -154,7 +168,7 @@ async fn follow_store(
         }
     }
     // The writer is gone and every line it wrote was sent.
-    if let Ok(b) = api::render(id, &place, false, next, 0, false, None, &[]) {
+    if let Ok(b) = api::render(head(id, &place, false, next), &[]) {
         let _ = send(tx, &b).await;
     }
     let _ = tx.send(Event::default().event("end").data("")).await;
