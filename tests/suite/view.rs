@@ -23,7 +23,11 @@ impl Viewer {
 
     /// `dsh view --store URL [ID]`.
     pub fn store(url: &str, first: Option<&str>) -> Viewer {
-        Viewer::spawn(dsh().args(["view", "--no-open", "--store", url]).args(first))
+        Viewer::spawn(
+            dsh()
+                .args(["view", "--no-open", "--store", url])
+                .args(first),
+        )
     }
 
     fn spawn(cmd: &mut std::process::Command) -> Viewer {

@@ -251,13 +251,15 @@ async fn view_in_chromium_shows_the_demo_with_one_bar_per_call_and_results_on_cl
     );
     // ... and drawn as thin bars right under the run_code's bar, shaded by stage, within it.
     let subs = b
-        .js("const p = document.querySelector(\".bar[data-call-id='call_run_code']\");
+        .js(
+            "const p = document.querySelector(\".bar[data-call-id='call_run_code']\");
              const r = p.getBoundingClientRect();
              return [...p.closest('.waterfall').querySelectorAll('.bar.sub')].map(e => {
                const s = e.getBoundingClientRect();
                return [e.dataset.callId, e.querySelectorAll('.seg').length > 0,
                        s.left >= r.left - 1 && s.right <= r.right + 1, s.top > r.top];
-             });")
+             });",
+        )
         .await;
     assert_eq!(
         subs,
@@ -417,13 +419,20 @@ async fn view_in_chromium_follows_a_session_whose_log_grows() {
     let edit = b.text(".call[data-call-id='call_edit_blind'] .code").await;
     assert!(edit.contains("FS_NOT_OBSERVED"), "{edit}");
     // Pushed by the server's event stream: the page never asked for the events.
-    assert_eq!(b.js("return document.body.dataset.follow;").await, json!("sse"));
+    assert_eq!(
+        b.js("return document.body.dataset.follow;").await,
+        json!("sse")
+    );
     assert_eq!(b.js(ASKED_FOR_EVENTS).await, json!(0));
 
     // Without EventSource the page falls back to asking, and still follows.
-    b.js("window.EventSource = undefined; choose(state.id);").await;
+    b.js("window.EventSource = undefined; choose(state.id);")
+        .await;
     b.until(calls, |v| v.as_u64() == Some(before + 1)).await;
-    assert_eq!(b.js("return document.body.dataset.follow;").await, json!("poll"));
+    assert_eq!(
+        b.js("return document.body.dataset.follow;").await,
+        json!("poll")
+    );
     let three = through_step(&lines, 3);
     append(&live, &lines[two..three]);
     let more = b.until(calls, |v| v.as_u64() > Some(before + 1)).await;
@@ -500,7 +509,9 @@ async fn view_in_chromium_shows_a_runs_hook_decisions_with_their_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn view_in_chromium_shows_and_follows_sessions_of_a_postgres_store() {
     // (On a thread of its own: it runs a runtime of its own to create the database.)
-    let url = std::thread::spawn(super::store_cli::fresh_db).join().unwrap();
+    let url = std::thread::spawn(super::store_cli::fresh_db)
+        .join()
+        .unwrap();
     let t = tmp();
     let log = demo_log(t.path());
     let out = dsh_run(&["import", "--store", &url, s(&log), "--id", "demo"]);
@@ -539,7 +550,10 @@ async fn view_in_chromium_shows_and_follows_sessions_of_a_postgres_store() {
     let status = "const e = document.querySelector(\".call[data-call-id='slow'] .st\"); return e ? e.textContent : null;";
     let pending = b.until(status, Value::is_string).await;
     assert_eq!(pending, json!("…"), "the call takes 4 s");
-    assert_eq!(b.js("return document.body.dataset.follow;").await, json!("sse"));
+    assert_eq!(
+        b.js("return document.body.dataset.follow;").await,
+        json!("sse")
+    );
     b.until(status, |v| v == "✓").await;
     assert_eq!(wait(run.child), 0);
     b.close().await;

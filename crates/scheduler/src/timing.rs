@@ -102,7 +102,10 @@ const MAX_ROOTS: usize = 1024;
 impl SubTimings {
     /// Keeps a committed sub-call's marks for its root call.
     pub(crate) fn push(&self, root: &str, call_id: Arc<str>, marks: Snapshot) {
-        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if map.len() >= MAX_ROOTS && !map.contains_key(root) {
             map.clear();
         }
@@ -113,7 +116,10 @@ impl SubTimings {
 
     /// Takes the marks of root call `root`'s sub-calls, in commit order.
     pub(crate) fn take(&self, root: &str) -> Vec<(Arc<str>, Snapshot)> {
-        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.remove(root).unwrap_or_default()
     }
 }
@@ -160,7 +166,12 @@ impl StepTiming {
         self.calls.push(Value::Object(o));
     }
 
-    fn object(&self, call_id: &str, recorded: Option<Instant>, marks: &Snapshot) -> Map<String, Value> {
+    fn object(
+        &self,
+        call_id: &str,
+        recorded: Option<Instant>,
+        marks: &Snapshot,
+    ) -> Map<String, Value> {
         let mut o = Map::new();
         o.insert("callId".into(), Value::from(call_id));
         if let Some(r) = recorded {

@@ -221,10 +221,7 @@ fn millis(t: std::time::SystemTime) -> u64 {
 /// `api/sessions`.
 async fn sessions(source: &Source) -> Result<String, Problem> {
     if let Source::Store { url, store } = source {
-        let list = store
-            .sessions()
-            .await
-            .map_err(|e| store_problem(url, e))?;
+        let list = store.sessions().await.map_err(|e| store_problem(url, e))?;
         let list: Vec<Value> = list
             .iter()
             .map(|s| {

@@ -76,7 +76,9 @@ async fn send(tx: &mpsc::Sender<Event>, b: &Batch) -> bool {
 }
 
 async fn problem(tx: &mpsc::Sender<Event>, (_, sentence): Problem) {
-    let _ = tx.send(Event::default().event("problem").data(sentence)).await;
+    let _ = tx
+        .send(Event::default().event("problem").data(sentence))
+        .await;
 }
 
 /// Sends what is appended to the session after `last`, until the page goes away (a file) or
