@@ -114,7 +114,7 @@ impl Stream {
         assert!(head[0].contains(" 200 "), "{head:?}");
         assert!(
             head.iter()
-                .any(|h| h.to_ascii_lowercase() == "content-type: text/event-stream"),
+                .any(|h| h.eq_ignore_ascii_case("content-type: text/event-stream")),
             "{head:?}"
         );
         Stream { reader }

@@ -93,7 +93,10 @@ fn get(marks: &Snapshot, mark: Mark) -> Option<Instant> {
 /// Sub-calls' marks waiting for their root call's step, by root call id. Shared by every clone
 /// of a runtime (the step's and Code Mode's pools run on clones of one).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct SubTimings(Arc<Mutex<HashMap<String, Vec<(Arc<str>, Snapshot)>>>>);
+pub(crate) struct SubTimings(Arc<Mutex<HashMap<String, Vec<SubMarks>>>>);
+
+/// A sub-call's id and its marks.
+pub(crate) type SubMarks = (Arc<str>, Snapshot);
 
 /// Roots waiting at most: a root no step commits (a call run by [`crate::Runtime::execute`]
 /// drops its own) must not make the map grow without end.
@@ -115,7 +118,7 @@ impl SubTimings {
     }
 
     /// Takes the marks of root call `root`'s sub-calls, in commit order.
-    pub(crate) fn take(&self, root: &str) -> Vec<(Arc<str>, Snapshot)> {
+    pub(crate) fn take(&self, root: &str) -> Vec<SubMarks> {
         let mut map = self
             .0
             .lock()
@@ -153,7 +156,7 @@ impl StepTiming {
         call_id: &str,
         recorded: Option<Instant>,
         marks: &Snapshot,
-        subs: Vec<(Arc<str>, Snapshot)>,
+        subs: Vec<SubMarks>,
     ) {
         let mut o = self.object(call_id, recorded, marks);
         if !subs.is_empty() {

@@ -32,7 +32,7 @@ pub(crate) enum Source {
         /// The store's URL (shown without its password).
         url: String,
         /// The connection settings (each request opens what it needs).
-        store: PgStore,
+        store: Box<PgStore>,
     },
 }
 
@@ -91,7 +91,7 @@ impl Source {
         let store = store::connect(url).await?;
         Ok(Source::Store {
             url: url.to_owned(),
-            store,
+            store: Box::new(store),
         })
     }
 
