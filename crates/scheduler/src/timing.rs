@@ -223,3 +223,85 @@ impl StepTiming {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn marks_at(start: Instant, us: &[(Mark, u64)]) -> Snapshot {
+        let mut s: Snapshot = Default::default();
+        for (mark, at) in us {
+            s[*mark as usize] = Some(start + Duration::from_micros(*at));
+        }
+        s
+    }
+
+    #[test]
+    fn sub_call_marks_wait_for_their_root_and_are_taken_once() {
+        let subs = SubTimings::default();
+        let start = Instant::now();
+        subs.push("root", Arc::from("root:code:1"), marks_at(start, &[]));
+        // A clone of the runtime shares them.
+        subs.clone()
+            .push("root", Arc::from("root:code:2"), marks_at(start, &[]));
+        subs.push("other", Arc::from("other:code:1"), marks_at(start, &[]));
+        let taken: Vec<String> = subs
+            .take("root")
+            .iter()
+            .map(|(id, _)| id.to_string())
+            .collect();
+        assert_eq!(taken, ["root:code:1", "root:code:2"], "commit order");
+        assert!(subs.take("root").is_empty(), "taken once");
+        assert_eq!(subs.take("other").len(), 1);
+    }
+
+    #[test]
+    fn roots_no_step_takes_do_not_grow_without_end() {
+        let subs = SubTimings::default();
+        let start = Instant::now();
+        for i in 0..MAX_ROOTS + 10 {
+            subs.push(&format!("r{i}"), Arc::from("x"), marks_at(start, &[]));
+        }
+        let waiting = subs.0.lock().map(|m| m.len()).unwrap_or(usize::MAX);
+        assert!(waiting <= MAX_ROOTS, "{waiting}");
+        assert_eq!(subs.take(&format!("r{}", MAX_ROOTS + 9)).len(), 1);
+    }
+
+    #[test]
+    fn a_calls_entry_lists_its_sub_calls_on_the_steps_clock() {
+        let mut timing = StepTiming::start();
+        let t0 = timing.started;
+        let root = marks_at(
+            t0,
+            &[
+                (Mark::Prepare, 10),
+                (Mark::Dispatch, 20),
+                (Mark::Dispatched, 90),
+                (Mark::Finalize, 91),
+                (Mark::Done, 95),
+            ],
+        );
+        let sub = marks_at(
+            t0,
+            &[
+                (Mark::Prepare, 30),
+                (Mark::Dispatch, 31),
+                (Mark::Dispatched, 50),
+                (Mark::Finalize, 51),
+                (Mark::Done, 52),
+            ],
+        );
+        timing.add("c1", None, &root, vec![(Arc::from("c1:code:1"), sub)]);
+        timing.add("c2", None, &root, Vec::new());
+        let event = timing.event(1, 2).expect("an event");
+        let data = event.data().value().clone();
+        assert_eq!(
+            data["calls"][0]["subs"],
+            serde_json::json!([{"callId": "c1:code:1", "prepare": 30, "dispatch": 31,
+                                "dispatched": 50, "finalize": 51, "done": 52}])
+        );
+        assert!(data["calls"][1].get("subs").is_none(), "{data}");
+    }
+}
