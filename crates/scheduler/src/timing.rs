@@ -26,9 +26,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime};
 
-use dsh_core::Json;
 use dsh_session::Event;
-use serde_json::{Map, Value};
 
 /// The event type of a step's timing.
 pub const STEP_TIMING: &str = "dsh/step-timing";
@@ -127,11 +125,14 @@ impl SubTimings {
     }
 }
 
-/// A step's clock and the timing of its calls, in commit (model) order.
+/// A step's clock and the timing of its calls, in commit (model) order, written as JSON text
+/// right away (the event is one line of text: no tree of maps and key strings per call).
 pub(crate) struct StepTiming {
     started: Instant,
     wall: SystemTime,
-    calls: Vec<Value>,
+    /// The calls' entries, comma-separated.
+    calls: Vec<u8>,
+    count: usize,
 }
 
 impl StepTiming {
@@ -141,12 +142,13 @@ impl StepTiming {
             started: Instant::now(),
             wall: SystemTime::now(),
             calls: Vec::new(),
+            count: 0,
         }
     }
 
-    fn micros(&self, at: Instant) -> Value {
+    fn micros(&self, at: Instant) -> u64 {
         let us = at.saturating_duration_since(self.started).as_micros();
-        Value::from(u64::try_from(us).unwrap_or(u64::MAX))
+        u64::try_from(us).unwrap_or(u64::MAX)
     }
 
     /// Adds one committed call: `recorded` is when its `tool/call` was durable; `subs` are its
@@ -158,53 +160,55 @@ impl StepTiming {
         marks: &Snapshot,
         subs: Vec<SubMarks>,
     ) {
-        let mut o = self.object(call_id, recorded, marks);
-        if !subs.is_empty() {
-            let subs = subs
-                .iter()
-                .map(|(id, m)| Value::Object(self.object(id, None, m)))
-                .collect();
-            o.insert("subs".into(), Value::Array(subs));
+        let mut out = std::mem::take(&mut self.calls);
+        if self.count > 0 {
+            out.push(b',');
         }
-        self.calls.push(Value::Object(o));
+        self.count += 1;
+        self.entry(&mut out, call_id, recorded, marks);
+        if !subs.is_empty() {
+            out.extend_from_slice(b",\"subs\":[");
+            for (i, (id, m)) in subs.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                self.entry(&mut out, id, None, m);
+                out.push(b'}');
+            }
+            out.push(b']');
+        }
+        out.push(b'}');
+        self.calls = out;
     }
 
-    fn object(
-        &self,
-        call_id: &str,
-        recorded: Option<Instant>,
-        marks: &Snapshot,
-    ) -> Map<String, Value> {
-        let mut o = Map::new();
-        o.insert("callId".into(), Value::from(call_id));
-        if let Some(r) = recorded {
-            o.insert("recorded".into(), self.micros(r));
-        }
-        let put = |o: &mut Map<String, Value>, key: &str, mark: Mark| {
-            if let Some(at) = get(marks, mark) {
-                o.insert(key.into(), self.micros(at));
+    /// One entry, without its closing brace: `{"callId":..,"recorded":..,"prepare":..,...`.
+    fn entry(&self, out: &mut Vec<u8>, call_id: &str, recorded: Option<Instant>, marks: &Snapshot) {
+        use std::io::Write as _;
+        // Writing into a `Vec` cannot fail.
+        out.extend_from_slice(b"{\"callId\":");
+        let _ = serde_json::to_writer(&mut *out, call_id);
+        let put = |out: &mut Vec<u8>, key: &str, at: Option<Instant>| {
+            if let Some(at) = at {
+                let _ = write!(out, ",\"{key}\":{}", self.micros(at));
             }
         };
-        put(&mut o, "prepare", Mark::Prepare);
+        put(out, "recorded", recorded);
+        put(out, "prepare", get(marks, Mark::Prepare));
         if let (Some(a), Some(b)) = (
             get(marks, Mark::ApprovalAsked),
             get(marks, Mark::ApprovalAnswered),
         ) {
-            o.insert(
-                "approval".into(),
-                Value::Array(vec![self.micros(a), self.micros(b)]),
-            );
+            let _ = write!(out, ",\"approval\":[{},{}]", self.micros(a), self.micros(b));
         }
-        put(&mut o, "dispatch", Mark::Dispatch);
-        put(&mut o, "dispatched", Mark::Dispatched);
-        put(&mut o, "finalize", Mark::Finalize);
-        put(&mut o, "done", Mark::Done);
-        o
+        put(out, "dispatch", get(marks, Mark::Dispatch));
+        put(out, "dispatched", get(marks, Mark::Dispatched));
+        put(out, "finalize", get(marks, Mark::Finalize));
+        put(out, "done", get(marks, Mark::Done));
     }
 
     /// The `dsh/step-timing` event, or `None` when the step committed no call.
     pub(crate) fn event(self, turn: u32, step: u32) -> Option<Event> {
-        if self.calls.is_empty() {
+        if self.count == 0 {
             return None;
         }
         let wall = self
@@ -212,15 +216,17 @@ impl StepTiming {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or(0);
-        let mut data = Map::new();
-        data.insert("turn".into(), Value::from(turn));
-        data.insert("step".into(), Value::from(step));
-        data.insert("startedAt".into(), Value::from(wall));
-        data.insert("calls".into(), Value::Array(self.calls));
-        Some(Event::other(
-            STEP_TIMING,
-            Json::from_shallow(Value::Object(data)),
-        ))
+        let calls = String::from_utf8_lossy(&self.calls);
+        let line = format!(
+            "{{\"type\":\"{STEP_TIMING}\",\"data\":{{\"turn\":{turn},\"step\":{step},\"startedAt\":{wall},\"calls\":[{calls}]}}}}"
+        );
+        match Event::from_json_line(&line) {
+            Ok(event) => Some(event),
+            Err(e) => {
+                tracing::error!("dsh/step-timing not written: {e}");
+                None
+            }
+        }
     }
 }
 
@@ -303,5 +309,15 @@ mod tests {
                                 "dispatched": 50, "finalize": 51, "done": 52}])
         );
         assert!(data["calls"][1].get("subs").is_none(), "{data}");
+        // The line is the one a tree of the same fields would serialize to, in this order.
+        let line = event.to_json_line();
+        assert!(
+            line.starts_with(r#"{"type":"dsh/step-timing","data":{"turn":1,"step":2,"startedAt":"#),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(r#"{"callId":"c2","prepare":10,"dispatch":20,"dispatched":90,"finalize":91,"done":95}]}}"#),
+            "{line}"
+        );
     }
 }
