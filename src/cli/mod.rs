@@ -67,7 +67,8 @@ enum Command {
     /// List the workspace's sessions, newest first: id, time, size, first prompt.
     Sessions(sessions::SessionsArgs),
     /// Show sessions in the browser: turns, steps, each call's waterfall, arguments, result and
-    /// decisions, followed live (a local server on 127.0.0.1 with a token in its URL).
+    /// decisions, followed live (a local server on 127.0.0.1 with a token in its URL); with
+    /// `--store`, a PostgreSQL store's sessions.
     #[cfg(feature = "view")]
     View(view::ViewArgs),
     /// Print the tool definitions a model would be sent under the policy and mode (JSON).

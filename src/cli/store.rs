@@ -1,5 +1,5 @@
 //! Sessions in PostgreSQL from the command line: `--store URL` (or `DSH_STORE`) for `run`,
-//! `agent`, `chat`, `check`, `transcript`, `repair` and `sessions`, and `dsh export`,
+//! `agent`, `chat`, `check`, `transcript`, `repair`, `sessions` and `view`, and `dsh export`,
 //! `dsh import`, `dsh tail`.
 //!
 //! With a store, a session is named by its id (`--session ID`: created when absent, resumed and

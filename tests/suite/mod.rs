@@ -42,4 +42,5 @@ mod tools_cmd;
 mod trust;
 mod view;
 mod view_browser;
+mod view_store;
 mod warnings;

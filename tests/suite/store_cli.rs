@@ -15,7 +15,7 @@ static CLUSTER: OnceLock<Cluster> = OnceLock::new();
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// A URL of a fresh database of the shared cluster.
-fn fresh_db() -> String {
+pub(super) fn fresh_db() -> String {
     let cluster = CLUSTER.get_or_init(Cluster::start);
     let name = format!(
         "cli{}_{}",

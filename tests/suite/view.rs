@@ -2,7 +2,7 @@
 //! JSON endpoints list the logs and give their events from a seq on, and a bad target is one
 //! sentence with exit 2. The page itself is driven in a real browser in `view_browser.rs`.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -18,10 +18,28 @@ pub struct Viewer {
 
 impl Viewer {
     pub fn start(target: &Path) -> Viewer {
-        let mut live = Live::spawn(dsh().args(["view", "--no-open"]).arg(target));
+        Viewer::spawn(dsh().args(["view", "--no-open"]).arg(target))
+    }
+
+    /// `dsh view --store URL [ID]`.
+    pub fn store(url: &str, first: Option<&str>) -> Viewer {
+        Viewer::spawn(
+            dsh()
+                .args(["view", "--no-open", "--store", url])
+                .args(first),
+        )
+    }
+
+    fn spawn(cmd: &mut std::process::Command) -> Viewer {
+        let mut live = Live::spawn(cmd);
         let line = live.until(|l| l.starts_with("dsh view: http://"));
         let url = line["dsh view: ".len()..].to_owned();
         Viewer { live, url }
+    }
+
+    /// The URL without its fragment.
+    pub fn base(&self) -> &str {
+        self.url.split('#').next().unwrap()
     }
 }
 
@@ -47,6 +65,95 @@ pub fn get(url: &str) -> (u16, String) {
     let status = text[9..12].parse().unwrap();
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
     (status, body.to_owned())
+}
+
+/// One message of an SSE stream: its event name (`message` when none), id and data.
+#[derive(Debug)]
+pub struct Sse {
+    pub event: String,
+    pub id: String,
+    pub data: String,
+}
+
+impl Sse {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.data).unwrap_or_else(|e| panic!("{e}: {self:?}"))
+    }
+}
+
+/// An open `api/stream` (HTTP/1.0, so the body ends with the connection, not in chunks).
+pub struct Stream {
+    reader: BufReader<std::net::TcpStream>,
+}
+
+impl Stream {
+    pub fn open(url: &str, last_event_id: Option<&str>) -> Stream {
+        let rest = url.strip_prefix("http://").unwrap();
+        let (host, path) = rest.split_at(rest.find('/').unwrap());
+        let mut conn = std::net::TcpStream::connect(host).unwrap();
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let resume = last_event_id
+            .map(|id| format!("Last-Event-ID: {id}\r\n"))
+            .unwrap_or_default();
+        write!(
+            conn,
+            "GET {path} HTTP/1.0\r\nHost: {host}\r\nAccept: text/event-stream\r\n{resume}\r\n"
+        )
+        .unwrap();
+        let mut reader = BufReader::new(conn);
+        let mut head = Vec::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line.trim_end().is_empty() {
+                break;
+            }
+            head.push(line.trim_end().to_owned());
+        }
+        assert!(head[0].contains(" 200 "), "{head:?}");
+        assert!(
+            head.iter()
+                .any(|h| h.eq_ignore_ascii_case("content-type: text/event-stream")),
+            "{head:?}"
+        );
+        Stream { reader }
+    }
+
+    /// The next message (keep-alive comments skipped); `None` once the stream ended.
+    pub fn next(&mut self) -> Option<Sse> {
+        let mut msg = Sse {
+            event: "message".into(),
+            id: String::new(),
+            data: String::new(),
+        };
+        let mut any = false;
+        loop {
+            let mut line = String::new();
+            if self.reader.read_line(&mut line).unwrap() == 0 {
+                return None;
+            }
+            let line = line.trim_end_matches(['\r', '\n']);
+            if line.is_empty() {
+                if any {
+                    return Some(msg);
+                }
+                continue;
+            }
+            if line.starts_with(':') {
+                continue;
+            }
+            any = true;
+            let (field, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match field {
+                "event" => msg.event = value.to_owned(),
+                "id" => msg.id = value.to_owned(),
+                "data" => msg.data.push_str(value),
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Runs `dsh demo` with its files under `tmpdir`; the log's path.
@@ -192,4 +299,92 @@ fn view_reads_only_the_lines_appended_since_the_last_answer() {
     assert_eq!(again["reset"], true);
     assert_eq!(again["events"].as_array().unwrap().len(), 4);
     assert_eq!(again["events"][0]["seq"], 0);
+}
+
+#[test]
+fn view_streams_the_lines_appended_to_a_log_as_server_sent_events() {
+    let tmpdir = tmp();
+    let full = std::fs::read_to_string(demo_log(tmpdir.path())).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    let log = tmpdir.path().join("growing.jsonl");
+    std::fs::write(&log, lines[..11].join("\n") + "\n").unwrap();
+    let viewer = Viewer::start(&log);
+    let url = format!("{}api/stream?id=growing&after=0&offset=0", viewer.url);
+    let mut stream = Stream::open(&url, None);
+    let first = stream.next().unwrap();
+    let body = first.json();
+    assert_eq!(body["events"].as_array().unwrap().len(), 10);
+    assert_eq!(body["header"], header(&log));
+    let offset = lines[..11].join("\n").len() + 1;
+    assert_eq!(first.id, format!("10:{offset}"));
+
+    // Three lines appended: pushed, numbered on, without asking.
+    {
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        for l in &lines[11..14] {
+            writeln!(f, "{l}").unwrap();
+        }
+    }
+    let pushed = stream.next().unwrap().json();
+    let seqs: Vec<_> = pushed["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [10, 11, 12], "{pushed}");
+    assert_eq!(
+        pushed["events"][2]["event"],
+        serde_json::from_str::<Value>(lines[13]).unwrap()
+    );
+    assert_eq!(pushed["header"], Value::Null, "sent once");
+
+    // A browser that reconnects says where it stopped: only what followed comes again.
+    let mut again = Stream::open(&url, Some(&first.id));
+    let resumed = again.next().unwrap().json();
+    assert_eq!(resumed["events"][0]["seq"], 10, "{resumed}");
+    assert_eq!(resumed["events"].as_array().unwrap().len(), 3);
+
+    // A session that cannot be read is a plain error answer, not a stream.
+    let (status, body) = get(&format!("{}api/stream?id=nope", viewer.url));
+    assert_eq!(status, 404, "{body}");
+}
+
+#[test]
+fn view_step_timing_holds_code_mode_sub_calls_within_their_run_code() {
+    let tmpdir = tmp();
+    let log = demo_log(tmpdir.path());
+    let logged = events(&log);
+    let run_code = of_type(&logged, "dsh/step-timing")
+        .iter()
+        .flat_map(|t| t["data"]["calls"].as_array().unwrap().iter())
+        .find(|c| c["callId"] == "call_run_code")
+        .cloned()
+        .expect("the demo's run_code step is timed");
+    let subs = run_code["subs"].as_array().expect("its sub-calls' timing");
+    let ids: Vec<_> = subs.iter().map(|s| s["callId"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["call_run_code:code:1", "call_run_code:code:2"]);
+    let at = |c: &Value, k: &str| {
+        c[k].as_u64()
+            .unwrap_or_else(|| panic!("{k} missing in {c}"))
+    };
+    for sub in subs {
+        let marks: Vec<u64> = ["prepare", "dispatch", "dispatched", "finalize", "done"]
+            .iter()
+            .map(|k| at(sub, k))
+            .collect();
+        assert!(marks.windows(2).all(|w| w[0] <= w[1]), "{sub}");
+        // On the step's clock, inside the run_code's body.
+        assert!(at(&run_code, "dispatch") <= marks[0], "{run_code}");
+        assert!(marks[4] <= at(&run_code, "dispatched"), "{run_code}");
+    }
+    // Only the root calls are listed: a sub-call is not a call of the step.
+    let listed = of_type(&logged, "dsh/step-timing")
+        .iter()
+        .flat_map(|t| t["data"]["calls"].as_array().unwrap().iter())
+        .filter(|c| c["callId"].as_str().unwrap().contains(":code:"))
+        .count();
+    assert_eq!(listed, 0);
+    // Every reader skips the event: the log checks clean.
+    assert_checks_clean(&log);
 }

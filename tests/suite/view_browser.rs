@@ -1,7 +1,8 @@
 //! `dsh view` in a real browser: Debian's headless Chromium driven over WebDriver
 //! (`chromedriver`, the `fantoccini` client). The page loads the demo's session and reference
 //! harness logs, draws one waterfall bar per call, shows a call's result when it is clicked, and
-//! gains rows when a running session's log grows. These tests FAIL when Chromium or chromedriver
+//! gains rows when a running session's log grows (pushed as Server-Sent Events; asked for when the
+//! browser has no EventSource); a PostgreSQL store's sessions are shown and followed the same way. These tests FAIL when Chromium or chromedriver
 //! is missing (`apt-get install chromium chromium-driver`; `cargo xtask test` installs them).
 //!
 //! `DSH_VIEW_SCREENSHOTS=DIR` also writes the screenshots there (how `docs/view-*.png` are made).
@@ -183,11 +184,11 @@ impl Drop for Browser {
     }
 }
 
-/// Per step: [bars in its waterfall, its own calls, shaded stage segments].
+/// Per step: [call bars in its waterfall, its own calls, their shaded stage segments].
 const STEP_COUNTS: &str = "return [...document.querySelectorAll('.step')].map(s => [
-    s.querySelectorAll('.waterfall .bar').length,
+    s.querySelectorAll('.waterfall .bar:not(.sub)').length,
     s.querySelectorAll(':scope > .call-wrap > .call').length,
-    s.querySelectorAll('.waterfall .bar .seg').length]);";
+    s.querySelectorAll('.waterfall .bar:not(.sub) .seg').length]);";
 
 async fn open(b: &Browser, viewer: &Viewer) -> Vec<Vec<u64>> {
     b.c().goto(&viewer.url).await.unwrap();
@@ -248,6 +249,34 @@ async fn view_in_chromium_shows_the_demo_with_one_bar_per_call_and_results_on_cl
         nested,
         json!(["call_run_code:code:1", "call_run_code:code:2"])
     );
+    // ... and drawn as thin bars right under the run_code's bar, shaded by stage, within it.
+    let subs = b
+        .js(
+            "const p = document.querySelector(\".bar[data-call-id='call_run_code']\");
+             const r = p.getBoundingClientRect();
+             return [...p.closest('.waterfall').querySelectorAll('.bar.sub')].map(e => {
+               const s = e.getBoundingClientRect();
+               return [e.dataset.callId, e.querySelectorAll('.seg').length > 0,
+                       s.left >= r.left - 1 && s.right <= r.right + 1, s.top > r.top];
+             });",
+        )
+        .await;
+    assert_eq!(
+        subs,
+        json!([
+            ["call_run_code:code:1", true, true, true],
+            ["call_run_code:code:2", true, true, true]
+        ])
+    );
+    // A sub-call's bar opens its detail, with its stages timed.
+    b.click(".bar[data-call-id='call_run_code:code:2']").await;
+    let timing = b
+        .text(".detail[data-call-id='call_run_code:code:2'] .timing")
+        .await;
+    assert!(timing.contains("dispatch"), "{timing}");
+    b.js("document.querySelector(\".bar[data-call-id='call_run_code']\").closest('.step').scrollIntoView();")
+        .await;
+    b.screenshot(tmpdir.path(), "view-code-mode.png").await;
     // Back to the edit, its detail open (the README's second picture).
     b.c()
         .find(Locator::Css(".call[data-call-id='call_edit_config']"))
@@ -383,22 +412,45 @@ async fn view_in_chromium_follows_a_session_whose_log_grows() {
     let before = b.js(calls).await.as_u64().unwrap();
     assert_eq!(before, 2, "step 1's two reads");
 
-    // The session goes on: its next step is appended (a line at a time, as a writer would).
-    {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&live)
-            .unwrap();
-        for l in &lines[one..two] {
-            writeln!(f, "{l}").unwrap();
-        }
-    }
+    // The session goes on: its next step is appended.
+    append(&live, &lines[one..two]);
     let after = b.until(calls, |v| v.as_u64() == Some(before + 1)).await;
     assert_eq!(after, json!(before + 1));
     let edit = b.text(".call[data-call-id='call_edit_blind'] .code").await;
     assert!(edit.contains("FS_NOT_OBSERVED"), "{edit}");
+    // Pushed by the server's event stream: the page never asked for the events.
+    assert_eq!(
+        b.js("return document.body.dataset.follow;").await,
+        json!("sse")
+    );
+    assert_eq!(b.js(ASKED_FOR_EVENTS).await, json!(0));
+
+    // Without EventSource the page falls back to asking, and still follows.
+    b.js("window.EventSource = undefined; choose(state.id);")
+        .await;
+    b.until(calls, |v| v.as_u64() == Some(before + 1)).await;
+    assert_eq!(
+        b.js("return document.body.dataset.follow;").await,
+        json!("poll")
+    );
+    let three = through_step(&lines, 3);
+    append(&live, &lines[two..three]);
+    let more = b.until(calls, |v| v.as_u64() > Some(before + 1)).await;
+    assert!(more.as_u64() > Some(before + 1));
+    assert!(b.js(ASKED_FOR_EVENTS).await.as_u64() > Some(0));
     b.close().await;
+}
+
+/// How many times the page fetched `api/events` (what it does only when polling).
+const ASKED_FOR_EVENTS: &str = "return performance.getEntriesByType('resource').filter(e => e.name.includes('/api/events?')).length;";
+
+/// Appends `lines` to `log`, a line at a time, as a writer would.
+fn append(log: &Path, lines: &[&str]) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(log).unwrap();
+    for l in lines {
+        writeln!(f, "{l}").unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -451,5 +503,58 @@ async fn view_in_chromium_shows_a_runs_hook_decisions_with_their_calls() {
     b.click(".call[data-call-id='c1']").await;
     let hooks = b.text(".detail[data-call-id='c1'] .hooks").await;
     assert!(!hooks.contains("deny"), "{hooks}");
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn view_in_chromium_shows_and_follows_sessions_of_a_postgres_store() {
+    // (On a thread of its own: it runs a runtime of its own to create the database.)
+    let url = std::thread::spawn(super::store_cli::fresh_db)
+        .join()
+        .unwrap();
+    let t = tmp();
+    let log = demo_log(t.path());
+    let out = dsh_run(&["import", "--store", &url, s(&log), "--id", "demo"]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let viewer = Viewer::store(&url, Some("demo"));
+    let b = Browser::start().await;
+    let steps = open(&b, &viewer).await;
+    let bars: u64 = steps.iter().map(|s| s[0]).sum();
+    assert_eq!(bars as usize, tool_calls(&log), "{steps:?}");
+    b.click(".call[data-call-id='call_edit_config']").await;
+    let result = b
+        .text(".detail[data-call-id='call_edit_config'] .result")
+        .await;
+    assert!(result.contains("has been updated successfully"), "{result}");
+
+    // A run writing to the store: the page shows its call, then its result when committed.
+    let sc = script(
+        t.path(),
+        "slow.jsonl",
+        &[openai("", &[call("slow", "sleep", json!({"ms": 4000}))])],
+    );
+    let mut run = Live::spawn(dsh().args([
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--store",
+        &url,
+        "--session",
+        "live-1",
+        "--demo-tools",
+        "--json",
+    ]));
+    run.until(|l| l.contains("\"tool/call\""));
+    b.js("choose('live-1');").await;
+    let status = "const e = document.querySelector(\".call[data-call-id='slow'] .st\"); return e ? e.textContent : null;";
+    let pending = b.until(status, Value::is_string).await;
+    assert_eq!(pending, json!("…"), "the call takes 4 s");
+    assert_eq!(
+        b.js("return document.body.dataset.follow;").await,
+        json!("sse")
+    );
+    b.until(status, |v| v == "✓").await;
+    assert_eq!(wait(run.child), 0);
     b.close().await;
 }

@@ -304,6 +304,24 @@ pub const ROWS: &[Row] = &[
         bench: "mcp_gateway",
         command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
     },
+    Row {
+        name: "stage timing on (`RuntimeConfig::step_timing`: each call's stage marks, one `dsh/step-timing` event per step, as `dsh run` writes for `dsh view`): steps of one no-op call through the full pipeline, sequential, in-memory session",
+        figure: timed("timing/on-1", 1.0, "call"),
+        baseline_name: "the same steps with stage timing off (the default)",
+        baseline: timed("timing/off-1", 1.0, "call"),
+        target: Target::AtMost(1.25),
+        bench: "step_timing",
+        command: "cargo bench -p dsh --bench step_timing -- timing/",
+    },
+    Row {
+        name: "stage timing on, one step of 10,000 parallel-safe no-op calls, pool 10, in-memory session (one event of 10,000 entries)",
+        figure: timed("timing/on-10k", 10_000.0, "call"),
+        baseline_name: "the same step with stage timing off",
+        baseline: timed("timing/off-10k", 10_000.0, "call"),
+        target: Target::AtMost(1.25),
+        bench: "step_timing",
+        command: "cargo bench -p dsh --bench step_timing -- timing/",
+    },
 ];
 
 /// Parses a selection of rows, `12-15` or `1,4,12-15` (numbers as in the table, from 1).

@@ -280,6 +280,15 @@ impl<P> Pool<P> {
             .await;
         crate::trace::outcome(&span, &entry.call, &result);
         entry.call.marks.set(crate::timing::Mark::Done);
+        // A sub-call (its root another call): its marks wait for the root's step.
+        let exec = entry.call.exec();
+        if self.runtime.config.step_timing && exec.root_call_id() != exec.call_id() {
+            self.runtime.sub_timings.push(
+                exec.root_call_id(),
+                exec.call_id_arc().clone(),
+                entry.call.marks.snapshot(),
+            );
+        }
         if entry.exclusive {
             self.exclusive_open = false;
         }

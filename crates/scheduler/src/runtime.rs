@@ -42,6 +42,8 @@ pub struct Runtime {
     pub(crate) approver: Option<Arc<dyn Approver>>,
     pub(crate) admission: Option<Admission>,
     pub(crate) config: RuntimeConfig,
+    /// Code Mode sub-calls' stage marks waiting for their root call's step (timing on only).
+    pub(crate) sub_timings: crate::timing::SubTimings,
 }
 
 /// A call that has been frozen and bound to its hooks, ready for the stages.
@@ -123,6 +125,7 @@ impl Runtime {
             approver: None,
             admission: None,
             config: RuntimeConfig::default(),
+            sub_timings: Default::default(),
         }
     }
 
@@ -181,6 +184,11 @@ impl Runtime {
             Prepared::Ready => self.dispatch(&call).await,
             Prepared::Decided(c) => c,
         };
-        self.finalize(&call, candidate).await
+        let result = self.finalize(&call, candidate).await;
+        // No step writes this call's timing: its sub-calls' marks are not kept.
+        if self.config.step_timing {
+            self.sub_timings.take(call.exec.call_id());
+        }
+        result
     }
 }

@@ -154,7 +154,8 @@ impl Runtime {
                     t.add(
                         &block.call_id,
                         recorded_at.get(committed).copied(),
-                        &done.call.marks,
+                        &done.call.marks.snapshot(),
+                        self.sub_timings.take(&block.call_id),
                     );
                 }
                 let ack = cx

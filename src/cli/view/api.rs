@@ -1,18 +1,25 @@
-//! The viewer's JSON endpoints: `api/sessions` (the logs shown, newest first) and
-//! `api/events?id=ID&after=SEQ&offset=BYTES` (a log's header and its events from a seq on, as
-//! logged, with whether a writer still holds the log). The page builds turns, steps and calls
+//! The viewer's JSON endpoints: `api/sessions` (the sessions shown, newest first) and
+//! `api/events?id=ID&after=SEQ&offset=BYTES` (a session's header and its events from a seq on,
+//! as logged, with whether a writer still holds it). The page builds turns, steps and calls
 //! from the events itself, so following a running session is asking again with the `next` seq
-//! and the `offset` the last answer gave: only the lines appended since are read. A log that
-//! shrank meanwhile (repaired) is read whole again and the answer says `reset`.
+//! and the `offset` the last answer gave: of a file, only the bytes appended since are read. A
+//! log that shrank meanwhile (repaired) is read whole again and the answer says `reset`. The
+//! same answers, pushed as they happen, are the live stream (`stream.rs`).
+//!
+//! A session is a log file (one, or a workspace's) or a session of a PostgreSQL store
+//! (`--store`): of a stored one, the rows from `after` on (the offset is not used).
 
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use dsh_store_postgres::{PgStore, StoreError};
 use serde_json::{Value, json};
 
 use super::super::Exit;
 use super::super::sessions::{Entry, first_prompt, list_dir};
+use super::super::store;
 
 /// What `dsh view` shows.
 pub(crate) enum Source {
@@ -20,7 +27,41 @@ pub(crate) enum Source {
     Log(PathBuf),
     /// A workspace: its sessions in dsh's state directory, and any logs in the folder itself.
     Workspace(PathBuf),
+    /// The sessions of a PostgreSQL store.
+    Store {
+        /// The store's URL (shown without its password).
+        url: String,
+        /// The connection settings (each request opens what it needs).
+        store: Box<PgStore>,
+    },
 }
+
+/// Where one session's events are read from.
+pub(super) enum Located<'a> {
+    /// A log file.
+    File(PathBuf),
+    /// A session of the store.
+    Stored(&'a PgStore, &'a str),
+}
+
+/// An answer of `api/events` (and a message of the live stream).
+pub(super) struct Batch {
+    /// The JSON text.
+    pub(super) body: String,
+    /// The seq after the last event read.
+    pub(super) next: u64,
+    /// The byte offset after the last complete line read (a file's; 0 for a store).
+    pub(super) offset: u64,
+    /// How many events it holds.
+    pub(super) events: usize,
+    /// Whether the log was read whole again because it shrank.
+    pub(super) reset: bool,
+    /// Whether a writer holds the session.
+    pub(super) live: bool,
+}
+
+/// An error answer: its status and one sentence.
+pub(super) type Problem = (StatusCode, String);
 
 impl Source {
     /// The source a command line names (the current directory when none).
@@ -44,15 +85,26 @@ impl Source {
         }
     }
 
+    /// The sessions of the store at `url` (connected to once now, so a bad URL or an
+    /// unreachable server is said at once).
+    pub(crate) async fn from_store(url: &str) -> Result<Source, Exit> {
+        let store = store::connect(url).await?;
+        Ok(Source::Store {
+            url: url.to_owned(),
+            store: Box::new(store),
+        })
+    }
+
     /// What is shown, for the terminal.
     pub(crate) fn describe(&self) -> String {
         match self {
             Source::Log(p) => format!("the log {}", p.display()),
             Source::Workspace(w) => format!("the sessions of {}", w.display()),
+            Source::Store { url, .. } => format!("the sessions of {}", store::shown(url)),
         }
     }
 
-    /// The logs shown, newest first.
+    /// The logs shown, newest first (none for a store).
     fn entries(&self) -> Result<Vec<Entry>, Exit> {
         match self {
             Source::Log(path) => {
@@ -72,6 +124,27 @@ impl Source {
                 all.dedup_by(|a, b| a.id == b.id);
                 Ok(all)
             }
+            Source::Store { .. } => Ok(Vec::new()),
+        }
+    }
+
+    /// Where session `id` is read from.
+    pub(super) fn locate<'a>(&'a self, id: &'a str) -> Result<Located<'a>, Problem> {
+        if let Source::Store { store, .. } = self {
+            return Ok(Located::Stored(store, id));
+        }
+        let entries = self.entries().map_err(exit_message)?;
+        match entries.into_iter().find(|e| e.id == id) {
+            Some(entry) => Ok(Located::File(entry.path)),
+            None => Err((StatusCode::NOT_FOUND, format!("no session {id:?}"))),
+        }
+    }
+
+    /// How session `id` is named on the page.
+    pub(super) fn place(&self, id: &str) -> String {
+        match self {
+            Source::Store { url, .. } => store::place(url, id).display().to_string(),
+            _ => id.to_owned(),
         }
     }
 }
@@ -85,7 +158,7 @@ fn id_of(path: &Path) -> String {
     name.strip_suffix(".jsonl").unwrap_or(&name).to_owned()
 }
 
-/// Answers `api/<what>?<query>`.
+/// Answers `api/<what>?<query>` (`api/stream` is answered by `stream.rs`).
 pub(crate) async fn handle(source: &Source, what: &str, query: &str) -> Response {
     let result = match what {
         "sessions" => sessions(source).await,
@@ -96,7 +169,9 @@ pub(crate) async fn handle(source: &Source, what: &str, query: &str) -> Response
                     .and_then(|a| a.parse::<u64>().ok())
                     .unwrap_or(0)
             };
-            events(source, &id, number("after"), number("offset")).await
+            batch(source, &id, number("after"), number("offset"))
+                .await
+                .map(|b| b.body)
         }
         _ => Err((StatusCode::NOT_FOUND, format!("no endpoint api/{what}"))),
     };
@@ -109,40 +184,69 @@ pub(crate) async fn handle(source: &Source, what: &str, query: &str) -> Response
             body,
         )
             .into_response(),
-        Err((status, message)) => (status, axum::Json(json!({ "error": message }))).into_response(),
+        Err(problem) => refused(problem),
     }
 }
 
-type Answer = Result<String, (StatusCode, String)>;
+/// An error answer: `{"error": "..."}` with its status.
+pub(super) fn refused((status, message): Problem) -> Response {
+    (status, axum::Json(json!({ "error": message }))).into_response()
+}
 
-fn internal(e: impl std::fmt::Display) -> (StatusCode, String) {
+pub(super) fn internal(e: impl std::fmt::Display) -> Problem {
     (StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
 }
 
-fn exit_message(e: Exit) -> (StatusCode, String) {
+fn exit_message(e: Exit) -> Problem {
     internal(
         e.message
             .unwrap_or_else(|| "cannot list the sessions".into()),
     )
 }
 
+/// A store's error: a missing session is a 404, anything else the server's own failure.
+pub(super) fn store_problem(url: &str, e: StoreError) -> Problem {
+    match e {
+        StoreError::NoSuchSession(_) => (StatusCode::NOT_FOUND, e.to_string()),
+        other => internal(format!("{}: {other}", store::shown(url))),
+    }
+}
+
+fn millis(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 /// `api/sessions`.
-async fn sessions(source: &Source) -> Answer {
+async fn sessions(source: &Source) -> Result<String, Problem> {
+    if let Source::Store { url, store } = source {
+        let list = store.sessions().await.map_err(|e| store_problem(url, e))?;
+        let list: Vec<Value> = list
+            .iter()
+            .map(|s| {
+                json!({
+                    "id": s.id,
+                    "path": source.place(&s.id),
+                    "size": s.lines,
+                    "modified": millis(s.updated_at),
+                    "prompt": null,
+                    "live": s.leased,
+                })
+            })
+            .collect();
+        return serde_json::to_string(&list).map_err(internal);
+    }
     let entries = source.entries().map_err(exit_message)?;
     tokio::task::spawn_blocking(move || {
         let list: Vec<Value> = entries
             .iter()
             .map(|e| {
-                let modified = e
-                    .modified
-                    .duration_since(std::time::SystemTime::UNIX_EPOCH)
-                    .map(|d| d.as_millis() as u64)
-                    .unwrap_or(0);
                 json!({
                     "id": e.id,
                     "path": e.path.display().to_string(),
                     "size": e.size,
-                    "modified": modified,
+                    "modified": millis(e.modified),
                     "prompt": first_prompt(&e.path),
                 })
             })
@@ -153,90 +257,199 @@ async fn sessions(source: &Source) -> Answer {
     .map_err(internal)?
 }
 
-/// `api/events`: the log's events with a seq of at least `after`.
-async fn events(source: &Source, id: &str, after: u64, offset: u64) -> Answer {
-    let entries = source.entries().map_err(exit_message)?;
-    let Some(entry) = entries.into_iter().find(|e| e.id == id) else {
-        return Err((StatusCode::NOT_FOUND, format!("no session {id:?}")));
-    };
-    let path = entry.path;
-    tokio::task::spawn_blocking(move || read_events(&path, id_of(&path), after, offset))
+/// Session `id`'s events with a seq of at least `after` (of a file: read from `offset` on when
+/// that is where the last answer stopped).
+pub(super) async fn batch(
+    source: &Source,
+    id: &str,
+    after: u64,
+    offset: u64,
+) -> Result<Batch, Problem> {
+    match source.locate(id)? {
+        Located::File(path) => file_batch(path, id, after, offset).await,
+        Located::Stored(store, id) => {
+            let url = match source {
+                Source::Store { url, .. } => url.as_str(),
+                _ => "",
+            };
+            let bytes = store.export(id).await.map_err(|e| store_problem(url, e))?;
+            let live = store
+                .is_leased(id)
+                .await
+                .map_err(|e| store_problem(url, e))?;
+            let place = source.place(id);
+            whole(&bytes, id, &place, live, after, None)
+        }
+    }
+}
+
+/// The events of the log file at `path` with a seq of at least `after`, read from `offset` on
+/// when that is where the last answer stopped.
+pub(super) async fn file_batch(
+    path: PathBuf,
+    id: &str,
+    after: u64,
+    offset: u64,
+) -> Result<Batch, Problem> {
+    let id = id.to_owned();
+    tokio::task::spawn_blocking(move || read_file(&path, id, after, offset))
         .await
         .map_err(internal)?
 }
 
-fn read_events(path: &Path, id: String, after: u64, offset: u64) -> Answer {
-    let file =
-        std::fs::File::open(path).map_err(|e| internal(format!("{}: {e}", path.display())))?;
+fn io_problem(path: &Path) -> impl Fn(std::io::Error) -> Problem + '_ {
+    move |e| internal(format!("{}: {e}", path.display()))
+}
+
+fn bad_log(place: &str) -> impl Fn(String) -> Problem + '_ {
+    move |m| (StatusCode::UNPROCESSABLE_ENTITY, format!("{place}: {m}"))
+}
+
+/// The end of the last complete line of `bytes` (a line being written is not read until its
+/// newline is there).
+fn complete(bytes: &[u8]) -> usize {
+    bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+}
+
+fn read_file(path: &Path, id: String, after: u64, offset: u64) -> Result<Batch, Problem> {
+    let mut file = std::fs::File::open(path).map_err(io_problem(path))?;
     // A writer holds the log's lock while the session runs.
     let live = matches!(
         file.try_lock_shared(),
         Err(std::fs::TryLockError::WouldBlock)
     );
+    let place = path.display().to_string();
+    let len = file.metadata().map_err(io_problem(path))?.len();
+    if offset > 0 && offset <= len {
+        // Where the last answer stopped, when that is still the end of a line of this file:
+        // only what follows is read.
+        file.seek(SeekFrom::Start(offset - 1))
+            .map_err(io_problem(path))?;
+        let mut rest = Vec::new();
+        file.read_to_end(&mut rest).map_err(io_problem(path))?;
+        if rest.first() == Some(&b'\n') {
+            let end = complete(&rest);
+            let (events, next) = appended(&rest[1..end], after).map_err(bad_log(&place))?;
+            let offset = offset - 1 + end as u64;
+            let head = Head {
+                id: &id,
+                place: &place,
+                live,
+                next,
+                offset,
+                reset: false,
+                header: None,
+            };
+            return render(head, &events);
+        }
+        file.rewind().map_err(io_problem(path))?;
+    }
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut &file, &mut bytes)
-        .map_err(|e| internal(format!("{}: {e}", path.display())))?;
-    // A line being written is not read until its newline is there.
-    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let from = usize::try_from(offset).unwrap_or(usize::MAX);
-    // Where the last answer stopped, when that is still the end of a line of this file.
-    let follows = from > 0 && from <= complete && bytes[from - 1] == b'\n';
-    let (header, events, next) = if follows {
-        appended(&bytes[from..complete], after).map_err(|m| {
-            (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("{}: {m}", path.display()),
-            )
-        })?
-    } else {
-        let log = dsh::session::read_log(&bytes[..complete]).map_err(|e| {
-            (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("{}: {e}", path.display()),
-            )
-        })?;
-        let next = log.next_seq();
-        let header = match &log.header {
-            Some(h) => Some(serde_json::to_string(h.json().value()).map_err(internal)?),
-            None => None,
-        };
-        let after = if from > complete { 0 } else { after };
-        let events = log
-            .events
-            .iter()
-            .filter(|(s, _)| *s >= after)
-            .map(|(s, e)| (*s, e.to_json_line()))
-            .collect();
-        (header, events, next)
+    file.read_to_end(&mut bytes).map_err(io_problem(path))?;
+    // A log shorter than where the last answer stopped was rewritten (repaired): all again.
+    let reset = offset > complete(&bytes) as u64;
+    let after = if reset { 0 } else { after };
+    whole(&bytes, &id, &place, live, after, Some(reset))
+}
+
+/// The answer from a whole log's bytes: its header and its events from seq `after` on. `file`:
+/// whether the bytes are a file's (then the answer gives their offset, and whether they were
+/// read whole again because the file shrank); of a store, the seq alone says where to go on.
+fn whole(
+    bytes: &[u8],
+    id: &str,
+    place: &str,
+    live: bool,
+    after: u64,
+    file: Option<bool>,
+) -> Result<Batch, Problem> {
+    let end = complete(bytes);
+    let log = dsh::session::read_log(&bytes[..end]).map_err(|e| bad_log(place)(e.to_string()))?;
+    let header = match &log.header {
+        Some(h) => Some(serde_json::to_string(h.json().value()).map_err(internal)?),
+        None => None,
     };
-    let mut out = String::with_capacity(complete - from.min(complete) + 256);
+    let events: Lines = log
+        .events
+        .iter()
+        .filter(|(s, _)| *s >= after)
+        .map(|(s, e)| (*s, e.to_json_line()))
+        .collect();
+    let head = Head {
+        id,
+        place,
+        live,
+        next: log.next_seq(),
+        offset: if file.is_some() { end as u64 } else { 0 },
+        reset: file.unwrap_or(false),
+        header: header.as_deref(),
+    };
+    render(head, &events)
+}
+
+/// What an answer says besides its events.
+pub(super) struct Head<'a> {
+    /// The session's id.
+    pub(super) id: &'a str,
+    /// How the session is named on the page.
+    pub(super) place: &'a str,
+    /// Whether a writer holds it.
+    pub(super) live: bool,
+    /// The seq after the last event read.
+    pub(super) next: u64,
+    /// The byte offset after the last complete line read (a file's).
+    pub(super) offset: u64,
+    /// Whether the log was read whole again because it shrank.
+    pub(super) reset: bool,
+    /// The header line, with the first answer only.
+    pub(super) header: Option<&'a str>,
+}
+
+/// The JSON of one answer; each event's own line goes in as logged, not re-serialized.
+pub(super) fn render(head: Head<'_>, events: &[(u64, String)]) -> Result<Batch, Problem> {
+    let Head {
+        id,
+        place,
+        live,
+        next,
+        offset,
+        reset,
+        header,
+    } = head;
+    let size: usize = events.iter().map(|(_, l)| l.len() + 24).sum();
+    let mut out = String::with_capacity(size + 256);
     out.push_str("{\"id\":");
-    out.push_str(&serde_json::to_string(&id).map_err(internal)?);
+    out.push_str(&serde_json::to_string(id).map_err(internal)?);
     out.push_str(",\"path\":");
-    out.push_str(&serde_json::to_string(&path.display().to_string()).map_err(internal)?);
+    out.push_str(&serde_json::to_string(place).map_err(internal)?);
     out.push_str(&format!(
-        ",\"live\":{live},\"next\":{next},\"offset\":{complete},\"reset\":{}",
-        from > complete
+        ",\"live\":{live},\"next\":{next},\"offset\":{offset},\"reset\":{reset}"
     ));
     out.push_str(",\"header\":");
-    out.push_str(header.as_deref().unwrap_or("null"));
+    out.push_str(header.unwrap_or("null"));
     out.push_str(",\"events\":[");
     for (i, (seq, line)) in events.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        // The event's own line, as logged: no re-parse.
         out.push_str(&format!("{{\"seq\":{seq},\"event\":{line}}}"));
     }
     out.push_str("]}");
-    Ok(out)
+    Ok(Batch {
+        body: out,
+        next,
+        offset,
+        events: events.len(),
+        reset,
+        live,
+    })
 }
 
 /// Events, their seqs and their lines.
-type Lines = Vec<(u64, String)>;
+pub(super) type Lines = Vec<(u64, String)>;
 
 /// The events of complete lines appended after seq `after` (no header: it was read before).
-fn appended(bytes: &[u8], after: u64) -> Result<(Option<String>, Lines, u64), String> {
+fn appended(bytes: &[u8], after: u64) -> Result<(Lines, u64), String> {
     let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
     let mut seq = after;
     let mut events = Vec::new();
@@ -245,11 +458,11 @@ fn appended(bytes: &[u8], after: u64) -> Result<(Option<String>, Lines, u64), St
         events.push((seq, event.to_json_line()));
         seq += event.seq_span();
     }
-    Ok((None, events, seq))
+    Ok((events, seq))
 }
 
 /// A query parameter, percent-decoded.
-fn param(query: &str, key: &str) -> Option<String> {
+pub(super) fn param(query: &str, key: &str) -> Option<String> {
     query.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         (k == key).then(|| percent_decode(v))

@@ -1,18 +1,20 @@
-//! `dsh view [LOG | WORKSPACE]`: a local session viewer in the browser. An `axum` server on
-//! 127.0.0.1 (a random port) serves the page embedded in the binary (`page/`, plain HTML, CSS and
-//! JavaScript, no build step) and two JSON endpoints, all under a random token that is part of
-//! every URL: a request without it gets 403. The URL is printed on stdout and opened with the
-//! system browser unless `--no-open` (or there is none). Ctrl-C stops it.
+//! `dsh view [LOG | WORKSPACE | --store URL]`: a local session viewer in the browser. An `axum`
+//! server on 127.0.0.1 (a random port) serves the page embedded in the binary (`page/`, plain
+//! HTML, CSS and JavaScript, no build step), two JSON endpoints and a live stream of a session's
+//! events (Server-Sent Events), all under a random token that is part of every URL: a request
+//! without it gets 403. The URL is printed on stdout and opened with the system browser unless
+//! `--no-open` (or there is none). Ctrl-C stops it.
 
 mod api;
 mod assets;
+mod stream;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, Uri, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use clap::Args;
 
@@ -22,8 +24,10 @@ use super::Exit;
 #[derive(Args, Debug)]
 pub struct ViewArgs {
     /// A session log (`.jsonl`) or a workspace whose sessions to list (default: the current
-    /// directory).
+    /// directory); with `--store`, the id of the session to open first.
     pub target: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: super::store::StoreArg,
     /// Print the URL only; do not open a browser.
     #[arg(long)]
     pub no_open: bool,
@@ -59,7 +63,7 @@ fn same_token(given: &str, token: &str) -> bool {
 }
 
 /// Every request: `/<token>/<what>`; anything else is refused.
-async fn handle(State(app): State<Arc<App>>, uri: Uri) -> Response {
+async fn handle(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> Response {
     let path = uri.path();
     let Some((given, rest)) = path
         .strip_prefix('/')
@@ -77,6 +81,9 @@ async fn handle(State(app): State<Arc<App>>, uri: Uri) -> Response {
             [(header::LOCATION, format!("/{given}/"))],
         )
             .into_response();
+    }
+    if rest == "api/stream" {
+        return stream::handle(app.clone(), uri.query().unwrap_or(""), &headers).await;
     }
     if let Some(api) = rest.strip_prefix("api/") {
         return api::handle(&app.source, api, uri.query().unwrap_or("")).await;
@@ -103,6 +110,19 @@ fn forbidden() -> Response {
         "forbidden: open the URL `dsh view` printed (it carries the token)",
     )
         .into_response()
+}
+
+/// `text` with every byte but letters, digits and `-._~` percent-encoded.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// Opens `url` with the system browser, if there is one; says so when there is not.
@@ -136,7 +156,17 @@ fn open_browser(url: &str) {
 
 /// Runs `dsh view`.
 pub async fn view(args: ViewArgs) -> Result<i32, Exit> {
-    let source = api::Source::from_target(args.target.as_ref())?;
+    let (source, first) = match &args.store.store {
+        Some(url) => {
+            // The session to open first, in the URL's fragment (the page reads it).
+            let first = args
+                .target
+                .as_ref()
+                .map(|id| format!("#{}", percent_encode(&id.to_string_lossy())));
+            (api::Source::from_store(url).await?, first)
+        }
+        None => (api::Source::from_target(args.target.as_ref())?, None),
+    };
     let app = Arc::new(App {
         source,
         token: token()?,
@@ -147,7 +177,7 @@ pub async fn view(args: ViewArgs) -> Result<i32, Exit> {
     let addr = listener
         .local_addr()
         .map_err(|e| Exit::internal(format!("cannot read the listening address: {e}")))?;
-    let url = format!("http://{addr}/{}/", app.token);
+    let url = format!("http://{addr}/{}/{}", app.token, first.unwrap_or_default());
     super::out(&format!("dsh view: {url}"));
     super::out(&format!("showing {}; Ctrl-C stops", app.source.describe()));
     if !args.no_open {

@@ -1,10 +1,11 @@
-// dsh view: the session list, the selected session's events fetched and then followed (a poll
-// for the events appended since), and the page state kept across redraws.
+// dsh view: the session list, the selected session's events followed live (the server's event
+// stream, or asking for the events appended since when there is none), and the page state kept
+// across redraws.
 "use strict";
 
 const POLL_MS = 1000;
 const state = { id: null, info: null, model: null, open: new Set(), filters: { tool: "", code: "" },
-                timer: null, toggle: null, redraw: null };
+                timer: null, stream: null, toggle: null, redraw: null };
 
 async function getJson(url) {
   const r = await fetch(url, { cache: "no-store" });
@@ -21,36 +22,71 @@ function redraw() {
 state.redraw = redraw;
 state.toggle = id => { if (state.open.has(id)) state.open.delete(id); else state.open.add(id); redraw(); };
 
+// One answer of api/events (or one message of the stream): its events applied to the model.
+function apply(id, r) {
+  if (id !== state.id) return;
+  // A log that shrank (repaired) comes whole again: start over.
+  if (!state.model || r.reset) state.model = newModel();
+  const changed = r.events.length > 0 || r.reset || !state.info || state.info.live !== r.live;
+  for (const { seq, event } of r.events) applyEvent(state.model, seq, event);
+  state.model.next = r.next;
+  state.model.offset = r.offset;
+  // The header comes with the first answer only (later ones read just the appended lines).
+  const header = r.header || (state.info && state.info.header) || null;
+  state.info = { id: r.id, path: r.path, live: r.live, header };
+  if (changed) redraw();
+}
+
+function showError(id, message) {
+  const main = document.getElementById("session");
+  main.replaceChildren(el("p", "error", "cannot read session " + id + ": " + message));
+}
+
+function eventsQuery(id) {
+  const m = state.model;
+  return "id=" + encodeURIComponent(id) + "&after=" + (m ? m.next : 0) + "&offset=" + (m ? m.offset : 0);
+}
+
+// Followed live by the server's event stream; asking again every second when the browser has
+// no EventSource or the stream cannot be opened.
+function follow() {
+  const id = state.id;
+  if (!window.EventSource) return poll();
+  const es = new EventSource("api/stream?" + eventsQuery(id));
+  state.stream = es;
+  document.body.dataset.follow = "sse";
+  es.onmessage = e => apply(id, JSON.parse(e.data));
+  // The writer is gone (a stored session): nothing more will come.
+  es.addEventListener("end", () => es.close());
+  es.addEventListener("problem", e => { es.close(); if (id === state.id) showError(id, e.data); });
+  es.onerror = () => {
+    // A dropped connection is retried by the browser (from the last message's id); a stream
+    // refused outright is followed by asking instead.
+    if (es.readyState === EventSource.CLOSED && id === state.id && state.stream === es) {
+      state.stream = null;
+      poll();
+    }
+  };
+}
+
 async function poll() {
   const id = state.id;
+  document.body.dataset.follow = "poll";
   try {
-    const m = state.model;
-    const r = await getJson("api/events?id=" + encodeURIComponent(id) +
-      "&after=" + (m ? m.next : 0) + "&offset=" + (m ? m.offset : 0));
-    if (id !== state.id) return;
-    // A log that shrank (repaired) comes whole again: start over.
-    if (!state.model || r.reset) state.model = newModel();
-    const changed = r.events.length > 0 || r.reset || !state.info || state.info.live !== r.live;
-    for (const { seq, event } of r.events) applyEvent(state.model, seq, event);
-    state.model.next = r.next;
-    state.model.offset = r.offset;
-    // The header comes with the first answer only (later ones read just the appended lines).
-    const header = r.header || (state.info && state.info.header) || null;
-    state.info = { id: r.id, path: r.path, live: r.live, header };
-    if (changed) redraw();
+    apply(id, await getJson("api/events?" + eventsQuery(id)));
   } catch (e) {
-    const main = document.getElementById("session");
-    main.replaceChildren(el("p", "error", "cannot read session " + id + ": " + e.message));
+    if (id === state.id) showError(id, e.message);
   }
   if (id === state.id) state.timer = setTimeout(poll, POLL_MS);
 }
 
 function choose(id) {
   clearTimeout(state.timer);
+  if (state.stream) { state.stream.close(); state.stream = null; }
   Object.assign(state, { id, info: null, model: null, open: new Set(), filters: { tool: "", code: "" } });
   document.querySelectorAll(".session").forEach(e => e.classList.toggle("selected", e.dataset.id === id));
   history.replaceState(null, "", "#" + encodeURIComponent(id));
-  poll();
+  follow();
 }
 
 async function loadSessions() {
@@ -63,8 +99,10 @@ async function loadSessions() {
   for (const s of list) {
     const item = el("div", "session" + (s.id === state.id ? " selected" : ""));
     item.dataset.id = s.id;
-    item.appendChild(el("div", "prompt", s.prompt || "(no prompt)"));
-    item.appendChild(el("div", "sid", s.id + " · " + new Date(s.modified).toLocaleString()));
+    // A stored session's list entry has no prompt (its rows are not read to list it).
+    item.appendChild(el("div", "prompt", s.prompt || (s.live === undefined ? "(no prompt)" : "session " + s.id)));
+    item.appendChild(el("div", "sid", s.id + " · " + new Date(s.modified).toLocaleString() +
+      (s.live ? " · live" : "")));
     item.title = s.path;
     item.addEventListener("click", () => choose(s.id));
     nav.appendChild(item);

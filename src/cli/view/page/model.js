@@ -113,7 +113,13 @@ function applyEvent(m, seq, ev) {
     case "dsh/step-timing": {
       const s = stepOf(m, d.turn, d.step);
       s.timing = { startedAt: d.startedAt };
-      for (const t of d.calls || []) { const c = m.calls.get(t.callId); if (c) c.timing = t; }
+      for (const t of d.calls || []) {
+        const c = m.calls.get(t.callId);
+        if (!c) continue;
+        c.timing = t;
+        // Code Mode's sub-calls, on the same clock.
+        for (const st of t.subs || []) { const sub = c.subs.find(x => x.id === st.callId); if (sub) sub.timing = st; }
+      }
       break;
     }
     default: break;

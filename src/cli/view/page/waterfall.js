@@ -1,6 +1,7 @@
 // dsh view: the waterfall of one step, one bar per call. With dsh's stage timing
-// (`dsh/step-timing`) a bar spans the call's time in the step, shaded by stage; a log without
-// it (the reference harness's) gets bars in model order and no durations.
+// (`dsh/step-timing`) a bar spans the call's time in the step, shaded by stage, and a
+// `run_code`'s sub-calls get thin bars of their own in lanes right under it; a log without it
+// (the reference harness's) gets bars in model order and no durations.
 "use strict";
 
 const STAGES = ["waiting", "prepare", "approval", "dispatch", "post-execute"];
@@ -53,16 +54,14 @@ function waterfall(step, onPick) {
   // Time 0 is the first call's start (the step's clock also counts logging its calls).
   const origin = timed ? Math.min(...calls.map(c => startOf(c.timing))) : 0;
   const span = timed ? Math.max(1, ...calls.map(c => c.timing.done - origin)) : calls.length;
-  calls.forEach((c, i) => {
-    const lane = el("div", "lane");
-    const bar = el("div", "bar" + (c.result && c.result.isError ? " failed" : "") + (timed ? "" : " untimed"));
+  // One lane: a bar for call `c` from `from` to `to` (in units of `span`).
+  const lane = (c, from, to, sub) => {
+    const l = el("div", "lane" + (sub ? " sub" : ""));
+    const bar = el("div", "bar" + (sub ? " sub" : "") + (c.result && c.result.isError ? " failed" : "") +
+      (timed ? "" : " untimed"));
     bar.dataset.callId = c.id;
-    let from = i, to = i + 1;
     if (timed) {
-      const t = c.timing;
-      from = startOf(t) - origin;
-      to = t.done - origin;
-      for (const [stage, a, b] of segments(t)) {
+      for (const [stage, a, b] of segments(c.timing)) {
         const seg = el("div", "seg " + stage);
         seg.style.width = (100 * (b - a) / Math.max(1, to - from)) + "%";
         seg.title = stage + " " + fmtUs(b - a);
@@ -74,9 +73,17 @@ function waterfall(step, onPick) {
     }
     bar.style.left = (100 * from / span) + "%";
     bar.style.width = (100 * (to - from) / span) + "%";
-    bar.addEventListener("click", () => onPick(c.id));
-    lane.appendChild(bar);
-    box.appendChild(lane);
+    bar.addEventListener("click", ev => { ev.stopPropagation(); onPick(c.id); });
+    l.appendChild(bar);
+    box.appendChild(l);
+  };
+  calls.forEach((c, i) => {
+    if (!timed) return lane(c, i, i + 1, false);
+    lane(c, startOf(c.timing) - origin, c.timing.done - origin, false);
+    for (const s of c.subs) {
+      const t = s.timing;
+      if (t && t.done !== undefined) lane(s, startOf(t) - origin, t.done - origin, true);
+    }
   });
   const axis = el("div", "axis", timed ? fmtUs(span) : "no timing in this log: calls in model order");
   box.appendChild(axis);
