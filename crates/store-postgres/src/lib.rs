@@ -36,8 +36,11 @@
 //! ```
 
 mod error;
+mod fleet;
 mod import;
+mod lease;
 mod migrate;
+mod sink;
 mod store;
 mod tail;
 mod writer;
@@ -45,6 +48,6 @@ mod writer;
 pub use error::StoreError;
 pub use import::Imported;
 pub use migrate::SCHEMA_VERSION;
-pub use store::{Opened, PgStore, SessionInfo};
+pub use store::{DEFAULT_POOL_SIZE, Opened, PgStore, SessionInfo};
 pub use tail::{CHANNEL, TailLine};
-pub use writer::Lease;
+pub use lease::Lease;
