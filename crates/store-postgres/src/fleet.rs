@@ -88,11 +88,7 @@ impl Fleet {
     }
 
     /// Releases `(id, token)` and waits until that is done (a few seconds at most).
-    pub(crate) fn release_blocking(
-        writer: &mpsc::UnboundedSender<Msg>,
-        id: String,
-        token: i64,
-    ) {
+    pub(crate) fn release_blocking(writer: &mpsc::UnboundedSender<Msg>, id: String, token: i64) {
         let (done, wait) = std_mpsc::sync_channel(1);
         if writer.send(Msg::Release { id, token, done }).is_ok() {
             let _ = wait.recv_timeout(std::time::Duration::from_secs(5));

@@ -47,7 +47,7 @@ mod writer;
 
 pub use error::StoreError;
 pub use import::Imported;
+pub use lease::Lease;
 pub use migrate::SCHEMA_VERSION;
 pub use store::{DEFAULT_POOL_SIZE, Opened, PgStore, SessionInfo};
 pub use tail::{CHANNEL, TailLine};
-pub use lease::Lease;

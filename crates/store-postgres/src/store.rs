@@ -123,7 +123,11 @@ impl PgStore {
         shared
             .fleet
             .get_or_try_init(|| {
-                Fleet::start(shared.config.clone(), shared.lease.clone(), shared.pool_size)
+                Fleet::start(
+                    shared.config.clone(),
+                    shared.lease.clone(),
+                    shared.pool_size,
+                )
             })
             .await
     }

@@ -458,10 +458,8 @@ impl Writer {
         let Ok(renewed) = conn.client.query(RENEW, &[&ids, &tokens, &ttl]).await else {
             return;
         };
-        let renewed: std::collections::HashSet<(String, i64)> = renewed
-            .into_iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
+        let renewed: std::collections::HashSet<(String, i64)> =
+            renewed.into_iter().map(|r| (r.get(0), r.get(1))).collect();
         for (id, token) in ids.into_iter().zip(tokens) {
             if !renewed.contains(&(id.clone(), token)) {
                 let reason = format!(
