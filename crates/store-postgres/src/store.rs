@@ -260,6 +260,27 @@ impl PgStore {
         Ok((header.get(0), header.get(1), rows))
     }
 
+    /// Deletes session `id` and its rows unless a live process holds its lease (close it
+    /// first); returns whether it was deleted. The command line uses it for a session its run
+    /// created and that was refused before anything ran, as it deletes a file log then.
+    pub async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        let deleted = self
+            .pooled()
+            .await?
+            .get()?
+            .execute(
+                "DELETE FROM dsh_sessions
+                  WHERE id = $1
+                    AND NOT (lease_until IS NOT NULL AND lease_until >= now()
+                             AND EXISTS (SELECT 1 FROM pg_stat_activity a
+                                          WHERE a.pid = lease_backend))",
+                &[&id],
+            )
+            .await
+            .map_err(db("delete the session"))?;
+        Ok(deleted == 1)
+    }
+
     /// Whether a live process holds session `id`'s lease now.
     pub async fn is_leased(&self, id: &str) -> Result<bool, StoreError> {
         leased(self.pooled().await?.get()?, id).await
