@@ -201,7 +201,7 @@ impl Writer {
 
     /// Answers messages until every sender (the store handle, each session's sink) is gone.
     pub(crate) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
-        let mut renew = tokio::time::interval(self.lease.ttl / 3);
+        let mut renew = tokio::time::interval((self.lease.ttl / 3).max(Duration::from_millis(10)));
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         renew.tick().await;
         let mut batch = Vec::new();
@@ -265,19 +265,21 @@ impl Writer {
     /// Commits `groups` and answers each.
     async fn commit(&mut self, groups: Vec<Append>) {
         let outcomes = match self.attempt(&groups).await {
-            Err(e) if groups.len() > 1 => {
+            Err(Attempt::Failed(e)) if groups.len() > 1 => {
                 // One group may be the cause (a constraint): each alone, so only it fails.
                 tracing::warn!(error = %e, groups = groups.len(), "a group commit failed; retrying its groups one by one");
                 let mut outcomes = Vec::with_capacity(groups.len());
                 for g in &groups {
                     outcomes.push(match self.attempt(std::slice::from_ref(g)).await {
                         Ok(mut one) => one.pop().unwrap_or(Outcome::Failed(e.clone())),
-                        Err(e) => Outcome::Failed(e),
+                        Err(Attempt::Failed(e) | Attempt::Lost(e)) => Outcome::Failed(e),
                     });
                 }
                 outcomes
             }
-            Err(e) => vec![Outcome::Failed(e)],
+            Err(Attempt::Failed(e) | Attempt::Lost(e)) => {
+                groups.iter().map(|_| Outcome::Failed(e.clone())).collect()
+            }
             Ok(outcomes) => outcomes,
         };
         for (g, outcome) in groups.into_iter().zip(outcomes) {
@@ -296,22 +298,23 @@ impl Writer {
         }
     }
 
-    /// One statement for `groups`, retrying a lost connection until [`Lease::retry_for`].
-    async fn attempt(&mut self, groups: &[Append]) -> Result<Vec<Outcome>, String> {
+    /// One statement for `groups`, retrying a lost connection until [`Lease::retry_for`]
+    /// (`Attempt::Lost` then says it was not regained; `Attempt::Failed` is a database error).
+    async fn attempt(&mut self, groups: &[Append]) -> Result<Vec<Outcome>, Attempt> {
         let deadline = tokio::time::Instant::now() + self.lease.retry_for;
         let mut pause = Duration::from_millis(20);
         let mut retried = false;
         loop {
             match self.try_statement(groups, retried).await {
                 Ok(outcomes) => return Ok(outcomes),
-                Err(Attempt::Failed(e)) => return Err(e),
+                Err(Attempt::Failed(e)) => return Err(Attempt::Failed(e)),
                 Err(Attempt::Lost(e)) => {
                     self.conn = None;
                     if tokio::time::Instant::now() + pause > deadline {
-                        return Err(format!(
+                        return Err(Attempt::Lost(format!(
                             "the connection to PostgreSQL was lost and not regained within {:?}: {e}",
                             self.lease.retry_for
-                        ));
+                        )));
                     }
                     tracing::warn!(error = %e, groups = groups.len(), "store connection lost; retrying the appends");
                     tokio::time::sleep(pause).await;

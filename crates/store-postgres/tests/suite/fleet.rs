@@ -202,3 +202,43 @@ async fn four_processes_share_a_store_each_with_many_sessions() {
         all_clean(&store, &format!("p{p}"), SESSIONS, 8).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_the_database_refuses_fails_only_its_own_session() {
+    let (store, url) = fresh_store().await;
+    let mut sessions = Vec::new();
+    for i in 0..20 {
+        let opened = store
+            .open(&format!("g-{i}"), "/", OpenOptions::new())
+            .await
+            .expect("open");
+        sessions.push(opened.session);
+    }
+    // Bad data: a row already sits where session g-7's next event goes.
+    client(&url)
+        .await
+        .execute(
+            "INSERT INTO dsh_events (session_id, seq, line) VALUES ('g-7', 0, '{}')",
+            &[],
+        )
+        .await
+        .expect("damage");
+    // Every session appends at once, so their groups share statements.
+    let results =
+        futures::future::join_all(sessions.iter().map(|s| s.append(Event::turn_start(1)))).await;
+    for (i, r) in results.iter().enumerate() {
+        if i == 7 {
+            let e = r.as_ref().expect_err("the damaged session's append fails");
+            assert!(e.to_string().contains("duplicate key"), "{e}");
+        } else {
+            assert_eq!(*r.as_ref().expect("the other sessions' appends commit"), 0);
+        }
+    }
+    for (i, s) in sessions.iter().enumerate() {
+        if i != 7 {
+            s.close().await.expect("close");
+            let log = store.export(&format!("g-{i}")).await.expect("export");
+            assert!(String::from_utf8_lossy(&log).contains("turn/start"));
+        }
+    }
+}
