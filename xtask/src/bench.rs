@@ -23,6 +23,7 @@ const TARGETS: &[&str] = &[
     "bash",
     "agent_loop",
     "mcp_gateway",
+    "store",
 ];
 
 /// Where a target's absence is explained, when its source file does not exist yet.
