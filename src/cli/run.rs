@@ -161,14 +161,21 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
     if let HookSources::Standard { explicit, .. } = &hooks {
         check_settings(&workspace, explicit.clone()).await?;
     }
+    // What this run created, to delete if it is refused before anything ran.
+    let mut created_row = None;
     let (session, report, log, new_log) = match store {
         Some(url) => {
             let id = session
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_else(dsh::jsonl::session_id);
             let store = super::store::connect(&url).await?;
-            let (session, report) = super::store::open(&store, &url, &id, &workspace).await?;
-            (session, report, super::store::place(&url, &id), false)
+            let (session, report, created) =
+                super::store::open(&store, &url, &id, &workspace).await?;
+            let place = super::store::place(&url, &id);
+            if created {
+                created_row = Some((store, id, session.clone()));
+            }
+            (session, report, place, false)
         }
         None => {
             let id = dsh::jsonl::session_id();
@@ -237,9 +244,12 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         Ok(h) => h,
         Err(e) => {
             // Refused before anything ran (a rule naming no tool, say): a log this run created
-            // holds only its header, and goes.
+            // holds only its header, and goes (a file, or a store's row).
             if new_log {
                 let _ = std::fs::remove_file(&log);
+            }
+            if let Some((store, id, session)) = &created_row {
+                super::store::discard_created(store, id, session).await;
             }
             return Err(match e {
                 dsh::HarnessError::Policy(_)
@@ -249,6 +259,7 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
             });
         }
     };
+    drop(created_row);
     for w in harness.warnings() {
         eprintln!("dsh: warning: {}", render::sanitize(w));
     }

@@ -56,16 +56,25 @@ pub async fn connect(url: &str) -> Result<PgStore, Exit> {
 
 /// Opens session `id` for writing: created when absent, otherwise taken over and repaired.
 /// A lease held by a process that just died is waited for briefly (its backend goes a moment
-/// after it); a lease held by a live process is refused.
+/// after it); a lease held by a live process is refused. Returns whether it was created.
 pub async fn open(
     store: &PgStore,
     url: &str,
     id: &str,
     cwd: &Path,
-) -> Result<(Session, RepairReport), Exit> {
+) -> Result<(Session, RepairReport, bool), Exit> {
     let cwd = cwd.display().to_string();
     let opened = with_lease(url, || store.open(id, &cwd, OpenOptions::new())).await?;
-    Ok((opened.session, opened.repair))
+    Ok((opened.session, opened.repair, opened.created))
+}
+
+/// A run refused before anything ran: closes the session it created (releasing its lease)
+/// and deletes it, as the log file it created is deleted then.
+pub async fn discard_created(store: &PgStore, id: &str, session: &Session) {
+    let _ = session.close().await;
+    if let Err(e) = store.delete(id).await {
+        tracing::warn!(session = %id, error = %e, "could not delete the refused run's empty session");
+    }
 }
 
 /// Runs an open, retrying for 2 s while the lease is held: a process killed a moment ago keeps

@@ -307,3 +307,50 @@ fn dsh_tail_prints_a_running_sessions_lines_as_they_commit_and_ends_with_the_wri
     assert_eq!(wait(writer.child), 0);
     assert_eq!(wait(tail.child), 0, "the tail ends once the writer is gone");
 }
+
+#[test]
+fn a_run_refused_before_it_starts_leaves_no_session_in_the_store() {
+    let url = fresh_db();
+    let t = tmp();
+    let sc = script(t.path(), "s.jsonl", &[anthropic("done", &[])]);
+    let bad = t.path().join("bad.toml");
+    std::fs::write(&bad, "[permissions]\ndeny = [\"raed(secrets.env)\"]\n").unwrap();
+    let run = |id: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            s(&sc),
+            "--workspace",
+            s(t.path()),
+            "--store",
+            &url,
+            "--session",
+            id,
+        ];
+        args.extend_from_slice(extra);
+        dsh_run(&args)
+    };
+    let refused = run("refused", &["--policy", s(&bad)]);
+    assert_eq!(refused.code, 2, "{}", refused.both());
+    assert!(
+        refused.stderr.contains("raed(secrets.env)"),
+        "{}",
+        refused.both()
+    );
+    let listed = dsh_run(&["sessions", "--store", &url]);
+    assert_eq!(listed.code, 0, "{}", listed.both());
+    assert_eq!(
+        listed.stdout,
+        "",
+        "the refused run left no session: {}",
+        listed.both()
+    );
+    // A session that already holds events keeps them when a later run of it is refused.
+    let ok = run("kept", &[]);
+    assert_eq!(ok.code, 0, "{}", ok.both());
+    let again = run("kept", &["--policy", s(&bad)]);
+    assert_eq!(again.code, 2, "{}", again.both());
+    let listed = dsh_run(&["sessions", "--store", &url]);
+    assert!(listed.stdout.starts_with("kept  "), "{}", listed.both());
+    let check = dsh_run(&["check", "--store", &url, "kept"]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}

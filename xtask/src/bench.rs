@@ -24,6 +24,7 @@ const TARGETS: &[&str] = &[
     "agent_loop",
     "mcp_gateway",
     "step_timing",
+    "store",
 ];
 
 /// Where a target's absence is explained, when its source file does not exist yet.

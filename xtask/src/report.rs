@@ -28,6 +28,30 @@ pub enum Source {
         at: u64,
         field: &'static str,
     },
+    /// A number field of the first `DSH-BENCH` record of `bench` whose `figure` is `figure`:
+    /// nanoseconds per `unit`, or bytes when `unit` is empty.
+    Field {
+        bench: &'static str,
+        figure: &'static str,
+        field: &'static str,
+        unit: &'static str,
+    },
+}
+
+/// A number field of the first `DSH-BENCH` record of `bench` whose `figure` is `figure`:
+/// nanoseconds per `unit`, or bytes when `unit` is empty.
+const fn field(
+    bench: &'static str,
+    figure: &'static str,
+    field: &'static str,
+    unit: &'static str,
+) -> Source {
+    Source::Field {
+        bench,
+        figure,
+        field,
+        unit,
+    }
 }
 
 /// What a row's ratio must satisfy.
@@ -39,6 +63,10 @@ pub enum Target {
     ThroughputAtLeast(f64),
     /// Shown for information, no target.
     Info,
+    /// Shown for information as figure / baseline (memory), no target.
+    InfoTimes,
+    /// Shown for information as throughput, no target (and none planned).
+    Throughput,
 }
 
 /// One row of the table.
@@ -322,6 +350,51 @@ pub const ROWS: &[Row] = &[
         bench: "step_timing",
         command: "cargo bench -p dsh --bench step_timing -- timing/",
     },
+    Row {
+        name: "PostgreSQL store, group commit: 10 concurrent appenders on one session (7 rounds of 1,000 events alternated with the baseline, medians; throwaway cluster, `fsync=on`, loopback)",
+        figure: field("store", "group-commit", "store_ns", "event"),
+        baseline_name: "a raw loop of batched `INSERT ... unnest` of the same rows in the same batch sizes (one statement per transaction the store made), same rounds",
+        baseline: field("store", "group-commit", "raw_ns", "event"),
+        target: Target::ThroughputAtLeast(0.8),
+        bench: "store",
+        command: "cargo bench -p dsh --bench store",
+    },
+    Row {
+        name: "PostgreSQL store, append cost at 1M events: 1,000 appends (10 appenders) onto a session holding 1M events (loaded by import, then `VACUUM` and `CHECKPOINT`; the two sessions alternated over 7 rounds, medians)",
+        figure: field("store", "flat", "big_ns", "event"),
+        baseline_name: "the same onto a session holding 1k events",
+        baseline: field("store", "flat", "small_ns", "event"),
+        target: Target::ThroughputAtLeast(0.9),
+        bench: "store",
+        command: "cargo bench -p dsh --bench store",
+    },
+    Row {
+        name: "PostgreSQL store, 1,000 sessions open in one process (one store handle: 1 writer + 4 pooled connections), 10 appends each, all at once",
+        figure: field("store", "sessions", "store_ns", "event"),
+        baseline_name: "a raw loop of batched `INSERT ... unnest` of the same rows in the same transactions",
+        baseline: field("store", "sessions", "raw_ns", "event"),
+        target: Target::Throughput,
+        bench: "store",
+        command: "cargo bench -p dsh --bench store",
+    },
+    Row {
+        name: "PostgreSQL store, peak resident memory of the process with those 1,000 sessions open and appending",
+        figure: field("store", "sessions", "peak_rss_bytes", ""),
+        baseline_name: "its resident memory before opening them",
+        baseline: field("store", "sessions", "idle_rss_bytes", ""),
+        target: Target::InfoTimes,
+        bench: "store",
+        command: "cargo bench -p dsh --bench store",
+    },
+    Row {
+        name: "PostgreSQL store, four processes of 250 sessions each, 10 appends per session, all at once (distinct sessions, one database)",
+        figure: field("store", "processes", "store_ns", "event"),
+        baseline_name: "the same 1,000 sessions and appends in one process (the row above)",
+        baseline: field("store", "processes", "one_ns", "event"),
+        target: Target::Throughput,
+        bench: "store",
+        command: "cargo bench -p dsh --bench store",
+    },
 ];
 
 /// Parses a selection of rows, `12-15` or `1,4,12-15` (numbers as in the table, from 1).
@@ -415,6 +488,20 @@ fn read(source: Source, results: &Results) -> Option<(f64, String)> {
             let v = r.get(field)?.as_f64()?;
             Some((v, format_bytes(v)))
         }
+        Source::Field {
+            bench,
+            figure,
+            field,
+            unit,
+        } => {
+            let r = results.record(bench, "figure", &Value::from(figure))?;
+            let v = r.get(field)?.as_f64()?;
+            if unit.is_empty() {
+                Some((v, format_bytes(v)))
+            } else {
+                Some((v, format!("{} / {unit}", format_time(v))))
+            }
+        }
     }
 }
 
@@ -433,6 +520,14 @@ pub fn ratio(row: &Row, figure: f64, baseline: f64) -> (f64, String, Option<bool
             let r = baseline / figure;
             (r, format!("{r:.2}× throughput"), None)
         }
+        Target::InfoTimes => {
+            let r = figure / baseline;
+            (r, format!("{r:.2}×"), None)
+        }
+        Target::Throughput => {
+            let r = baseline / figure;
+            (r, format!("{r:.2}× throughput"), None)
+        }
     }
 }
 
@@ -441,6 +536,7 @@ fn target_text(t: Target) -> String {
         Target::AtMost(max) => format!("≤ {max}×"),
         Target::ThroughputAtLeast(min) => format!("≥ {min}× throughput"),
         Target::Info => "— (target at 1M)".to_owned(),
+        Target::InfoTimes | Target::Throughput => "—".to_owned(),
     }
 }
 

@@ -68,6 +68,13 @@ pub enum StoreError {
     /// The store's writer thread could not be started or stopped unexpectedly.
     #[error("the store's writer for session {0} stopped")]
     WriterGone(String),
+    /// The store's background thread (which drives its connections) could not be started or
+    /// stopped unexpectedly.
+    #[error("the store's background connection thread stopped")]
+    Stopped,
+    /// The store's shared writer connection could not be made.
+    #[error("the store's writer could not connect to PostgreSQL: {0}")]
+    WriterConnect(String),
 }
 
 /// When a lease held until `until` expires, as people read it.

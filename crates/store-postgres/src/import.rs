@@ -81,8 +81,12 @@ impl PgStore {
             seqs.push(i64::try_from(*seq).unwrap_or(i64::MAX));
         }
         let next_seq = i64::try_from(log.next_seq()).unwrap_or(i64::MAX);
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db("begin the import"))?;
+        let mut pooled = self.pooled().await?;
+        let tx = pooled
+            .get()?
+            .transaction()
+            .await
+            .map_err(db("begin the import"))?;
         let made = tx
             .execute(
                 "INSERT INTO dsh_sessions (id, header, next_seq) VALUES ($1, $2, $3)

@@ -18,6 +18,10 @@
 //!   unanswered calls, open step and turn closed), logged;
 //! - a lost connection is retried without ever writing a group twice;
 //! - live readers with `LISTEN`/`NOTIFY` ([`PgStore::tail`]);
+//! - one handle, many sessions: open the store once per process and every session from it; the
+//!   handle's ONE writer connection commits the waiting appends of all its sessions in one
+//!   statement and holds their leases, and a small pool serves opens and reads, so a process
+//!   uses `1 +` [`DEFAULT_POOL_SIZE`] connections however many sessions it has open;
 //! - a row that is not an event, or not at the seq the log puts it, is reported with its
 //!   session and seq ([`StoreError::BadRow`]).
 //!
@@ -36,15 +40,18 @@
 //! ```
 
 mod error;
+mod fleet;
 mod import;
+mod lease;
 mod migrate;
+mod sink;
 mod store;
 mod tail;
 mod writer;
 
 pub use error::StoreError;
 pub use import::Imported;
+pub use lease::Lease;
 pub use migrate::SCHEMA_VERSION;
-pub use store::{Opened, PgStore, SessionInfo};
+pub use store::{DEFAULT_POOL_SIZE, Opened, PgStore, SessionInfo};
 pub use tail::{CHANNEL, TailLine};
-pub use writer::Lease;

@@ -1,30 +1,46 @@
 //! [`PgStore`]: sessions in one PostgreSQL database.
 
 use std::str::FromStr as _;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use dsh_session::{Header, OpenOptions, RepairReport, Session};
 use tokio_postgres::{Client, Config};
 
 use crate::error::StoreError;
-use crate::writer::{self, Lease};
+use crate::fleet::{Fleet, Pooled};
+use crate::lease::{self, Lease};
+use crate::sink::PgSink;
 
-/// A PostgreSQL database holding dsh sessions.
+/// A PostgreSQL database holding dsh sessions: open it once per process and open every session
+/// from it (clones share it).
+///
+/// However many sessions are open, the handle uses `1 + pool size` connections (see
+/// [`PgStore::with_pool_size`]): one writer that group-commits every session's appends and
+/// holds their leases, and a pool for opens, reads and imports; a tail adds one while it runs.
 #[derive(Clone)]
 pub struct PgStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
     config: Config,
     lease: Lease,
+    pool_size: usize,
+    fleet: tokio::sync::OnceCell<Fleet>,
 }
+
+/// Pooled connections of a store handle unless [`PgStore::with_pool_size`] says otherwise.
+pub const DEFAULT_POOL_SIZE: usize = 4;
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgStore")
-            .field("hosts", &self.config.get_hosts())
-            .field("dbname", &self.config.get_dbname())
+            .field("hosts", &self.shared.config.get_hosts())
+            .field("dbname", &self.shared.config.get_dbname())
             .finish()
     }
 }
-
 /// A session opened for writing.
 #[derive(Debug)]
 pub struct Opened {
@@ -57,32 +73,75 @@ fn db(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> StoreError
 
 impl PgStore {
     /// Connects to `url` (`postgres://user@host:port/db` or the key=value form), and brings the
-    /// schema up to date. Needs a Tokio runtime.
+    /// schema up to date. Needs a Tokio runtime; the connections are then driven by the store's
+    /// own background thread.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
         let config = Config::from_str(url).map_err(StoreError::Url)?;
-        let store = PgStore {
-            config,
-            lease: Lease::default(),
-        };
-        let mut client = store.client().await?;
-        crate::migrate::migrate(&mut client).await?;
+        let store = PgStore::with_settings(config, Lease::default(), DEFAULT_POOL_SIZE);
+        {
+            let mut client = store.pooled().await?;
+            crate::migrate::migrate(client.get()?).await?;
+        }
         Ok(store)
     }
 
-    /// The same store with other lease settings.
-    pub fn with_lease(mut self, lease: Lease) -> PgStore {
-        self.lease = lease;
-        self
+    fn with_settings(config: Config, lease: Lease, pool_size: usize) -> PgStore {
+        PgStore {
+            shared: Arc::new(Shared {
+                config,
+                lease,
+                pool_size,
+                fleet: tokio::sync::OnceCell::new(),
+            }),
+        }
+    }
+
+    /// The same database with other lease settings: a new handle, with its own connections
+    /// (sessions opened from it hold their leases as it says).
+    pub fn with_lease(self, lease: Lease) -> PgStore {
+        PgStore::with_settings(self.shared.config.clone(), lease, self.shared.pool_size)
+    }
+
+    /// The same database with `size` pooled connections (at least 1; default
+    /// [`DEFAULT_POOL_SIZE`]) for opens, reads and imports: a new handle, with its own
+    /// connections.
+    pub fn with_pool_size(self, size: usize) -> PgStore {
+        PgStore::with_settings(
+            self.shared.config.clone(),
+            self.shared.lease.clone(),
+            size.max(1),
+        )
     }
 
     /// The connection settings.
     pub(crate) fn config(&self) -> &Config {
-        &self.config
+        &self.shared.config
     }
 
-    /// A fresh connection (driven on the current runtime).
+    async fn fleet(&self) -> Result<&Fleet, StoreError> {
+        let shared = &self.shared;
+        shared
+            .fleet
+            .get_or_try_init(|| {
+                Fleet::start(
+                    shared.config.clone(),
+                    shared.lease.clone(),
+                    shared.pool_size,
+                )
+            })
+            .await
+    }
+
+    /// A pooled connection.
+    pub(crate) async fn pooled(&self) -> Result<Pooled<'_>, StoreError> {
+        self.fleet().await?.client().await
+    }
+
+    /// A fresh connection of its own (driven on the current runtime), outside the pool.
     pub async fn client(&self) -> Result<Client, StoreError> {
-        writer::connect(&self.config).await.map_err(db("connect"))
+        crate::writer::connect(&self.shared.config)
+            .await
+            .map_err(db("connect"))
     }
 
     /// Opens session `id` for writing: creates it (header with `id` and `cwd`) when absent,
@@ -110,13 +169,21 @@ impl PgStore {
         new_header: Option<String>,
         options: OpenOptions,
     ) -> Result<Opened, StoreError> {
-        let (sink, acquired) = writer::start(
-            self.config.clone(),
-            self.lease.clone(),
-            id.to_owned(),
-            new_header,
-        )
-        .await?;
+        let fleet = self.fleet().await?;
+        let backend = fleet.writer_backend().await?;
+        let acquired = {
+            let mut client = fleet.client().await?;
+            lease::acquire(
+                client.get()?,
+                id,
+                new_header.as_deref(),
+                &self.shared.lease,
+                backend,
+            )
+            .await?
+        };
+        fleet.hold(id, acquired.token)?;
+        let sink = PgSink::new(fleet.writer(), id.to_owned(), acquired.token);
         let created = acquired.created;
         let log = match assemble(
             id,
@@ -126,7 +193,7 @@ impl PgStore {
         ) {
             Ok(log) => log,
             Err(e) => {
-                // Releasing the lease waits for the writer thread: not on this task's thread.
+                // Releasing the lease waits for the writer: not on this task's thread.
                 let _ = tokio::task::spawn_blocking(move || drop(sink)).await;
                 return Err(e);
             }
@@ -170,7 +237,8 @@ impl PgStore {
 
     /// A session's header text, its next seq and its `(seq, line)` rows in seq order.
     async fn rows(&self, id: &str) -> Result<(String, i64, Vec<(i64, String)>), StoreError> {
-        let client = self.client().await?;
+        let mut pooled = self.pooled().await?;
+        let client = pooled.get()?;
         let header = client
             .query_opt(
                 "SELECT header, next_seq FROM dsh_sessions WHERE id = $1",
@@ -192,15 +260,37 @@ impl PgStore {
         Ok((header.get(0), header.get(1), rows))
     }
 
+    /// Deletes session `id` and its rows unless a live process holds its lease (close it
+    /// first); returns whether it was deleted. The command line uses it for a session its run
+    /// created and that was refused before anything ran, as it deletes a file log then.
+    pub async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        let deleted = self
+            .pooled()
+            .await?
+            .get()?
+            .execute(
+                "DELETE FROM dsh_sessions
+                  WHERE id = $1
+                    AND NOT (lease_until IS NOT NULL AND lease_until >= now()
+                             AND EXISTS (SELECT 1 FROM pg_stat_activity a
+                                          WHERE a.pid = lease_backend))",
+                &[&id],
+            )
+            .await
+            .map_err(db("delete the session"))?;
+        Ok(deleted == 1)
+    }
+
     /// Whether a live process holds session `id`'s lease now.
     pub async fn is_leased(&self, id: &str) -> Result<bool, StoreError> {
-        leased(&self.client().await?, id).await
+        leased(self.pooled().await?.get()?, id).await
     }
 
     /// The sessions, most recently written first.
     pub async fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
-        let client = self.client().await?;
-        let rows = client
+        let mut pooled = self.pooled().await?;
+        let rows = pooled
+            .get()?
             .query(
                 "SELECT s.id, s.created_at, s.updated_at,
                         (SELECT count(*) FROM dsh_events e WHERE e.session_id = s.id),

@@ -3,6 +3,7 @@
 
 mod appends;
 mod faults;
+mod fleet;
 mod lease;
 mod rows;
 mod support;

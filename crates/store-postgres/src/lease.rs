@@ -1,0 +1,133 @@
+//! Taking a session's lease (spec I4 over PostgreSQL): the fencing token and who holds it.
+//!
+//! Guarantees: taking the lease is one transaction that creates the session when asked, bumps
+//! its fencing token and records the holder's writer backend, and reads its rows; it succeeds
+//! only when no live process holds the lease (unheld, expired, or its recorded backend gone, as
+//! when its process died), otherwise nothing changes and the holder is named.
+
+use std::time::Duration;
+
+use tokio_postgres::Client;
+
+use crate::error::StoreError;
+
+/// How a store's sessions hold their leases.
+#[derive(Clone, Debug)]
+pub struct Lease {
+    /// How long a lease lasts without renewal (default 30 s). The store's writer renews every
+    /// lease it holds every third of this.
+    pub ttl: Duration,
+    /// How long a lost connection is retried before an append fails (default 10 s).
+    pub retry_for: Duration,
+    /// Who holds it, as other processes are told (default `host:pid`).
+    pub owner: String,
+}
+
+impl Default for Lease {
+    fn default() -> Lease {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| "localhost".to_owned());
+        Lease {
+            ttl: Duration::from_secs(30),
+            retry_for: Duration::from_secs(10),
+            owner: format!("{host}:{}", std::process::id()),
+        }
+    }
+}
+
+/// What taking the lease found.
+pub(crate) struct Acquired {
+    /// The fencing token now held.
+    pub token: i64,
+    /// Whether the session was created now.
+    pub created: bool,
+    /// The header line, verbatim.
+    pub header: String,
+    /// `(seq, line)` rows in seq order.
+    pub rows: Vec<(i64, String)>,
+    /// The sessions row's `next_seq`.
+    pub next_seq: i64,
+}
+
+fn db(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
+    move |source| StoreError::Db { context, source }
+}
+
+/// Takes session `id`'s lease for the writer whose backend is `backend` (creating the session
+/// with `new_header` when it is absent and that is given), and reads the session.
+pub(crate) async fn acquire(
+    client: &mut Client,
+    id: &str,
+    new_header: Option<&str>,
+    lease: &Lease,
+    backend: i32,
+) -> Result<Acquired, StoreError> {
+    let ttl = lease.ttl.as_secs_f64();
+    let tx = client.transaction().await.map_err(db("begin"))?;
+    let created = match new_header {
+        Some(header) => {
+            tx.execute(
+                "INSERT INTO dsh_sessions (id, header) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+                &[&id, &header],
+            )
+            .await
+            .map_err(db("create the session"))?
+                == 1
+        }
+        None => false,
+    };
+    let taken = tx
+        .query_opt(
+            "UPDATE dsh_sessions
+                SET lease_token = lease_token + 1, lease_owner = $2,
+                    lease_backend = $4,
+                    lease_until = now() + make_interval(secs => $3)
+              WHERE id = $1
+                AND (lease_until IS NULL OR lease_until < now() OR lease_backend IS NULL
+                     OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                                     WHERE a.pid = dsh_sessions.lease_backend))
+          RETURNING lease_token, header, next_seq",
+            &[&id, &lease.owner, &ttl, &backend],
+        )
+        .await
+        .map_err(db("take the lease"))?;
+    let Some(row) = taken else {
+        let holder = tx
+            .query_opt(
+                "SELECT coalesce(lease_owner, ''), lease_until FROM dsh_sessions WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(db("read the lease"))?;
+        return Err(match holder {
+            None => StoreError::NoSuchSession(id.to_owned()),
+            Some(h) => StoreError::Leased {
+                id: id.to_owned(),
+                owner: h.get(0),
+                until: crate::error::until_text(h.get(1)),
+            },
+        });
+    };
+    let rows = tx
+        .query(
+            "SELECT seq, line FROM dsh_events WHERE session_id = $1 ORDER BY seq",
+            &[&id],
+        )
+        .await
+        .map_err(db("read the session"))?
+        .into_iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    tx.commit().await.map_err(db("commit the lease"))?;
+    if !created {
+        tracing::info!(session = %id, owner = %lease.owner, "took the session's lease");
+    }
+    Ok(Acquired {
+        token: row.get(0),
+        created,
+        header: row.get(1),
+        rows,
+        next_seq: row.get(2),
+    })
+}
