@@ -36,6 +36,10 @@ pub struct Progress {
 /// Receives the progress of calls (see [`McpServer::on_progress`](crate::McpServer::on_progress)).
 pub(crate) type ProgressObserver = Arc<dyn Fn(&Progress) + Send + Sync>;
 
+/// Hears that a server's tool list changed (see
+/// [`McpServer::on_tools_changed`](crate::McpServer::on_tools_changed)).
+pub(crate) type ChangeObserver = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// The call a progress token was sent with.
 #[derive(Clone)]
 pub(crate) struct Running {
@@ -49,6 +53,7 @@ pub(crate) struct Hub {
     pub(crate) link: OnceLock<Weak<Link>>,
     running: Mutex<HashMap<ProgressToken, Running>>,
     observer: Mutex<Option<ProgressObserver>>,
+    changed: Mutex<Option<ChangeObserver>>,
     /// Held while the list is read again, so two changes do not race to register.
     pub(crate) relisting: tokio::sync::Mutex<()>,
 }
@@ -57,6 +62,20 @@ impl Hub {
     pub(crate) fn set_observer(&self, observer: ProgressObserver) {
         if let Ok(mut o) = self.observer.lock() {
             *o = Some(observer);
+        }
+    }
+
+    pub(crate) fn set_change_observer(&self, observer: ChangeObserver) {
+        if let Ok(mut o) = self.changed.lock() {
+            *o = Some(observer);
+        }
+    }
+
+    /// Tells the change observer that `server`'s new tool list is installed.
+    pub(crate) fn changed(&self, server: &str) {
+        let observer = self.changed.lock().ok().and_then(|o| o.clone());
+        if let Some(observer) = observer {
+            observer(server);
         }
     }
 

@@ -129,8 +129,11 @@ impl Link {
                     source,
                 })
         });
-        if let Err(e) = replaced {
-            tracing::warn!(server = %self.name, "MCP server: its new tool list is refused: {e}");
+        match replaced {
+            Ok(_) => self.hub.changed(&self.name),
+            Err(e) => {
+                tracing::warn!(server = %self.name, "MCP server: its new tool list is refused: {e}")
+            }
         }
     }
 

@@ -100,6 +100,14 @@ impl McpServer {
     pub fn on_progress(&self, observer: impl Fn(&Progress) + Send + Sync + 'static) {
         self.link.hub.set_observer(Arc::new(observer));
     }
+
+    /// Calls `observer` with the server's name each time its new tool list (after
+    /// `tools/list_changed` or a restart) is installed in the registry its tools were
+    /// registered in (at once, or once the step holding the registry ends); it replaces the
+    /// observer set before.
+    pub fn on_tools_changed(&self, observer: impl Fn(&str) + Send + Sync + 'static) {
+        self.link.hub.set_change_observer(Arc::new(observer));
+    }
 }
 
 /// `tools` as dsh tools calling them through `link`.
