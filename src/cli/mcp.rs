@@ -156,7 +156,7 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
     )
     .with_max_parallel(harness.policy().max_parallel_tool_calls);
     let next_id = next_call_number(harness.session());
-    let clients = Arc::new(Clients::default());
+    let clients = Arc::new(Clients::new());
     *elicit.clients.lock() = Some(clients.clone());
     #[cfg(feature = "mcp")]
     forward_upstream(&prepared, &clients);
@@ -277,10 +277,11 @@ fn next_call_number(session: &dsh::session::Session) -> u64 {
 
 /// The gateway's clients: every connected one (for list changes) and, for each call in
 /// progress, the client that made it with its progress token.
-#[derive(Default)]
 struct Clients {
     connected: parking_lot::Mutex<Vec<rmcp::Peer<RoleServer>>>,
     calls: parking_lot::Mutex<HashMap<String, CallOf>>,
+    /// Progress to pass on, sent in the order it came by one task.
+    progress: tokio::sync::mpsc::UnboundedSender<(rmcp::Peer<RoleServer>, ProgressNotificationParam)>,
 }
 
 /// The client of one call in progress.
@@ -291,6 +292,26 @@ struct CallOf {
 }
 
 impl Clients {
+    /// No clients yet; the task that passes progress on runs until the gateway ends.
+    fn new() -> Clients {
+        let (progress, mut queue) = tokio::sync::mpsc::unbounded_channel::<(
+            rmcp::Peer<RoleServer>,
+            ProgressNotificationParam,
+        )>();
+        tokio::spawn(async move {
+            while let Some((peer, param)) = queue.recv().await {
+                if let Err(e) = peer.notify_progress(param).await {
+                    tracing::debug!("passing progress to an MCP client: {e}");
+                }
+            }
+        });
+        Clients {
+            connected: parking_lot::Mutex::new(Vec::new()),
+            calls: parking_lot::Mutex::new(HashMap::new()),
+            progress,
+        }
+    }
+
     /// The client that made call `id`, while it runs.
     fn of(&self, id: &str) -> Option<CallOf> {
         self.calls.lock().get(id).cloned()
@@ -325,11 +346,7 @@ impl Clients {
         let mut param = ProgressNotificationParam::new(token, progress);
         param.total = total;
         param.message = message;
-        tokio::spawn(async move {
-            if let Err(e) = peer.notify_progress(param).await {
-                tracing::debug!("passing progress to an MCP client: {e}");
-            }
-        });
+        let _ = self.progress.send((peer, param));
     }
 }
 

@@ -5,7 +5,13 @@ Usage: server.py [--die-at-start | --http PORT] (stdio unless --http: streamable
 not declared read-only), `fail` (raises: an `isError` result), `slow` (sleeps), `crash` (ends the
 process mid-call), `picture` (an image block), `grow` (adds `extra`, removes `shout`, and says
 the tool list changed), `progressing` (reports progress as it goes), `reading` (structured
-content matching its output schema), `bad_reading` (structured content that does not match).
+content matching its output schema), `bad_reading` (structured content that does not match),
+and, for concurrent calls, three read-only tools: `meet` (waits until `count` calls of its
+`group` are in progress at once, at most 15 s), `hold` (waits up to `seconds`) and `gate` (waits
+until the events file holds a given line, at most 15 s). With the environment variable
+DSH_TEST_EVENTS naming a file, `hold` and `gate` append `started TAG` when they start and `hold`
+appends `cancelled TAG` when its request is cancelled (the SDK cancels a handler only on the
+client's `notifications/cancelled` for it, or when the connection ends).
 With --die-at-start it exits before the handshake, saying why on stderr. With the environment
 variable DSH_TEST_STARTS naming a file, each start appends a line to it, and from the second
 start on the server lists `reborn` instead of `shout`.
@@ -118,6 +124,57 @@ def bad_reading(place: str) -> CallToolResult:
 
 # A schema published without a model is advertised but not checked by the SDK: the lie goes out.
 server._tool_manager.get_tool("bad_reading").fn_metadata.output_schema = Reading.model_json_schema()
+
+
+EVENTS = os.environ.get("DSH_TEST_EVENTS")
+
+
+def event(line: str) -> None:
+    if EVENTS:
+        with open(EVENTS, "a") as f:
+            f.write(line + "\n")
+
+
+_groups: dict = {}
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def meet(group: str, count: int, tag: str) -> str:
+    """Waits until `count` calls of `group` are in progress at once (at most 15 s)."""
+    arrived, everyone = _groups.setdefault(group, ([], asyncio.Event()))
+    arrived.append(tag)
+    if len(arrived) >= count:
+        everyone.set()
+    try:
+        await asyncio.wait_for(everyone.wait(), 15)
+    except asyncio.TimeoutError:
+        return f"{tag} alone: only {len(arrived)} of {count} arrived in 15 s"
+    return f"{tag} met {count}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def hold(seconds: float, tag: str) -> str:
+    """Waits `seconds`, noting its start and its cancellation in the events file."""
+    event(f"started {tag}")
+    try:
+        await asyncio.sleep(seconds)
+    except BaseException:
+        event(f"cancelled {tag}")
+        raise
+    return f"{tag} held {seconds} s"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def gate(line: str, tag: str) -> str:
+    """Waits until the events file holds `line` (at most 15 s)."""
+    event(f"started {tag}")
+    for _ in range(1500):
+        if EVENTS and os.path.exists(EVENTS):
+            with open(EVENTS) as f:
+                if line in f.read().splitlines():
+                    return f"{tag} saw {line}"
+        await asyncio.sleep(0.01)
+    return f"{tag} did not see {line} in 15 s"
 
 
 starts = os.environ.get("DSH_TEST_STARTS")
