@@ -9,9 +9,11 @@ content matching its output schema), `bad_reading` (structured content that does
 and, for concurrent calls, three read-only tools: `meet` (waits until `count` calls of its
 `group` are in progress at once, at most 15 s), `hold` (waits up to `seconds`) and `gate` (waits
 until the events file holds a given line, at most 15 s). With the environment variable
-DSH_TEST_EVENTS naming a file, `hold` and `gate` append `started TAG` when they start and `hold`
-appends `cancelled TAG` when its request is cancelled (the SDK cancels a handler only on the
-client's `notifications/cancelled` for it, or when the connection ends).
+DSH_TEST_EVENTS naming a file, `hold` and `gate` append `started TAG` when they start, `hold`
+appends `cancelled TAG` when its handler is cancelled, and each `notifications/cancelled` the
+server receives for a `hold` call appends `notifications/cancelled for TAG` (read where the
+pinned SDK, mcp 2.3.0, routes notifications: the one proof that the client sent it, since a
+closed connection cancels the handler too).
 With --die-at-start it exits before the handshake, saying why on stderr. With the environment
 variable DSH_TEST_STARTS naming a file, each start appends a line to it, and from the second
 start on the server lists `reborn` instead of `shout`.
@@ -152,9 +154,31 @@ async def meet(group: str, count: int, tag: str) -> str:
     return f"{tag} met {count}"
 
 
+_held: dict = {}
+
+
+def _record_cancelled():
+    from mcp.shared import jsonrpc_dispatcher
+
+    dispatcher = jsonrpc_dispatcher.JSONRPCDispatcher
+    route = dispatcher._dispatch_notification
+
+    def recording(self, msg, *args, **kwargs):
+        if msg.method == "notifications/cancelled":
+            rid = str((msg.params or {}).get("requestId"))
+            event(f"notifications/cancelled for {_held.get(rid, rid)}")
+        return route(self, msg, *args, **kwargs)
+
+    dispatcher._dispatch_notification = recording
+
+
+_record_cancelled()
+
+
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-async def hold(seconds: float, tag: str) -> str:
+async def hold(seconds: float, tag: str, ctx: Context) -> str:
     """Waits `seconds`, noting its start and its cancellation in the events file."""
+    _held[str(ctx.request_context.request_id)] = tag
     event(f"started {tag}")
     try:
         await asyncio.sleep(seconds)

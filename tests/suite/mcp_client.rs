@@ -574,3 +574,53 @@ fn mcp_structured_content_is_checked_against_the_tools_output_schema() {
         "its content is not passed on: {bad:?}"
     );
 }
+
+#[test]
+fn mcp_a_call_dsh_cancels_is_abandoned_upstream_with_notifications_cancelled() {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(ws.path(), "");
+    let log = ws.path().join("log.jsonl");
+    let events_file = ws.path().join("events.txt");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai(
+                "",
+                &[call("h1", "mcp__py__hold", json!({"seconds": 60, "tag": "h1"}))],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let mut live = Live::spawn(
+        dsh()
+            .args(["run", s(&script), "--workspace", s(ws.path()), "--session", s(&log)])
+            .args(["--policy", s(&policy), "--json"])
+            .env("DSH_TEST_EVENTS", &events_file),
+    );
+    live.until(|l| l.contains("\"tool/call\""));
+    // The call is running upstream; then the person interrupts dsh (the first Ctrl-C cancels
+    // the turn).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&events_file)
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l == "started h1")
+    {
+        assert!(std::time::Instant::now() < deadline, "the call never started upstream");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let pid = live.child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let code = wait(live.child);
+    assert_eq!(code, 130);
+    let text = std::fs::read_to_string(&events_file).unwrap();
+    assert!(
+        text.lines().any(|l| l == "notifications/cancelled for h1"),
+        "the server heard notifications/cancelled for the call before dsh ended: {text}"
+    );
+    let ev = events(&log);
+    assert_eq!(result_of(&ev, "h1").code.as_deref(), Some("ABORTED"));
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}
