@@ -281,7 +281,8 @@ struct Clients {
     connected: parking_lot::Mutex<Vec<rmcp::Peer<RoleServer>>>,
     calls: parking_lot::Mutex<HashMap<String, CallOf>>,
     /// Progress to pass on, sent in the order it came by one task.
-    progress: tokio::sync::mpsc::UnboundedSender<(rmcp::Peer<RoleServer>, ProgressNotificationParam)>,
+    progress:
+        tokio::sync::mpsc::UnboundedSender<(rmcp::Peer<RoleServer>, ProgressNotificationParam)>,
 }
 
 /// The client of one call in progress.

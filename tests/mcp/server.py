@@ -6,6 +6,8 @@ not declared read-only), `fail` (raises: an `isError` result), `slow` (sleeps), 
 process mid-call), `picture` (an image block), `grow` (adds `extra`, removes `shout`, and says
 the tool list changed), `progressing` (reports progress as it goes), `reading` (structured
 content matching its output schema), `bad_reading` (structured content that does not match),
+`tidy` (annotated read-only, but writes to the events file), `huge` (a text result of the
+given size), `garble` (writes a line that is not JSON-RPC to stdout instead of answering),
 and, for concurrent calls, three read-only tools: `meet` (waits until `count` calls of its
 `group` are in progress at once, at most 15 s), `hold` (waits up to `seconds`) and `gate` (waits
 until the events file holds a given line, at most 15 s). With the environment variable
@@ -199,6 +201,37 @@ async def gate(line: str, tag: str) -> str:
                     return f"{tag} saw {line}"
         await asyncio.sleep(0.01)
     return f"{tag} did not see {line} in 15 s"
+
+
+# Failure cases.
+
+# The real stdout, kept before the SDK diverts fd 1 to stderr (it serves the protocol from a
+# private duplicate, so a print cannot corrupt it): what `garble` writes goes on the wire.
+WIRE = os.dup(1)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False))
+def tidy(tag: str) -> str:
+    """Claims to be read-only, but writes `wrote TAG` to the events file."""
+    event(f"wrote {tag}")
+    return f"tidied {tag}"
+
+
+@server.tool()
+def huge(megabytes: float) -> str:
+    """A text result of about `megabytes` MB, numbered lines of 100 bytes."""
+    lines = int(megabytes * 1_000_000) // 100
+    return "".join(f"line {i:08d} " + "x" * 85 + "\n" for i in range(lines))
+
+
+@server.tool()
+async def garble(kind: str) -> str:
+    """Answers with a line that is not JSON (`kind` "not-json") or JSON that is not JSON-RPC
+    ("not-jsonrpc"), written straight to stdout, and never answers properly."""
+    line = b"this is not json {" if kind == "not-json" else b'{"hello": "world"}'
+    os.write(WIRE, line + b"\n")
+    await asyncio.sleep(3600)
+    return "never"
 
 
 starts = os.environ.get("DSH_TEST_STARTS")

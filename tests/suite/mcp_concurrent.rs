@@ -122,6 +122,11 @@ type Client = Arc<RunningService<RoleClient, Probe>>;
 /// `dsh mcp serve ARGS` over stdio with `probe` as its client; `events` is the test server's
 /// events file.
 async fn stdio_gateway(args: &[&str], events: &Path, probe: Probe) -> Client {
+    stdio_gateway_pid(args, events, probe).await.0
+}
+
+/// [`stdio_gateway`], with the gateway's process id.
+async fn stdio_gateway_pid(args: &[&str], events: &Path, probe: Probe) -> (Client, u32) {
     let mut cmd: tokio::process::Command = dsh().into();
     cmd.args(["mcp", "serve"])
         .args(args)
@@ -131,11 +136,13 @@ async fn stdio_gateway(args: &[&str], events: &Path, probe: Probe) -> Client {
         .stderr(Stdio::null())
         .kill_on_drop(true);
     let mut child = cmd.spawn().expect("dsh starts");
+    let pid = child.id().expect("a pid");
     let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
     tokio::spawn(async move {
         let _ = child.wait().await;
     });
-    Arc::new(probe.serve((stdout, stdin)).await.expect("the MCP handshake"))
+    let client = probe.serve((stdout, stdin)).await;
+    (Arc::new(client.expect("the MCP handshake")), pid)
 }
 
 fn args(v: Value) -> serde_json::Map<String, Value> {
@@ -191,29 +198,41 @@ fn mcp_gateway_runs_concurrent_client_calls_side_by_side_each_with_its_own_resul
     const N: usize = 4;
     runtime().block_on(async {
         let client = stdio_gateway(
-            &["--workspace", s(ws.path()), "--session", s(&log), "--policy", s(&policy)],
+            &[
+                "--workspace",
+                s(ws.path()),
+                "--session",
+                s(&log),
+                "--policy",
+                s(&policy),
+            ],
             &events,
             Probe::default(),
         )
         .await;
         // Each call waits until all N are in progress at once: had the gateway taken them one
         // at a time, the first would come back "alone" after 15 s.
-        let calls = (0..N).map(|i| {
-            let client = client.clone();
-            async move {
-                client
-                    .peer()
-                    .call_tool(CallToolRequestParams::new("mcp__py__meet").with_arguments(args(
-                        json!({"group": "g", "count": N, "tag": format!("call{i}")}),
-                    )))
-                    .await
-                    .expect("a result")
-            }
-        });
+        let calls =
+            (0..N).map(|i| {
+                let client = client.clone();
+                async move {
+                    client
+                        .peer()
+                        .call_tool(CallToolRequestParams::new("mcp__py__meet").with_arguments(
+                            args(json!({"group": "g", "count": N, "tag": format!("call{i}")})),
+                        ))
+                        .await
+                        .expect("a result")
+                }
+            });
         let results = futures::future::join_all(calls).await;
         for (i, result) in results.iter().enumerate() {
             assert_ne!(result.is_error, Some(true), "{result:?}");
-            assert_eq!(text(result), format!("call{i} met {N}"), "each its own result");
+            assert_eq!(
+                text(result),
+                format!("call{i} met {N}"),
+                "each its own result"
+            );
         }
         drop(client);
     });
@@ -266,7 +285,14 @@ fn mcp_gateway_cancel_of_one_concurrent_call_cancels_only_it_and_the_upstream_he
     let events = ws.path().join("events.txt");
     runtime().block_on(async {
         let client = stdio_gateway(
-            &["--workspace", s(ws.path()), "--session", s(&log), "--policy", s(&policy)],
+            &[
+                "--workspace",
+                s(ws.path()),
+                "--session",
+                s(&log),
+                "--policy",
+                s(&policy),
+            ],
             &events,
             Probe::default(),
         )
@@ -302,13 +328,18 @@ fn mcp_gateway_cancel_of_one_concurrent_call_cancels_only_it_and_the_upstream_he
             .unwrap()
             .expect("B's result");
         assert_ne!(b.is_error, Some(true), "{b:?}");
-        assert_eq!(text(&b), "b saw cancelled a", "B ran on, and saw A cancelled upstream");
+        assert_eq!(
+            text(&b),
+            "b saw cancelled a",
+            "B ran on, and saw A cancelled upstream"
+        );
         // The upstream server is the same process (it was not restarted: a cancel, not a
         // closed connection, ended A's handler) and still serves.
         let after = client
             .peer()
             .call_tool(
-                CallToolRequestParams::new("mcp__py__add").with_arguments(args(json!({"a": 1, "b": 2}))),
+                CallToolRequestParams::new("mcp__py__add")
+                    .with_arguments(args(json!({"a": 1, "b": 2}))),
             )
             .await
             .expect("a result");
@@ -317,7 +348,9 @@ fn mcp_gateway_cancel_of_one_concurrent_call_cancels_only_it_and_the_upstream_he
     });
     let text = std::fs::read_to_string(&events).unwrap();
     assert_eq!(
-        text.lines().filter(|l| l.contains("cancelled") && !l.starts_with("started")).collect::<Vec<_>>(),
+        text.lines()
+            .filter(|l| l.contains("cancelled") && !l.starts_with("started"))
+            .collect::<Vec<_>>(),
         ["notifications/cancelled for a", "cancelled a"],
         "the upstream heard notifications/cancelled for A alone: {text}"
     );
@@ -432,7 +465,14 @@ fn mcp_gateway_passes_upstream_progress_and_list_changed_on_to_its_client() {
     let events = ws.path().join("events.txt");
     runtime().block_on(async {
         let client = stdio_gateway(
-            &["--workspace", s(ws.path()), "--session", s(&log), "--policy", s(&policy)],
+            &[
+                "--workspace",
+                s(ws.path()),
+                "--session",
+                s(&log),
+                "--policy",
+                s(&policy),
+            ],
             &events,
             Probe::default(),
         )
@@ -447,8 +487,7 @@ fn mcp_gateway_passes_upstream_progress_and_list_changed_on_to_its_client() {
             .expect("a result");
         assert_eq!(text(&done), "done after 3 steps");
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while client.service().progress.lock().len() < 3 && tokio::time::Instant::now() < deadline
-        {
+        while client.service().progress.lock().len() < 3 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let progress = client.service().progress.lock().clone();
@@ -473,12 +512,103 @@ fn mcp_gateway_passes_upstream_progress_and_list_changed_on_to_its_client() {
             .await
             .expect("a result");
         assert_eq!(text(&grown), "grown");
-        tokio::time::timeout(Duration::from_secs(20), client.service().list_changed.notified())
-            .await
-            .expect("the gateway said its tool list changed");
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            client.service().list_changed.notified(),
+        )
+        .await
+        .expect("the gateway said its tool list changed");
         let after = client.peer().list_all_tools().await.unwrap();
-        assert!(after.iter().any(|t| t.name == "mcp__py__extra"), "{after:?}");
-        assert!(!after.iter().any(|t| t.name == "mcp__py__shout"), "{after:?}");
+        assert!(
+            after.iter().any(|t| t.name == "mcp__py__extra"),
+            "{after:?}"
+        );
+        assert!(
+            !after.iter().any(|t| t.name == "mcp__py__shout"),
+            "{after:?}"
+        );
         drop(client);
     });
+}
+
+/// A `/proc/PID/status` field in bytes (`VmRSS`, `VmHWM`).
+fn status_bytes(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap()
+}
+
+#[test]
+fn mcp_gateway_passes_a_huge_upstream_result_on_cut_without_holding_many_copies_of_it() {
+    require_python_mcp();
+    let ws = tempfile::tempdir().unwrap();
+    let policy = gateway_policy(ws.path(), "");
+    let log = ws.path().join("gateway.jsonl");
+    let events = ws.path().join("events.txt");
+    // The SDK sends a text result twice (as content and as structured content): 14 MB.
+    const MB: u64 = 7;
+    let (before, after, shown) = runtime().block_on(async {
+        let (client, pid) = stdio_gateway_pid(
+            &[
+                "--workspace",
+                s(ws.path()),
+                "--session",
+                s(&log),
+                "--policy",
+                s(&policy),
+            ],
+            &events,
+            Probe::default(),
+        )
+        .await;
+        let small = client
+            .peer()
+            .call_tool(
+                CallToolRequestParams::new("mcp__py__add")
+                    .with_arguments(args(json!({"a": 1, "b": 2}))),
+            )
+            .await
+            .unwrap();
+        assert_eq!(text(&small), "1 + 2 = 3");
+        let before = status_bytes(pid, "VmHWM");
+        let huge = client
+            .peer()
+            .call_tool(
+                CallToolRequestParams::new("mcp__py__huge")
+                    .with_arguments(args(json!({"megabytes": MB}))),
+            )
+            .await
+            .unwrap();
+        let after = status_bytes(pid, "VmHWM");
+        drop(client);
+        (before, after, text(&huge))
+    });
+    assert!(
+        shown.len() < 31_000,
+        "{} bytes reached the client",
+        shown.len()
+    );
+    assert!(
+        shown.contains("all of it is in "),
+        "{}",
+        &shown[shown.len() - 200..]
+    );
+    let grown = after.saturating_sub(before);
+    eprintln!(
+        "peak resident memory grew by {} MB for a {MB} MB result",
+        grown / 1_000_000
+    );
+    // The message (twice the text) is held while it is checked and read, parsed into the
+    // SDK's result, and its text moved on, not copied again: a bounded multiple of the message,
+    // and a message is at most 16 MiB (a longer one is refused), so this is the most any result
+    // costs. Measured: 77-91 MB for this 14 MB message.
+    let message = 2 * MB * 1_000_000;
+    assert!(
+        grown < 8 * message,
+        "peak resident memory grew by {grown} bytes for a {message}-byte message"
+    );
 }

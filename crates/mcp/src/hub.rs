@@ -56,12 +56,33 @@ pub(crate) struct Hub {
     changed: Mutex<Option<ChangeObserver>>,
     /// Held while the list is read again, so two changes do not race to register.
     pub(crate) relisting: tokio::sync::Mutex<()>,
+    /// How the server broke the protocol, when that ended its connection.
+    broken: Mutex<Option<String>>,
 }
 
 impl Hub {
     pub(crate) fn set_observer(&self, observer: ProgressObserver) {
         if let Ok(mut o) = self.observer.lock() {
             *o = Some(observer);
+        }
+    }
+
+    /// Notes how the server broke the protocol (the connection ends with it).
+    pub(crate) fn set_broken(&self, why: String) {
+        if let Ok(mut b) = self.broken.lock() {
+            *b = Some(why);
+        }
+    }
+
+    /// How the server broke the protocol on its current connection, if it did.
+    pub(crate) fn broken(&self) -> Option<String> {
+        self.broken.lock().ok().and_then(|b| b.clone())
+    }
+
+    /// Forgets it (a new connection).
+    pub(crate) fn mend(&self) {
+        if let Ok(mut b) = self.broken.lock() {
+            *b = None;
         }
     }
 

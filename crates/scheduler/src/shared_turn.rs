@@ -195,7 +195,11 @@ impl SharedTurn {
         // Written in order after the turn's start; the step's `tool/call` being durable means
         // these are (the log is written in order), so they are not waited for on their own.
         let opened = async {
-            submit(&mut pending, self.session.append(Event::step_start(turn, step))).await?;
+            submit(
+                &mut pending,
+                self.session.append(Event::step_start(turn, step)),
+            )
+            .await?;
             submit(
                 &mut pending,
                 self.session
