@@ -612,3 +612,58 @@ fn mcp_gateway_passes_a_huge_upstream_result_on_cut_without_holding_many_copies_
         "peak resident memory grew by {grown} bytes for a {message}-byte message"
     );
 }
+
+#[test]
+fn mcp_gateway_killed_mid_concurrent_calls_leaves_a_log_that_repair_closes_and_check_passes() {
+    require_python_mcp();
+    let ws = tempfile::tempdir().unwrap();
+    let policy = gateway_policy(ws.path(), "");
+    let log = ws.path().join("gateway.jsonl");
+    let events = ws.path().join("events.txt");
+    runtime().block_on(async {
+        let (client, pid) = stdio_gateway_pid(
+            &[
+                "--workspace",
+                s(ws.path()),
+                "--session",
+                s(&log),
+                "--policy",
+                s(&policy),
+            ],
+            &events,
+            Probe::default(),
+        )
+        .await;
+        for tag in ["a", "b"] {
+            let peer = client.peer().clone();
+            tokio::spawn(async move {
+                let _ = peer
+                    .call_tool(
+                        CallToolRequestParams::new("mcp__py__hold")
+                            .with_arguments(args(json!({"seconds": 60, "tag": tag}))),
+                    )
+                    .await;
+            });
+        }
+        wait_for_lines(&events, &["started a", "started b"]).await;
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        drop(client);
+    });
+    // Two steps of one turn were open, each with a call in progress.
+    let check = dsh_run(&["check", s(&log)]);
+    assert_ne!(check.code, 0, "{}", check.both());
+    let repair = dsh_run(&["repair", s(&log)]);
+    assert_eq!(repair.code, 0, "{}", repair.both());
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+    let ev = super::support::events(&log);
+    assert_eq!(of_type(&ev, "step/start").len(), 2);
+    assert_eq!(of_type(&ev, "step/end").len(), 2, "both steps closed");
+    assert_eq!(of_type(&ev, "turn/end").len(), 1);
+    let transcript = dsh_run(&["transcript", s(&log)]);
+    assert_eq!(transcript.code, 0, "{}", transcript.both());
+}
