@@ -267,7 +267,7 @@ fn events_when_closed(log: &Path, n: usize) -> Vec<Value> {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let ev = events(log);
-        if of_type(&ev, "tool/result").len() >= n && of_type(&ev, "turn/end").len() >= 1 {
+        if of_type(&ev, "tool/result").len() >= n && !of_type(&ev, "turn/end").is_empty() {
             return ev;
         }
         assert!(std::time::Instant::now() < deadline, "{ev:?}");
