@@ -121,12 +121,7 @@ type Client = Arc<RunningService<RoleClient, Probe>>;
 
 /// `dsh mcp serve ARGS` over stdio with `probe` as its client; `events` is the test server's
 /// events file.
-async fn stdio_gateway(args: &[&str], events: &Path, probe: Probe) -> Client {
-    stdio_gateway_pid(args, events, probe).await.0
-}
-
-/// [`stdio_gateway`], with the gateway's process id.
-async fn stdio_gateway_pid(args: &[&str], events: &Path, probe: Probe) -> (Client, u32) {
+async fn stdio_gateway(args: &[&str], events: &Path, probe: Probe) -> Gateway {
     let mut cmd: tokio::process::Command = dsh().into();
     cmd.args(["mcp", "serve"])
         .args(args)
@@ -138,11 +133,34 @@ async fn stdio_gateway_pid(args: &[&str], events: &Path, probe: Probe) -> (Clien
     let mut child = cmd.spawn().expect("dsh starts");
     let pid = child.id().expect("a pid");
     let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-    tokio::spawn(async move {
+    let exited = tokio::spawn(async move {
         let _ = child.wait().await;
     });
     let client = probe.serve((stdout, stdin)).await;
-    (Arc::new(client.expect("the MCP handshake")), pid)
+    Gateway {
+        client: Arc::new(client.expect("the MCP handshake")),
+        pid,
+        exited,
+    }
+}
+
+/// A running `dsh mcp serve` and its client.
+struct Gateway {
+    client: Client,
+    pid: u32,
+    exited: tokio::task::JoinHandle<()>,
+}
+
+impl Gateway {
+    /// Closes the connection, as a client that is done does, and waits for dsh to end (it
+    /// closes its log then).
+    async fn close(self) {
+        self.client.cancellation_token().cancel();
+        tokio::time::timeout(Duration::from_secs(20), self.exited)
+            .await
+            .expect("dsh ended once its client left")
+            .unwrap();
+    }
 }
 
 fn args(v: Value) -> serde_json::Map<String, Value> {
@@ -197,7 +215,7 @@ fn mcp_gateway_runs_concurrent_client_calls_side_by_side_each_with_its_own_resul
     let events = ws.path().join("events.txt");
     const N: usize = 4;
     runtime().block_on(async {
-        let client = stdio_gateway(
+        let gateway = stdio_gateway(
             &[
                 "--workspace",
                 s(ws.path()),
@@ -210,6 +228,7 @@ fn mcp_gateway_runs_concurrent_client_calls_side_by_side_each_with_its_own_resul
             Probe::default(),
         )
         .await;
+        let client = gateway.client.clone();
         // Each call waits until all N are in progress at once: had the gateway taken them one
         // at a time, the first would come back "alone" after 15 s.
         let calls =
@@ -235,6 +254,7 @@ fn mcp_gateway_runs_concurrent_client_calls_side_by_side_each_with_its_own_resul
             );
         }
         drop(client);
+        gateway.close().await;
     });
     let check = dsh_run(&["check", s(&log)]);
     assert_eq!(check.code, 0, "{}", check.both());
@@ -284,7 +304,7 @@ fn mcp_gateway_cancel_of_one_concurrent_call_cancels_only_it_and_the_upstream_he
     let log = ws.path().join("gateway.jsonl");
     let events = ws.path().join("events.txt");
     runtime().block_on(async {
-        let client = stdio_gateway(
+        let gateway = stdio_gateway(
             &[
                 "--workspace",
                 s(ws.path()),
@@ -297,6 +317,7 @@ fn mcp_gateway_cancel_of_one_concurrent_call_cancels_only_it_and_the_upstream_he
             Probe::default(),
         )
         .await;
+        let client = gateway.client.clone();
         // A holds for a minute; B waits until the upstream saw A cancelled.
         let a = client
             .peer()
@@ -345,6 +366,7 @@ fn mcp_gateway_cancel_of_one_concurrent_call_cancels_only_it_and_the_upstream_he
             .expect("a result");
         assert_eq!(text(&after), "1 + 2 = 3");
         drop(client);
+        gateway.close().await;
     });
     let text = std::fs::read_to_string(&events).unwrap();
     assert_eq!(
@@ -464,7 +486,7 @@ fn mcp_gateway_passes_upstream_progress_and_list_changed_on_to_its_client() {
     let log = ws.path().join("gateway.jsonl");
     let events = ws.path().join("events.txt");
     runtime().block_on(async {
-        let client = stdio_gateway(
+        let gateway = stdio_gateway(
             &[
                 "--workspace",
                 s(ws.path()),
@@ -477,6 +499,7 @@ fn mcp_gateway_passes_upstream_progress_and_list_changed_on_to_its_client() {
             Probe::default(),
         )
         .await;
+        let client = gateway.client.clone();
         let done = client
             .peer()
             .call_tool(
@@ -528,6 +551,7 @@ fn mcp_gateway_passes_upstream_progress_and_list_changed_on_to_its_client() {
             "{after:?}"
         );
         drop(client);
+        gateway.close().await;
     });
 }
 
@@ -552,7 +576,7 @@ fn mcp_gateway_passes_a_huge_upstream_result_on_cut_without_holding_many_copies_
     // The SDK sends a text result twice (as content and as structured content): 14 MB.
     const MB: u64 = 7;
     let (before, after, shown) = runtime().block_on(async {
-        let (client, pid) = stdio_gateway_pid(
+        let gateway = stdio_gateway(
             &[
                 "--workspace",
                 s(ws.path()),
@@ -565,6 +589,7 @@ fn mcp_gateway_passes_a_huge_upstream_result_on_cut_without_holding_many_copies_
             Probe::default(),
         )
         .await;
+        let (client, pid) = (gateway.client.clone(), gateway.pid);
         let small = client
             .peer()
             .call_tool(
@@ -585,6 +610,7 @@ fn mcp_gateway_passes_a_huge_upstream_result_on_cut_without_holding_many_copies_
             .unwrap();
         let after = status_bytes(pid, "VmHWM");
         drop(client);
+        gateway.close().await;
         (before, after, text(&huge))
     });
     assert!(
@@ -621,7 +647,7 @@ fn mcp_gateway_killed_mid_concurrent_calls_leaves_a_log_that_repair_closes_and_c
     let log = ws.path().join("gateway.jsonl");
     let events = ws.path().join("events.txt");
     runtime().block_on(async {
-        let (client, pid) = stdio_gateway_pid(
+        let gateway = stdio_gateway(
             &[
                 "--workspace",
                 s(ws.path()),
@@ -634,6 +660,7 @@ fn mcp_gateway_killed_mid_concurrent_calls_leaves_a_log_that_repair_closes_and_c
             Probe::default(),
         )
         .await;
+        let (client, pid) = (gateway.client.clone(), gateway.pid);
         for tag in ["a", "b"] {
             let peer = client.peer().clone();
             tokio::spawn(async move {
@@ -652,6 +679,7 @@ fn mcp_gateway_killed_mid_concurrent_calls_leaves_a_log_that_repair_closes_and_c
             .unwrap();
         assert!(killed.success());
         drop(client);
+        drop(gateway);
     });
     // Two steps of one turn were open, each with a call in progress.
     let check = dsh_run(&["check", s(&log)]);

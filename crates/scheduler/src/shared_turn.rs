@@ -126,7 +126,9 @@ impl SharedTurn {
     }
 
     /// Runs one call (`name` with the raw `arguments` text) under `signal`, as a step of the
-    /// open turn or of a new one; returns once its result and its step's end are durable.
+    /// open turn or of a new one; returns once its result (and its contexts) are durable. The
+    /// step's end, and the turn's when it was the last step, are written after them in order
+    /// and not waited for: a caller that replies at once does not wait for one more sync.
     pub async fn call(
         &self,
         call_id: &str,
@@ -246,7 +248,8 @@ impl SharedTurn {
                         .map(|ctx| Box::pin(self.session.append(Event::user_message(ctx))) as Ack)
                         .collect()
                 };
-                self.close(turn, step, !cancelled, contexts).await?;
+                self.close(turn, step, !cancelled, contexts, Wait::ResultOnly)
+                    .await?;
                 Ok(SharedCall {
                     call_id: block.call_id,
                     turn,
@@ -256,21 +259,25 @@ impl SharedTurn {
             }
             Err(e) => {
                 // Best effort: the log may be what failed.
-                let _ = self.close(turn, step, false, Vec::new()).await;
+                let _ = self.close(turn, step, false, Vec::new(), Wait::All).await;
                 Err(e)
             }
         }
     }
 
     /// Ends `step` (after `before`, its contexts), and its turn when it was the last step in
-    /// progress; returns once all of it is durable.
+    /// progress; returns once all of it is durable, or, with [`Wait::ResultOnly`], once the
+    /// contexts are (the step's and turn's ends are written after them, in order; a failure
+    /// to write them is logged and fails the next append).
     async fn close(
         &self,
         turn: u32,
         step: u32,
         completed: bool,
         before: Vec<Ack>,
+        wait: Wait,
     ) -> Result<(), SchedulerError> {
+        let waited = before.len();
         let mut acks = before;
         {
             let mut st = self.state.lock().await;
@@ -292,6 +299,19 @@ impl SharedTurn {
                 }
             }
         }
+        let later = match wait {
+            Wait::All => Vec::new(),
+            Wait::ResultOnly => acks.split_off(waited),
+        };
+        if !later.is_empty() {
+            tokio::spawn(async move {
+                for ack in later {
+                    if let Err(e) = ack.await {
+                        tracing::error!("writing the end of a step of a shared turn: {e}");
+                    }
+                }
+            });
+        }
         let mut first = None;
         for ack in acks {
             if let Err(e) = ack.await
@@ -305,6 +325,15 @@ impl SharedTurn {
             None => Ok(()),
         }
     }
+}
+
+/// What [`SharedTurn::close`] waits for.
+#[derive(Clone, Copy)]
+enum Wait {
+    /// Everything it wrote.
+    All,
+    /// The step's contexts: the reply need not wait for the step's and turn's ends.
+    ResultOnly,
 }
 
 /// Polls an append once: a refusal known at once (a malformed event) is an error now; one that
