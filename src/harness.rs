@@ -425,6 +425,13 @@ impl HarnessBuilder {
             }
             _ => (None, None),
         };
+        // So does the whole text of an MCP result too long to show.
+        #[cfg(all(feature = "mcp", feature = "bash"))]
+        if let Some(dir) = &output_dir {
+            for server in &mcp {
+                server.save_long_results_in(dir.clone());
+            }
+        }
         #[cfg(all(feature = "fs", not(feature = "bash")))]
         let output_root: Option<std::path::PathBuf> = None;
         #[cfg(feature = "fs")]

@@ -8,11 +8,17 @@
 //! is checked, shown and repaired by `dsh check`, `dsh transcript` and `dsh repair` as any
 //! other; an `ask` goes to the client through elicitation when it declared it, and with no way
 //! to ask is denied (fail closed), unless `--approve` says otherwise; a client's `notifications/cancelled` cancels the call as an interrupt would.
-//! Calls are taken one at a time, in the order they arrive (each is a turn of the log).
+//! Calls run as they arrive, side by side (`dsh_scheduler::SharedTurn`): each is a step of its
+//! own, overlapping calls share a turn, a call the tools declare exclusive runs alone; each has
+//! its own cancel, and an ask goes to the client that made the call.
+//! With upstream MCP servers, their progress reaches the client of the call as
+//! `notifications/progress` (with the client's token), and a changed tool list reaches every
+//! client as `notifications/tools/list_changed`.
 //! Nothing but the protocol goes to stdout: call lines and warnings go to stderr. Over HTTP, a
 //! request without the bearer token (when one is set) is answered 401 before it reaches the
 //! MCP service, and a non-loopback address without a token is refused at start.
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,17 +26,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use clap::{Args, Subcommand};
 use dsh::Approvals;
-use dsh::core::{AbortController, AbortReason, CancelCause, ContentBlock as Block, Json};
+use dsh::core::{AbortController, AbortReason, CancelCause, ContentBlock as Block};
 use dsh::guard::GuardError;
 use dsh::guard::{AnswerNext, Answerer, ApprovalOutcome, ApprovalRequest};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
     ElicitResult, ElicitationAction, ElicitationSchema, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
+    ServerConfig, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::Exit;
 use super::run::{Approve, HookSources, ModeArg, Prepared, Setup, prepare};
@@ -100,7 +107,7 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
     // Without --approve, a client that declared elicitation is asked; otherwise, over HTTP, the
     // terminal that started dsh (stdin is free there); otherwise nobody: the ask is denied.
     let elicit = Arc::new(Eliciting {
-        peer: parking_lot::Mutex::new(None),
+        clients: parking_lot::Mutex::new(None),
         fallback: (args.http.is_some() && std::io::stdin().is_terminal()).then(terminal),
     });
     let approvals = match (args.approve, args.http.is_some()) {
@@ -141,11 +148,23 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
     })
     .await?;
     let log = prepared.log.clone();
+    let harness = &prepared.harness;
+    let lanes = dsh::scheduler::SharedTurn::new(
+        harness.runtime().clone(),
+        harness.session().clone(),
+        Some(harness.agent().clone()),
+    )
+    .with_max_parallel(harness.policy().max_parallel_tool_calls);
+    let next_id = next_call_number(harness.session());
+    let clients = Arc::new(Clients::new());
+    *elicit.clients.lock() = Some(clients.clone());
+    #[cfg(feature = "mcp")]
+    forward_upstream(&prepared, &clients);
     let gateway = Gateway {
         prepared: Arc::new(prepared),
-        turns: Arc::new(tokio::sync::Mutex::new(())),
-        next_id: Arc::new(AtomicU64::new(1)),
-        elicit,
+        lanes: Arc::new(lanes),
+        next_id: Arc::new(AtomicU64::new(next_id)),
+        clients,
     };
     let prepared = gateway.prepared.clone();
     match args.http {
@@ -244,14 +263,129 @@ fn same_secret(sent: Option<&[u8]>, expected: &[u8]) -> bool {
             == 0
 }
 
+/// The number after the highest `mcp-<n>` call id the log holds (1 for a new log), so a resumed
+/// gateway's ids stay unique without renaming.
+fn next_call_number(session: &dsh::session::Session) -> u64 {
+    session
+        .events()
+        .iter()
+        .filter_map(|(_, e)| e.as_tool_call())
+        .filter_map(|c| c.call_id.strip_prefix("mcp-")?.parse::<u64>().ok())
+        .max()
+        .map_or(1, |n| n.saturating_add(1))
+}
+
+/// The gateway's clients: every connected one (for list changes) and, for each call in
+/// progress, the client that made it with its progress token.
+struct Clients {
+    connected: parking_lot::Mutex<Vec<rmcp::Peer<RoleServer>>>,
+    calls: parking_lot::Mutex<HashMap<String, CallOf>>,
+    /// Progress to pass on, sent in the order it came by one task.
+    progress:
+        tokio::sync::mpsc::UnboundedSender<(rmcp::Peer<RoleServer>, ProgressNotificationParam)>,
+}
+
+/// The client of one call in progress.
+#[derive(Clone)]
+struct CallOf {
+    peer: rmcp::Peer<RoleServer>,
+    progress: Option<ProgressToken>,
+}
+
+impl Clients {
+    /// No clients yet; the task that passes progress on runs until the gateway ends.
+    fn new() -> Clients {
+        let (progress, mut queue) = tokio::sync::mpsc::unbounded_channel::<(
+            rmcp::Peer<RoleServer>,
+            ProgressNotificationParam,
+        )>();
+        tokio::spawn(async move {
+            while let Some((peer, param)) = queue.recv().await {
+                if let Err(e) = peer.notify_progress(param).await {
+                    tracing::debug!("passing progress to an MCP client: {e}");
+                }
+            }
+        });
+        Clients {
+            connected: parking_lot::Mutex::new(Vec::new()),
+            calls: parking_lot::Mutex::new(HashMap::new()),
+            progress,
+        }
+    }
+
+    /// The client that made call `id`, while it runs.
+    fn of(&self, id: &str) -> Option<CallOf> {
+        self.calls.lock().get(id).cloned()
+    }
+
+    /// Tells every connected client that the tool list changed (forgetting closed ones).
+    fn list_changed(&self) {
+        let peers: Vec<_> = {
+            let mut connected = self.connected.lock();
+            connected.retain(|p| !p.is_transport_closed());
+            connected.clone()
+        };
+        for peer in peers {
+            tokio::spawn(async move {
+                if let Err(e) = peer.notify_tool_list_changed().await {
+                    tracing::debug!("telling an MCP client its tool list changed: {e}");
+                }
+            });
+        }
+    }
+
+    /// Passes an upstream call's progress to the client of that call, when it asked for
+    /// progress (sent a token).
+    fn progress(&self, call_id: &str, progress: f64, total: Option<f64>, message: Option<String>) {
+        let Some(CallOf {
+            peer,
+            progress: Some(token),
+        }) = self.of(call_id)
+        else {
+            return;
+        };
+        let mut param = ProgressNotificationParam::new(token, progress);
+        param.total = total;
+        param.message = message;
+        let _ = self.progress.send((peer, param));
+    }
+}
+
+/// Removes a call from [`Clients::calls`] when it ends, however it ends.
+struct CallEntry<'a> {
+    clients: &'a Clients,
+    id: String,
+}
+
+impl Drop for CallEntry<'_> {
+    fn drop(&mut self) {
+        self.clients.calls.lock().remove(&self.id);
+    }
+}
+
+/// The upstream servers' progress and list changes, passed on to the gateway's clients (the
+/// progress still shows on the call's line).
+#[cfg(feature = "mcp")]
+fn forward_upstream(prepared: &Prepared, clients: &Arc<Clients>) {
+    for server in prepared.harness.mcp_servers() {
+        let r = prepared.renderer.clone();
+        let to = clients.clone();
+        server.on_progress(move |p| {
+            r.on_progress(&p.call_id, &p.tool, &super::run::progress_text(p));
+            to.progress(&p.call_id, p.progress, p.total, p.message.clone());
+        });
+        let to = clients.clone();
+        server.on_tools_changed(move |_server| to.list_changed());
+    }
+}
+
 #[derive(Clone)]
 struct Gateway {
     prepared: Arc<Prepared>,
-    /// One call (one turn) at a time.
-    turns: Arc<tokio::sync::Mutex<()>>,
+    /// Runs each call as a step, overlapping calls in one turn.
+    lanes: Arc<dsh::scheduler::SharedTurn>,
     next_id: Arc<AtomicU64>,
-    /// Where the running call's asks go when no `--approve` was given.
-    elicit: Arc<Eliciting>,
+    clients: Arc<Clients>,
 }
 
 impl Gateway {
@@ -282,10 +416,6 @@ impl Gateway {
     ) -> Result<CallToolResult, ErrorData> {
         let arguments = Value::Object(request.arguments.unwrap_or_default()).to_string();
         let id = format!("mcp-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
-        let message = Json::from_shallow(json!({
-            "role": "assistant",
-            "content": [{"type": "tool-call", "id": id, "name": &*request.name, "arguments": arguments}],
-        }));
         let controller = AbortController::new();
         let ct = context.ct.clone();
         let cancel = controller.clone();
@@ -293,17 +423,27 @@ impl Gateway {
             ct.cancelled().await;
             cancel.abort(AbortReason::Cancelled(CancelCause::User));
         });
-        let _turn = self.turns.lock().await;
-        // The turn lock makes this client the only one whose call can ask until the turn ends.
-        *self.elicit.peer.lock() = Some(context.peer.clone());
-        let mut driver = self.prepared.harness.driver();
-        let report = driver.run_turn([message], controller.signal()).await;
-        *self.elicit.peer.lock() = None;
+        // This call's asks and progress go to the client that made it.
+        self.clients.calls.lock().insert(
+            id.clone(),
+            CallOf {
+                peer: context.peer.clone(),
+                progress: context.meta.get_progress_token(),
+            },
+        );
+        let _entry = CallEntry {
+            clients: &self.clients,
+            id: id.clone(),
+        };
+        let ran = self
+            .lanes
+            .call(&id, &request.name, &arguments, controller.signal())
+            .await;
         watcher.abort();
-        let report = report.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let Some(result) = report.steps.first().and_then(|s| s.results.first()) else {
+        let ran = ran.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let Some(result) = ran.outcome.results.first() else {
             return Err(ErrorData::internal_error(
-                "the call was not run (the turn ended before its step)",
+                "the call was not run (its step ended without a result)",
                 None,
             ));
         };
@@ -326,11 +466,11 @@ impl Gateway {
     }
 }
 
-/// Asks the client of the running call through MCP elicitation (a form with one boolean,
+/// Asks the client that made the call through MCP elicitation (a form with one boolean,
 /// `allow`) when it declared the capability; otherwise the fallback, or nobody (unavailable:
 /// the ask is denied). Only `accept` with `allow: true` allows the call, once.
 struct Eliciting {
-    peer: parking_lot::Mutex<Option<rmcp::Peer<RoleServer>>>,
+    clients: parking_lot::Mutex<Option<Arc<Clients>>>,
     fallback: Option<Arc<dyn Answerer>>,
 }
 
@@ -341,7 +481,13 @@ impl Answerer for Eliciting {
         req: &ApprovalRequest,
         next: AnswerNext<'_>,
     ) -> Result<ApprovalOutcome, GuardError> {
-        let peer = self.peer.lock().clone();
+        let clients = self.clients.lock().clone();
+        let peer = req
+            .call_id
+            .as_deref()
+            .zip(clients)
+            .and_then(|(id, clients)| clients.of(id))
+            .map(|c| c.peer);
         let Some(peer) = peer.filter(|p| {
             p.supported_elicitation_modes()
                 .contains(&rmcp::service::ElicitationMode::Form)
@@ -388,8 +534,17 @@ impl Answerer for Eliciting {
 
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("dsh", env!("CARGO_PKG_VERSION")))
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("dsh", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.clients.connected.lock().push(context.peer);
     }
 
     async fn list_tools(

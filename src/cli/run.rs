@@ -300,7 +300,7 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
 
 /// `3/10 copying` (or `3 copying` without a total) for one MCP progress notification.
 #[cfg(feature = "mcp")]
-fn progress_text(p: &dsh::mcp::Progress) -> String {
+pub(super) fn progress_text(p: &dsh::mcp::Progress) -> String {
     let n = |x: f64| {
         if x.fract() == 0.0 && x.abs() < 1e15 {
             format!("{}", x as i64)

@@ -574,3 +574,228 @@ fn mcp_structured_content_is_checked_against_the_tools_output_schema() {
         "its content is not passed on: {bad:?}"
     );
 }
+
+#[test]
+fn mcp_a_call_dsh_cancels_is_abandoned_upstream_with_notifications_cancelled() {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(ws.path(), "");
+    let log = ws.path().join("log.jsonl");
+    let events_file = ws.path().join("events.txt");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai(
+                "",
+                &[call(
+                    "h1",
+                    "mcp__py__hold",
+                    json!({"seconds": 60, "tag": "h1"}),
+                )],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let mut live = Live::spawn(
+        dsh()
+            .args([
+                "run",
+                s(&script),
+                "--workspace",
+                s(ws.path()),
+                "--session",
+                s(&log),
+            ])
+            .args(["--policy", s(&policy), "--json"])
+            .env("DSH_TEST_EVENTS", &events_file),
+    );
+    live.until(|l| l.contains("\"tool/call\""));
+    // The call is running upstream; then the person interrupts dsh (the first Ctrl-C cancels
+    // the turn).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&events_file)
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l == "started h1")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never started upstream"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let pid = live.child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let code = wait(live.child);
+    assert_eq!(code, 130);
+    let text = std::fs::read_to_string(&events_file).unwrap();
+    assert!(
+        text.lines().any(|l| l == "notifications/cancelled for h1"),
+        "the server heard notifications/cancelled for the call before dsh ended: {text}"
+    );
+    let ev = events(&log);
+    assert_eq!(result_of(&ev, "h1").code.as_deref(), Some("ABORTED"));
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+}
+
+/// Runs `steps` with the Python server (its events file in the workspace) and `extra` policy
+/// lines, and `args` for `dsh run`: the run, its log's events, the events file, the workspace.
+fn run_failing(
+    extra: &str,
+    args: &[&str],
+    steps: &[String],
+) -> (Out, Vec<serde_json::Value>, String, tempfile::TempDir) {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = policy(ws.path(), extra);
+    let log = ws.path().join("log.jsonl");
+    let events_file = ws.path().join("events.txt");
+    let script = script(ws.path(), "s.jsonl", steps);
+    let out = run(dsh()
+        .args([
+            "run",
+            s(&script),
+            "--workspace",
+            s(ws.path()),
+            "--session",
+            s(&log),
+        ])
+        .args(["--policy", s(&policy)])
+        .args(args)
+        .env("DSH_TEST_EVENTS", &events_file));
+    assert_eq!(out.code, 0, "{}", out.both());
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+    let text = std::fs::read_to_string(&events_file).unwrap_or_default();
+    (out, events(&log), text, ws)
+}
+
+#[test]
+fn mcp_a_tool_that_claims_readonlyhint_but_writes_is_still_under_the_rules() {
+    let tidy = || {
+        vec![
+            openai("", &[call("t1", "mcp__py__tidy", json!({"tag": "t1"}))]),
+            openai("done", &[]),
+        ]
+    };
+    // An ask rule asks though the tool claims to be read-only; with nobody to ask it is denied
+    // and the server never runs it.
+    let (_, ev, written, _ws) =
+        run_failing("[permissions]\nask = [\"mcp__py__tidy\"]\n", &[], &tidy());
+    let r = result_of(&ev, "t1");
+    assert!(r.is_error && r.text.contains("approval"), "{r:?}");
+    assert!(!written.contains("wrote"), "{written}");
+    // A default deny is not lifted by the claim either.
+    let (_, ev, written, _ws) = run_failing(
+        "[permissions]\ndefault = \"deny\"\nallow = [\"mcp__py__add\"]\n",
+        &[],
+        &tidy(),
+    );
+    assert!(result_of(&ev, "t1").is_error);
+    assert!(!written.contains("wrote"), "{written}");
+    // Allowed, it does write: the claim was a lie, and only the rules decided.
+    let (_, ev, written, _ws) = run_failing("", &["--approve", "always"], &tidy());
+    assert_eq!(result_of(&ev, "t1").text, "tidied t1");
+    assert!(written.contains("wrote t1"), "{written}");
+}
+
+#[test]
+fn mcp_a_huge_result_shows_its_head_and_saves_the_whole_text_in_a_file_it_names() {
+    let steps = [
+        openai("", &[call("h1", "mcp__py__huge", json!({"megabytes": 8}))]),
+        openai("", &[call("a1", "mcp__py__add", json!({"a": 1, "b": 1}))]),
+        openai("done", &[]),
+    ];
+    let (_, ev, _, ws) = run_failing("", &[], &steps);
+    let r = result_of(&ev, "h1");
+    assert!(!r.is_error, "{r:?}");
+    assert!(r.text.starts_with("line 00000000 "), "the head is kept");
+    assert!(r.text.len() < 31_000, "{} bytes shown", r.text.len());
+    let note = r.text.lines().last().unwrap();
+    assert!(
+        note.starts_with("[result cut: 30000 of 8000000 bytes of text shown; all of it is in "),
+        "{note}"
+    );
+    let path = note
+        .trim_end_matches(']')
+        .rsplit("all of it is in ")
+        .next()
+        .unwrap();
+    let saved = std::fs::read_to_string(path).unwrap();
+    assert_eq!(saved.len(), 8_000_000);
+    assert!(saved.ends_with(&format!("line {:08} {}\n", 79_999, "x".repeat(85))));
+    // The log holds what was shown, not the 8 MB.
+    let log_size = std::fs::metadata(ws.path().join("log.jsonl"))
+        .unwrap()
+        .len();
+    assert!(log_size < 200_000, "{log_size} bytes of log");
+    assert_eq!(result_of(&ev, "a1").text, "1 + 1 = 2");
+}
+
+#[test]
+fn mcp_a_message_past_the_size_limit_fails_its_call_naming_the_server_and_the_next_call_works() {
+    let steps = [
+        openai("", &[call("h1", "mcp__py__huge", json!({"megabytes": 17}))]),
+        openai("", &[call("a1", "mcp__py__add", json!({"a": 2, "b": 2}))]),
+        openai("done", &[]),
+    ];
+    let (_, ev, _, _ws) = run_failing("", &[], &steps);
+    let r = result_of(&ev, "h1");
+    assert!(r.is_error, "{r:?}");
+    assert_ne!(
+        r.code.as_deref(),
+        Some("TOOL_TIMEOUT"),
+        "no wait for the timeout: {r:?}"
+    );
+    assert!(
+        r.text.contains(
+            "MCP server `py` broke the protocol: it sent a message longer than 16777216 bytes"
+        ),
+        "{r:?}"
+    );
+    assert_eq!(
+        result_of(&ev, "a1").text,
+        "2 + 2 = 4",
+        "started again for the next call"
+    );
+}
+
+#[test]
+fn mcp_invalid_json_rpc_from_a_server_fails_the_call_naming_the_server_without_waiting() {
+    for (kind, says) in [
+        (
+            "not-json",
+            "it sent a line that is not JSON: `this is not json {`",
+        ),
+        (
+            "not-jsonrpc",
+            "it sent JSON that is not a JSON-RPC message: `{\"hello\": \"world\"}`",
+        ),
+    ] {
+        let steps = [
+            openai("", &[call("g1", "mcp__py__garble", json!({"kind": kind}))]),
+            openai("", &[call("a1", "mcp__py__add", json!({"a": 3, "b": 3}))]),
+            openai("done", &[]),
+        ];
+        // The call's budget is a minute: the answer must not wait for it.
+        let (_, ev, _, _ws) = run_failing("", &[], &steps);
+        let r = result_of(&ev, "g1");
+        assert!(r.is_error, "{r:?}");
+        assert!(
+            r.text
+                .contains(&format!("MCP server `py` broke the protocol: {says}")),
+            "{r:?}"
+        );
+        assert_eq!(
+            result_of(&ev, "a1").text,
+            "3 + 3 = 6",
+            "started again for the next call"
+        );
+    }
+}

@@ -27,6 +27,7 @@ mod library_face;
 mod lifetime;
 mod logs;
 mod mcp_client;
+mod mcp_concurrent;
 mod mcp_inspector;
 mod mcp_serve;
 mod otel;

@@ -98,9 +98,13 @@ impl Call {
             }));
         }
         self.check_structured(result.structured_content.as_ref())?;
-        Ok(Json::from_shallow(content::blocks(
-            &result.content,
-            result.structured_content.as_ref(),
+        let blocks = content::into_blocks(result.content, result.structured_content.as_ref());
+        let dir = self.link.spool_dir();
+        Ok(Json::from_shallow(crate::long::limit(
+            blocks,
+            dir.as_deref(),
+            self.link.name(),
+            ctx.exec().call_id(),
         )))
     }
 

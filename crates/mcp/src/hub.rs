@@ -36,6 +36,10 @@ pub struct Progress {
 /// Receives the progress of calls (see [`McpServer::on_progress`](crate::McpServer::on_progress)).
 pub(crate) type ProgressObserver = Arc<dyn Fn(&Progress) + Send + Sync>;
 
+/// Hears that a server's tool list changed (see
+/// [`McpServer::on_tools_changed`](crate::McpServer::on_tools_changed)).
+pub(crate) type ChangeObserver = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// The call a progress token was sent with.
 #[derive(Clone)]
 pub(crate) struct Running {
@@ -49,14 +53,50 @@ pub(crate) struct Hub {
     pub(crate) link: OnceLock<Weak<Link>>,
     running: Mutex<HashMap<ProgressToken, Running>>,
     observer: Mutex<Option<ProgressObserver>>,
+    changed: Mutex<Option<ChangeObserver>>,
     /// Held while the list is read again, so two changes do not race to register.
     pub(crate) relisting: tokio::sync::Mutex<()>,
+    /// How the server broke the protocol, when that ended its connection.
+    broken: Mutex<Option<String>>,
 }
 
 impl Hub {
     pub(crate) fn set_observer(&self, observer: ProgressObserver) {
         if let Ok(mut o) = self.observer.lock() {
             *o = Some(observer);
+        }
+    }
+
+    /// Notes how the server broke the protocol (the connection ends with it).
+    pub(crate) fn set_broken(&self, why: String) {
+        if let Ok(mut b) = self.broken.lock() {
+            *b = Some(why);
+        }
+    }
+
+    /// How the server broke the protocol on its current connection, if it did.
+    pub(crate) fn broken(&self) -> Option<String> {
+        self.broken.lock().ok().and_then(|b| b.clone())
+    }
+
+    /// Forgets it (a new connection).
+    pub(crate) fn mend(&self) {
+        if let Ok(mut b) = self.broken.lock() {
+            *b = None;
+        }
+    }
+
+    pub(crate) fn set_change_observer(&self, observer: ChangeObserver) {
+        if let Ok(mut o) = self.changed.lock() {
+            *o = Some(observer);
+        }
+    }
+
+    /// Tells the change observer that `server`'s new tool list is installed.
+    pub(crate) fn changed(&self, server: &str) {
+        let observer = self.changed.lock().ok().and_then(|o| o.clone());
+        if let Some(observer) = observer {
+            observer(server);
         }
     }
 

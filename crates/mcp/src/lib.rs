@@ -59,12 +59,16 @@ mod call;
 mod config;
 mod content;
 mod error;
+mod guarded;
 mod hub;
 mod link;
+mod long;
 mod server;
 
 pub use config::ServerConfig;
 pub use error::McpError;
+pub use guarded::MAX_MESSAGE_BYTES;
 pub use hub::Progress;
 pub use link::MAX_RESTARTS;
+pub use long::MAX_RESULT_TEXT_BYTES;
 pub use server::{McpServer, tool_name};

@@ -50,6 +50,8 @@ pub(crate) struct Link {
     registry: Mutex<Option<ToolRegistry>>,
     /// The server's own names of the tools it listed once and no longer lists.
     withdrawn: Mutex<std::collections::HashSet<String>>,
+    /// Where the whole text of a result too long to show is saved.
+    spool: Mutex<Option<std::path::PathBuf>>,
 }
 
 /// The current connection and the process behind it (none over HTTP).
@@ -76,10 +78,23 @@ impl Link {
             tools: Mutex::new(tools),
             registry: Mutex::new(None),
             withdrawn: Mutex::new(std::collections::HashSet::new()),
+            spool: Mutex::new(None),
         });
         let _ = link.hub.link.set(Arc::downgrade(&link));
         link.watch(&service);
         Ok(link)
+    }
+
+    /// Where long results are saved, when the host said.
+    pub(crate) fn spool_dir(&self) -> Option<std::path::PathBuf> {
+        self.spool.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// Saves long results in `dir` from now on.
+    pub(crate) fn set_spool_dir(&self, dir: std::path::PathBuf) {
+        if let Ok(mut s) = self.spool.lock() {
+            *s = Some(dir);
+        }
     }
 
     /// Whether the server listed its tool `tool` once and no longer does.
@@ -129,8 +144,11 @@ impl Link {
                     source,
                 })
         });
-        if let Err(e) = replaced {
-            tracing::warn!(server = %self.name, "MCP server: its new tool list is refused: {e}");
+        match replaced {
+            Ok(_) => self.hub.changed(&self.name),
+            Err(e) => {
+                tracing::warn!(server = %self.name, "MCP server: its new tool list is refused: {e}")
+            }
         }
     }
 
@@ -171,7 +189,8 @@ impl Link {
             .child
             .as_mut()
             .and_then(|c| c.try_wait().ok().flatten());
-        if !live.service.is_closed() && exited.is_none() {
+        // A connection the server broke the protocol on is closed, or about to be.
+        if !live.service.is_closed() && exited.is_none() && self.hub.broken().is_none() {
             return Ok(live.service.clone());
         }
         let n = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
@@ -185,7 +204,10 @@ impl Link {
         tracing::warn!(
             server = %self.name,
             "MCP server died ({}); starting it again in {wait:?} (restart {n} of {MAX_RESTARTS})",
-            exited.map_or_else(|| "its connection closed".to_owned(), |s| s.to_string())
+            exited.map_or_else(
+                || self.hub.broken().unwrap_or_else(|| "its connection closed".to_owned()),
+                |s| s.to_string()
+            )
         );
         tokio::time::sleep(wait).await;
         match connect(&self.name, &self.config, &self.stderr, &self.hub).await {
@@ -225,6 +247,13 @@ impl Link {
         } else {
             format!("; it said: {said}")
         };
+        if let Some(broke) = self.hub.broken() {
+            return format!(
+                "MCP server `{}` broke the protocol: {broke}; the connection is closed, the call \
+                 fails, and the server is started again for the next call{said}",
+                self.name
+            );
+        }
         match exited {
             Some(status) => format!(
                 "MCP server `{}` exited ({status}) during the call{said}; it is started again \
@@ -260,6 +289,8 @@ async fn connect(
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                     return Err(handshake(&"its stdin and stdout could not be opened"));
                 };
+                hub.mend();
+                let stdout = crate::guarded::Guarded::new(stdout, hub.clone());
                 let service = client
                     .serve((stdout, stdin))
                     .await

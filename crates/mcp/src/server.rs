@@ -100,6 +100,21 @@ impl McpServer {
     pub fn on_progress(&self, observer: impl Fn(&Progress) + Send + Sync + 'static) {
         self.link.hub.set_observer(Arc::new(observer));
     }
+
+    /// Saves the whole text of a result longer than [`crate::MAX_RESULT_TEXT_BYTES`] in `dir`
+    /// (created when missing; one new file per call, readable by its owner only), and names
+    /// the file in the result's note. Without it the rest of such a result is dropped, said so.
+    pub fn save_long_results_in(&self, dir: impl Into<std::path::PathBuf>) {
+        self.link.set_spool_dir(dir.into());
+    }
+
+    /// Calls `observer` with the server's name each time its new tool list (after
+    /// `tools/list_changed` or a restart) is installed in the registry its tools were
+    /// registered in (at once, or once the step holding the registry ends); it replaces the
+    /// observer set before.
+    pub fn on_tools_changed(&self, observer: impl Fn(&str) + Send + Sync + 'static) {
+        self.link.hub.set_change_observer(Arc::new(observer));
+    }
 }
 
 /// `tools` as dsh tools calling them through `link`.

@@ -2,7 +2,8 @@
 //!
 //! The heart of the pipeline: the staged runtime for one call ([`Runtime`]: prepare → dispatch →
 //! finalize) and the step scheduler for one assistant message's calls ([`Runtime::run_step`]),
-//! plus a minimal [`TurnDriver`] for scripted models.
+//! plus a minimal [`TurnDriver`] for scripted models and [`SharedTurn`] for calls that arrive one
+//! at a time from outside and may overlap (an MCP client's).
 //!
 //! One call's journey, and the file that owns each stage:
 //! `runtime.rs` freezes the input into a call (token, arguments, hooks snapshot, definition) →
@@ -54,6 +55,7 @@ pub mod invariants;
 mod pool;
 mod prepare;
 mod runtime;
+mod shared_turn;
 mod source;
 mod step;
 mod timing;
@@ -68,6 +70,7 @@ pub use inbox::Inbox;
 pub use invariants::{InvariantViolation, PipelineChecker, Stage, StageLog};
 pub use pool::{Committed, Pool, Start};
 pub use runtime::{Admission, Runtime, RuntimeConfig};
+pub use shared_turn::{SharedCall, SharedTurn};
 pub use source::{Next, PreStep, Script, SourceContext, Sourced, StepInput, StepSource};
 pub use step::{
     DEFAULT_MAX_PARALLEL, StepContext, StepOutcome, max_parallel_from_config, validate_max_parallel,

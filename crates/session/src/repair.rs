@@ -278,6 +278,29 @@ pub(crate) fn plan(bytes: &[u8]) -> Result<Plan, SessionError> {
         });
     }
     let framing = scan.framing();
+    // Steps that ran side by side in the open turn (an MCP gateway's calls): each step still
+    // holding an unanswered call is open too, though the framing follows only the last one.
+    let mut side_steps: Vec<(u64, u64)> = Vec::new();
+    let steps_of_pending = scan
+        .pending_calls()
+        .into_iter()
+        .map(|c| (c.turn, c.step))
+        .chain(scan.pending_visible().iter().map(|c| (c.turn, c.step)));
+    for (turn, step) in steps_of_pending {
+        if let (Some(turn), Some(step)) = (turn, step)
+            && framing.turn == Some(turn)
+            && framing.step != Some((turn, step))
+            && !side_steps.contains(&(turn, step))
+        {
+            side_steps.push((turn, step));
+        }
+    }
+    for (turn, step) in side_steps {
+        closing.push(framing_event(
+            types::STEP_END,
+            vec![("turn", Value::from(turn)), ("step", Value::from(step))],
+        ));
+    }
     if let Some((turn, step)) = framing.step {
         closing.push(framing_event(
             types::STEP_END,
