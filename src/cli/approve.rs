@@ -22,6 +22,7 @@ pub struct TerminalApprover {
 
 impl TerminalApprover {
     /// Asks yes or no.
+    #[cfg(feature = "mcp-serve")]
     pub fn new() -> TerminalApprover {
         TerminalApprover {
             lock: Arc::new(Mutex::new(())),

@@ -280,7 +280,9 @@ fn next_call_number(session: &dsh::session::Session) -> u64 {
 struct Clients {
     connected: parking_lot::Mutex<Vec<rmcp::Peer<RoleServer>>>,
     calls: parking_lot::Mutex<HashMap<String, CallOf>>,
-    /// Progress to pass on, sent in the order it came by one task.
+    /// Progress to pass on, sent in the order it came by one task (upstream servers' progress:
+    /// read only with the `mcp` feature).
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     progress:
         tokio::sync::mpsc::UnboundedSender<(rmcp::Peer<RoleServer>, ProgressNotificationParam)>,
 }
@@ -289,6 +291,7 @@ struct Clients {
 #[derive(Clone)]
 struct CallOf {
     peer: rmcp::Peer<RoleServer>,
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     progress: Option<ProgressToken>,
 }
 
@@ -319,6 +322,7 @@ impl Clients {
     }
 
     /// Tells every connected client that the tool list changed (forgetting closed ones).
+    #[cfg(feature = "mcp")]
     fn list_changed(&self) {
         let peers: Vec<_> = {
             let mut connected = self.connected.lock();
@@ -336,6 +340,7 @@ impl Clients {
 
     /// Passes an upstream call's progress to the client of that call, when it asked for
     /// progress (sent a token).
+    #[cfg(feature = "mcp")]
     fn progress(&self, call_id: &str, progress: f64, total: Option<f64>, message: Option<String>) {
         let Some(CallOf {
             peer,

@@ -152,6 +152,7 @@ struct Running {
     started: Instant,
     bar: Option<ProgressBar>,
     /// When a progress line was last printed (without live lines: at most one a second).
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     progress_printed: Option<Instant>,
 }
 
@@ -309,6 +310,7 @@ impl Renderer {
 
     /// A running call's progress (an MCP server's `notifications/progress`): on its live
     /// line, or else as a line of its own, at most one a second per call.
+    #[cfg(feature = "mcp")]
     pub fn on_progress(&self, call_id: &str, tool: &str, progress: &str) {
         if self.mode == Mode::Json {
             return;

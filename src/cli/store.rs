@@ -97,6 +97,7 @@ where
 }
 
 /// The most recently written session of the store (`--resume` with no id).
+#[cfg(feature = "agent")]
 pub async fn most_recent(store: &PgStore, url: &str) -> Result<String, Exit> {
     let sessions = store.sessions().await.map_err(|e| failed(url, e))?;
     sessions
