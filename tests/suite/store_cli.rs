@@ -67,6 +67,36 @@ fn killed_mid_call(url: &str, ws: &std::path::Path, id: &str) {
     live.child.wait().unwrap();
 }
 
+/// Starts `dsh run --store url --session id` on a script whose one call (`call_id`) sleeps
+/// `ms`, and returns it once its `tool/call` is printed (committed), the call still running.
+pub fn running_store_session(
+    dir: &std::path::Path,
+    url: &str,
+    id: &str,
+    call_id: &str,
+    ms: u64,
+) -> Live {
+    let sc = script(
+        dir,
+        &format!("{id}.jsonl"),
+        &[openai("", &[call(call_id, "sleep", json!({ "ms": ms }))])],
+    );
+    let mut run = Live::spawn(dsh().args([
+        "run",
+        s(&sc),
+        "--workspace",
+        s(dir),
+        "--store",
+        url,
+        "--session",
+        id,
+        "--demo-tools",
+        "--json",
+    ]));
+    run.until(|l| l.contains("\"tool/call\""));
+    run
+}
+
 #[test]
 fn i4_a_session_killed_in_one_process_is_resumed_by_another_and_checks_clean() {
     let url = fresh_db();
@@ -281,24 +311,7 @@ fn dsh_agent_keeps_its_session_in_the_store_and_resume_continues_it() {
 fn dsh_tail_prints_a_running_sessions_lines_as_they_commit_and_ends_with_the_writer() {
     let url = fresh_db();
     let t = tmp();
-    let sc = script(
-        t.path(),
-        "slow.jsonl",
-        &[anthropic("", &[call("nap", "sleep", json!({"ms": 1_500}))])],
-    );
-    let mut writer = Live::spawn(dsh().args([
-        "run",
-        s(&sc),
-        "--workspace",
-        s(t.path()),
-        "--store",
-        &url,
-        "--session",
-        "live",
-        "--demo-tools",
-        "--json",
-    ]));
-    writer.until(|l| l.contains("\"tool/call\""));
+    let writer = running_store_session(t.path(), &url, "live", "nap", 1_500);
     let mut tail = Live::spawn(dsh().args(["tail", "--store", &url, "live"]));
     tail.until(|l| l.contains("\"tool/call\""));
     // The result is committed while the tail is running: it arrives through LISTEN/NOTIFY.

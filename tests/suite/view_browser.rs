@@ -528,24 +528,7 @@ async fn view_in_chromium_shows_and_follows_sessions_of_a_postgres_store() {
     assert!(result.contains("has been updated successfully"), "{result}");
 
     // A run writing to the store: the page shows its call, then its result when committed.
-    let sc = script(
-        t.path(),
-        "slow.jsonl",
-        &[openai("", &[call("slow", "sleep", json!({"ms": 4000}))])],
-    );
-    let mut run = Live::spawn(dsh().args([
-        "run",
-        s(&sc),
-        "--workspace",
-        s(t.path()),
-        "--store",
-        &url,
-        "--session",
-        "live-1",
-        "--demo-tools",
-        "--json",
-    ]));
-    run.until(|l| l.contains("\"tool/call\""));
+    let run = super::store_cli::running_store_session(t.path(), &url, "live-1", "slow", 4000);
     b.js("choose('live-1');").await;
     let status = "const e = document.querySelector(\".call[data-call-id='slow'] .st\"); return e ? e.textContent : null;";
     let pending = b.until(status, Value::is_string).await;

@@ -2,7 +2,7 @@
 //! with `store_cli.rs`; these tests fail without one) listed, shown, and a running one followed
 //! live through the store's own tail (`LISTEN`/`NOTIFY`) as Server-Sent Events.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::store_cli::fresh_db;
 use super::support::*;
@@ -62,24 +62,7 @@ fn view_store_streams_a_running_sessions_rows_until_its_writer_is_gone() {
     let t = tmp();
     let viewer = Viewer::store(&url, None);
     // A run whose one call takes a while: the stream opens while it runs.
-    let sc = script(
-        t.path(),
-        "slow.jsonl",
-        &[openai("", &[call("slow", "sleep", json!({"ms": 4000}))])],
-    );
-    let mut run = Live::spawn(dsh().args([
-        "run",
-        s(&sc),
-        "--workspace",
-        s(t.path()),
-        "--store",
-        &url,
-        "--session",
-        "live-1",
-        "--demo-tools",
-        "--json",
-    ]));
-    run.until(|l| l.contains("\"tool/call\""));
+    let run = super::store_cli::running_store_session(t.path(), &url, "live-1", "slow", 4000);
 
     let (_, list) = get(&format!("{}api/sessions", viewer.url));
     let list: Value = serde_json::from_str(&list).unwrap();

@@ -109,16 +109,7 @@ pub(crate) async fn acquire(
             },
         });
     };
-    let rows = tx
-        .query(
-            "SELECT seq, line FROM dsh_events WHERE session_id = $1 ORDER BY seq",
-            &[&id],
-        )
-        .await
-        .map_err(db("read the session"))?
-        .into_iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let rows = event_rows(&tx, id).await?;
     tx.commit().await.map_err(db("commit the lease"))?;
     if !created {
         tracing::info!(session = %id, owner = %lease.owner, "took the session's lease");
@@ -130,4 +121,22 @@ pub(crate) async fn acquire(
         rows,
         next_seq: row.get(2),
     })
+}
+
+/// A session's `(seq, line)` rows in seq order, read through `client` (a connection or a
+/// transaction).
+pub(crate) async fn event_rows(
+    client: &impl tokio_postgres::GenericClient,
+    id: &str,
+) -> Result<Vec<(i64, String)>, StoreError> {
+    Ok(client
+        .query(
+            "SELECT seq, line FROM dsh_events WHERE session_id = $1 ORDER BY seq",
+            &[&id],
+        )
+        .await
+        .map_err(db("read the session"))?
+        .into_iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect())
 }

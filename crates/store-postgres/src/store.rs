@@ -247,16 +247,7 @@ impl PgStore {
             .await
             .map_err(db("read the session"))?
             .ok_or_else(|| StoreError::NoSuchSession(id.to_owned()))?;
-        let rows = client
-            .query(
-                "SELECT seq, line FROM dsh_events WHERE session_id = $1 ORDER BY seq",
-                &[&id],
-            )
-            .await
-            .map_err(db("read the session"))?
-            .into_iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
+        let rows = lease::event_rows(client, id).await?;
         Ok((header.get(0), header.get(1), rows))
     }
 
