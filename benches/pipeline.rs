@@ -34,7 +34,9 @@ use dsh::core::{Failure, Json, PreExecuteHook, PreNext, PreToolDecision, ToolExe
 use dsh::guard::Scope;
 use parking_lot::Mutex;
 
-use fixtures::{NOOP, blocks, in_task, noop_body, registry, runtime, step, tokio_runtime};
+use fixtures::{
+    NOOP, blocks, in_task, noop_body, registry, runtime, step, time_one_call_steps, tokio_runtime,
+};
 
 /// Calls in the step-scheduler benchmark.
 const STEP_CALLS: usize = 10_000;
@@ -95,22 +97,7 @@ fn registry_size(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     for tools in [1usize, 1000] {
         let runtime = runtime(registry(tools, &value, false));
         g.bench_function(tools.to_string(), |b| {
-            b.iter_custom(|iters| {
-                let (runtime, calls) = (runtime.clone(), calls.clone());
-                in_task(rt, move || async move {
-                    let cx = step(POOL);
-                    let start = Instant::now();
-                    for i in 0..iters as usize {
-                        let block = &calls[i % calls.len()];
-                        let out = runtime
-                            .run_step(&cx, std::slice::from_ref(block))
-                            .await
-                            .expect("step");
-                        black_box(out);
-                    }
-                    start.elapsed()
-                })
-            })
+            b.iter_custom(|iters| time_one_call_steps(rt, &runtime, &calls, POOL, iters))
         });
     }
     g.finish();

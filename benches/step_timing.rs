@@ -17,7 +17,6 @@
 #[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
 mod fixtures;
 
-use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +24,9 @@ use criterion::{Criterion, SamplingMode};
 use dsh::core::Json;
 use dsh::scheduler::{Runtime, RuntimeConfig};
 
-use fixtures::{NOOP, blocks, in_task, pass_through_hooks, registry, step, tokio_runtime};
+use fixtures::{
+    NOOP, blocks, in_task, pass_through_hooks, registry, step, time_one_call_steps, tokio_runtime,
+};
 
 /// Calls in the large step.
 const STEP_CALLS: usize = 10_000;
@@ -53,22 +54,7 @@ fn one_call_steps(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     for (id, timing) in [("off-1", false), ("on-1", true)] {
         let runtime = runtime(false, timing);
         g.bench_function(id, |b| {
-            b.iter_custom(|iters| {
-                let (runtime, calls) = (runtime.clone(), calls.clone());
-                in_task(rt, move || async move {
-                    let cx = step(POOL);
-                    let start = Instant::now();
-                    for i in 0..iters as usize {
-                        let block = &calls[i % calls.len()];
-                        let out = runtime
-                            .run_step(&cx, std::slice::from_ref(block))
-                            .await
-                            .expect("step");
-                        black_box(out);
-                    }
-                    start.elapsed()
-                })
-            })
+            b.iter_custom(|iters| time_one_call_steps(rt, &runtime, &calls, POOL, iters))
         });
     }
     g.finish();
