@@ -56,7 +56,8 @@ impl SseParser {
         out: &mut VecDeque<SseEvent>,
     ) -> Result<(), NotUtf8> {
         let mut bytes = bytes;
-        if self.after_cr {
+        // An empty read says nothing of what follows a `\r` (it must not forget one).
+        if self.after_cr && !bytes.is_empty() {
             self.after_cr = false;
             if let Some(rest) = bytes.strip_prefix(b"\n") {
                 bytes = rest;
@@ -196,6 +197,12 @@ mod tests {
     fn a_blank_line_without_data_dispatches_nothing_and_resets_the_type() {
         let got = parse_in(&[b"event: x\n\ndata: y\n\n"]);
         assert_eq!(got, vec![ev("message", "y")]);
+    }
+
+    #[test]
+    fn an_empty_read_between_cr_and_lf_keeps_them_one_line_end() {
+        let got = parse_in(&[b"event: x\r", b"", b"\ndata: y\r\n\r\n"]);
+        assert_eq!(got, vec![ev("x", "y")]);
     }
 
     #[test]
