@@ -752,7 +752,7 @@ mod tests {
         /// Reading a result's call and a message's calls from the text (`skim.rs`) gives what
         /// the tree-based views give for the same line.
         #[test]
-        fn the_skimmed_call_ids_equal_the_tree_views(
+        fn l4_l5_the_skimmed_call_ids_equal_the_tree_views(
             message in message(),
             flat in prop::option::of(json_value()),
             assistant in any::<bool>(),

@@ -217,7 +217,7 @@ fn both_ways(bytes: &[u8]) -> (Vec<Message>, Vec<Message>) {
 }
 
 #[test]
-fn the_history_read_from_logged_text_equals_the_one_read_from_trees_for_every_reference_log() {
+fn l5_the_history_read_from_logged_text_equals_the_one_read_from_trees_for_every_reference_log() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../session/tests/fixtures/reference-sessions");
     let mut seen = 0;
@@ -325,7 +325,7 @@ mod shapes {
         /// Whatever shape a logged message has, the provider messages read from its text are
         /// the ones read from its tree.
         #[test]
-        fn messages_of_any_shape_read_from_text_equal_those_read_from_trees(
+        fn l5_messages_of_any_shape_read_from_text_equal_those_read_from_trees(
             messages in prop::collection::vec((message(), any::<bool>()), 1..6),
         ) {
             let mut log = Header::new("s", "/w").json().to_json_string();
