@@ -10,10 +10,16 @@ use tokio_postgres::Client;
 use crate::error::StoreError;
 
 /// The migrations, in version order: `(version, SQL)`.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("migrations/0001_sessions.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("migrations/0001_sessions.sql")),
+    (
+        2,
+        include_str!("migrations/0002_events_without_foreign_key.sql"),
+    ),
+];
 
 /// The newest schema version this program knows.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The advisory lock key that serializes migrations (`dsh` in ASCII).
 const LOCK_KEY: i64 = 0x0064_7368;

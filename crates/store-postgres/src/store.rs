@@ -255,10 +255,16 @@ impl PgStore {
     /// first); returns whether it was deleted. The command line uses it for a session its run
     /// created and that was refused before anything ran, as it deletes a file log then.
     pub async fn delete(&self, id: &str) -> Result<bool, StoreError> {
-        let deleted = self
-            .pooled()
-            .await?
+        let mut pooled = self.pooled().await?;
+        let tx = pooled
             .get()?
+            .transaction()
+            .await
+            .map_err(db("begin deleting the session"))?;
+        // The session's row first: that waits for an append in flight (it holds the row) and
+        // keeps any later one out (its fenced update finds no row). The events then, in a new
+        // snapshot that sees every append committed before.
+        let deleted = tx
             .execute(
                 "DELETE FROM dsh_sessions
                   WHERE id = $1
@@ -269,6 +275,14 @@ impl PgStore {
             )
             .await
             .map_err(db("delete the session"))?;
+        if deleted == 1 {
+            tx.execute("DELETE FROM dsh_events WHERE session_id = $1", &[&id])
+                .await
+                .map_err(db("delete the session's events"))?;
+        }
+        tx.commit()
+            .await
+            .map_err(db("commit deleting the session"))?;
         Ok(deleted == 1)
     }
 

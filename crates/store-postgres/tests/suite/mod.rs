@@ -6,4 +6,5 @@ mod faults;
 mod fleet;
 mod lease;
 mod rows;
+mod schema;
 mod support;

@@ -1,0 +1,156 @@
+//! Schema versions: a database made by an older dsh is migrated and keeps its sessions; with
+//! no foreign key (version 2) a session's events still never outlive it nor appear without it.
+
+use dsh_session::{Event, OpenOptions};
+use dsh_store_postgres::{PgStore, SCHEMA_VERSION};
+
+use super::support::{client, cluster, fresh_store, fresh_url_on};
+
+const VERSION_1: &str = include_str!("../../src/migrations/0001_sessions.sql");
+
+async fn event_rows(c: &tokio_postgres::Client, id: &str) -> i64 {
+    c.query_one(
+        "SELECT count(*) FROM dsh_events WHERE session_id = $1",
+        &[&id],
+    )
+    .await
+    .expect("count")
+    .get(0)
+}
+
+/// Opens (or resumes) session `id` and appends whole turns `turns` (a start and an end each).
+async fn turns(store: &PgStore, id: &str, turns: std::ops::RangeInclusive<u32>) {
+    let s = store.open(id, "/", OpenOptions::new()).await.expect("open");
+    for i in turns {
+        s.session
+            .append(Event::turn_start(i))
+            .await
+            .expect("append");
+        let completed = serde_json::json!({"kind": "completed"});
+        s.session
+            .append(Event::turn_end(i, dsh_core::Json::from_shallow(completed)))
+            .await
+            .expect("append");
+    }
+    s.session.close().await.expect("close");
+}
+
+#[tokio::test]
+async fn l3_a_version_1_database_is_migrated_to_the_current_schema_and_keeps_its_sessions() {
+    // A session's export, written by this program elsewhere.
+    let (elsewhere, elsewhere_url) = fresh_store().await;
+    turns(&elsewhere, "old", 1..=3).await;
+    let exported = elsewhere.export("old").await.expect("export");
+    let source = client(&elsewhere_url).await;
+    let (header, next_seq): (String, i64) = source
+        .query_one(
+            "SELECT header, next_seq FROM dsh_sessions WHERE id = 'old'",
+            &[],
+        )
+        .await
+        .map(|r| (r.get(0), r.get(1)))
+        .expect("session row");
+    let rows = source
+        .query(
+            "SELECT seq, line FROM dsh_events WHERE session_id = 'old' ORDER BY seq",
+            &[],
+        )
+        .await
+        .expect("event rows");
+    // The same session in a database as version 1 left it (with its foreign key).
+    let url = fresh_url_on(cluster()).await;
+    let c = client(&url).await;
+    c.batch_execute(VERSION_1).await.expect("version 1 schema");
+    c.batch_execute(
+        "CREATE TABLE dsh_schema_migrations (version integer PRIMARY KEY,
+             applied_at timestamptz NOT NULL DEFAULT now());
+         INSERT INTO dsh_schema_migrations (version) VALUES (1);",
+    )
+    .await
+    .expect("record version 1");
+    c.execute(
+        "INSERT INTO dsh_sessions (id, header, next_seq) VALUES ('old', $1, $2)",
+        &[&header, &next_seq],
+    )
+    .await
+    .expect("session row");
+    for row in rows {
+        let (seq, line): (i64, String) = (row.get(0), row.get(1));
+        c.execute(
+            "INSERT INTO dsh_events (session_id, seq, line) VALUES ('old', $1, $2)",
+            &[&seq, &line],
+        )
+        .await
+        .expect("event row");
+    }
+    let keys = "SELECT count(*) FROM pg_constraint WHERE conrelid = 'dsh_events'::regclass AND contype = 'f'";
+    let count = |row: tokio_postgres::Row| row.get::<_, i64>(0);
+    assert_eq!(count(c.query_one(keys, &[]).await.expect("keys")), 1);
+
+    // Connecting migrates it: the program's version is recorded and the key is gone ...
+    let store = PgStore::connect(&url).await.expect("connect");
+    let version: i32 = c
+        .query_one("SELECT max(version) FROM dsh_schema_migrations", &[])
+        .await
+        .expect("version")
+        .get(0);
+    assert_eq!((version, SCHEMA_VERSION), (2, 2));
+    assert_eq!(count(c.query_one(keys, &[]).await.expect("keys")), 0);
+    // ... and the session is unchanged, byte for byte, and can go on.
+    assert_eq!(store.export("old").await.expect("export"), exported);
+    turns(&store, "old", 4..=5).await;
+    store.verify("old").await.expect("verify");
+    assert_eq!(event_rows(&c, "old").await, 10);
+}
+
+#[tokio::test]
+async fn l3_deleting_a_session_deletes_its_events_in_the_same_transaction() {
+    let (store, url) = fresh_store().await;
+    turns(&store, "gone", 1..=2).await;
+    turns(&store, "kept", 1..=1).await;
+    let c = client(&url).await;
+    assert_eq!(event_rows(&c, "gone").await, 4);
+    assert!(store.delete("gone").await.expect("delete"));
+    assert_eq!(event_rows(&c, "gone").await, 0);
+    assert_eq!(event_rows(&c, "kept").await, 2);
+    store
+        .verify("kept")
+        .await
+        .expect("the other session is whole");
+    // A session held by a live process is not deleted, nor are its events.
+    let held = store
+        .open("held", "/", OpenOptions::new())
+        .await
+        .expect("open");
+    held.session
+        .append(Event::turn_start(1))
+        .await
+        .expect("append");
+    assert!(!store.delete("held").await.expect("delete"));
+    assert_eq!(event_rows(&c, "held").await, 1);
+    held.session.close().await.expect("close");
+}
+
+#[tokio::test]
+async fn l3_an_append_to_a_session_whose_row_was_removed_inserts_no_row_and_is_refused() {
+    let (store, url) = fresh_store().await;
+    let s = store
+        .open("orphan", "/", OpenOptions::new())
+        .await
+        .expect("open");
+    s.session
+        .append(Event::turn_start(1))
+        .await
+        .expect("append");
+    let c = client(&url).await;
+    c.execute("DELETE FROM dsh_sessions WHERE id = 'orphan'", &[])
+        .await
+        .expect("remove the row behind the writer's back");
+    let refused = s.session.append(Event::turn_start(2)).await;
+    let Err(e) = refused else {
+        panic!("an append to a removed session was acknowledged");
+    };
+    assert!(e.to_string().contains("deleted from the store"), "{e}");
+    // Only the row written before the removal exists; nothing was inserted without a session.
+    assert_eq!(event_rows(&c, "orphan").await, 1);
+}
