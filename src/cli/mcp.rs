@@ -31,15 +31,16 @@ use dsh::guard::GuardError;
 use dsh::guard::{AnswerNext, Answerer, ApprovalOutcome, ApprovalRequest};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ElicitationSchema, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
-    ServerConfig, Tool,
+    ElicitationSchema, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::Value;
 
 use super::Exit;
+use super::mcp_rounds;
 use super::run::{Approve, HookSources, ModeArg, Prepared, Setup, prepare};
 
 /// `dsh mcp ...`.
@@ -84,6 +85,10 @@ pub struct ServeArgs {
     /// `--http` is not a loopback address. Also read from `DSH_MCP_TOKEN`.
     #[arg(long, env = "DSH_MCP_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// How many seconds a call asked of a client on protocol 2026-07-28 or later (which
+    /// answers in a retry of the call, MRTR) waits for that retry before the ask is denied.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub ask_ttl_secs: u64,
 }
 
 /// Runs `dsh mcp ...`.
@@ -165,6 +170,7 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
         lanes: Arc::new(lanes),
         next_id: Arc::new(AtomicU64::new(next_id)),
         clients,
+        rounds: mcp_rounds::Rounds::new(std::time::Duration::from_secs(args.ask_ttl_secs)),
     };
     let prepared = gateway.prepared.clone();
     match args.http {
@@ -281,10 +287,17 @@ struct Clients {
     connected: parking_lot::Mutex<Vec<rmcp::Peer<RoleServer>>>,
     calls: parking_lot::Mutex<HashMap<String, CallOf>>,
     /// Progress to pass on, sent in the order it came by one task (upstream servers' progress:
-    /// read only with the `mcp` feature).
+    /// read only with the `mcp` feature), and the flushes that wait for it.
+    progress: tokio::sync::mpsc::UnboundedSender<Progress>,
+}
+
+/// What the progress task is given.
+enum Progress {
+    /// A notification for a client.
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-    progress:
-        tokio::sync::mpsc::UnboundedSender<(rmcp::Peer<RoleServer>, ProgressNotificationParam)>,
+    Send(Box<(rmcp::Peer<RoleServer>, ProgressNotificationParam)>),
+    /// Answered once everything queued before it was handed to its client.
+    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 /// The client of one call in progress.
@@ -293,19 +306,27 @@ struct CallOf {
     peer: rmcp::Peer<RoleServer>,
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     progress: Option<ProgressToken>,
+    /// Where the call's asks go when its client takes MRTR rounds (protocol `2026-07-28` or
+    /// later, with form elicitation): answered by the client's retry (`mcp_rounds`).
+    asks: Option<tokio::sync::mpsc::Sender<mcp_rounds::Ask>>,
 }
 
 impl Clients {
     /// No clients yet; the task that passes progress on runs until the gateway ends.
     fn new() -> Clients {
-        let (progress, mut queue) = tokio::sync::mpsc::unbounded_channel::<(
-            rmcp::Peer<RoleServer>,
-            ProgressNotificationParam,
-        )>();
+        let (progress, mut queue) = tokio::sync::mpsc::unbounded_channel::<Progress>();
         tokio::spawn(async move {
-            while let Some((peer, param)) = queue.recv().await {
-                if let Err(e) = peer.notify_progress(param).await {
-                    tracing::debug!("passing progress to an MCP client: {e}");
+            while let Some(item) = queue.recv().await {
+                match item {
+                    Progress::Send(sent) => {
+                        let (peer, param) = *sent;
+                        if let Err(e) = peer.notify_progress(param).await {
+                            tracing::debug!("passing progress to an MCP client: {e}");
+                        }
+                    }
+                    Progress::Flush(done) => {
+                        let _ = done.send(());
+                    }
                 }
             }
         });
@@ -313,6 +334,15 @@ impl Clients {
             connected: parking_lot::Mutex::new(Vec::new()),
             calls: parking_lot::Mutex::new(HashMap::new()),
             progress,
+        }
+    }
+
+    /// Waits until the progress queued so far was handed to its clients: a call's result is
+    /// sent after its progress (a client drops progress of a request it has the answer to).
+    async fn flush_progress(&self) {
+        let (done, flushed) = tokio::sync::oneshot::channel();
+        if self.progress.send(Progress::Flush(done)).is_ok() {
+            let _ = flushed.await;
         }
     }
 
@@ -345,6 +375,7 @@ impl Clients {
         let Some(CallOf {
             peer,
             progress: Some(token),
+            ..
         }) = self.of(call_id)
         else {
             return;
@@ -352,7 +383,7 @@ impl Clients {
         let mut param = ProgressNotificationParam::new(token, progress);
         param.total = total;
         param.message = message;
-        let _ = self.progress.send((peer, param));
+        let _ = self.progress.send(Progress::Send(Box::new((peer, param))));
     }
 }
 
@@ -391,6 +422,8 @@ struct Gateway {
     lanes: Arc<dsh::scheduler::SharedTurn>,
     next_id: Arc<AtomicU64>,
     clients: Arc<Clients>,
+    /// Calls parked at an ask of a client that takes MRTR rounds.
+    rounds: Arc<mcp_rounds::Rounds<Result<CallToolResult, ErrorData>>>,
 }
 
 impl Gateway {
@@ -414,60 +447,119 @@ impl Gateway {
             .collect()
     }
 
+    /// Runs a `tools/call` round: a new call, or (with `requestState`) the retry of a call
+    /// parked at an ask of a client on protocol `2026-07-28` or later (`mcp_rounds`). The
+    /// call runs on a task of its own; this round answers with its result, or with the
+    /// client's next question when the call asks one of a client that takes MRTR rounds.
     async fn call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let arguments = Value::Object(request.arguments.unwrap_or_default()).to_string();
-        let id = format!("mcp-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
-        let controller = AbortController::new();
+    ) -> Result<CallToolResponse, ErrorData> {
+        let tool = request.name.to_string();
+        let mut run = match request.request_state.as_deref() {
+            Some(state) => self
+                .rounds
+                .resume(state, &tool, request.input_responses.as_ref())?,
+            None => self.start(request, &context),
+        };
+        // A cancel of this round's request cancels the call.
         let ct = context.ct.clone();
-        let cancel = controller.clone();
+        let cancel = run.cancel.clone();
         let watcher = tokio::spawn(async move {
             ct.cancelled().await;
             cancel.abort(AbortReason::Cancelled(CancelCause::User));
         });
-        // This call's asks and progress go to the client that made it.
+        let next = tokio::select! {
+            ran = &mut run.result => Err(ran),
+            Some(ask) = run.asks.recv() => Ok(ask),
+        };
+        watcher.abort();
+        match next {
+            Ok(ask) => Ok(self.rounds.park(&tool, run, ask).into()),
+            Err(ran) => {
+                self.clients.flush_progress().await;
+                ran.map_err(|e| {
+                    ErrorData::internal_error(format!("the call's task failed: {e}"), None)
+                })?
+                .map(CallToolResponse::from)
+            }
+        }
+    }
+
+    /// Starts a new call on a task of its own; its asks and progress go to the client that
+    /// made it (asks as MRTR rounds when the client is on `2026-07-28` or later and declared
+    /// form elicitation).
+    fn start(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> mcp_rounds::Run<Result<CallToolResult, ErrorData>> {
+        let arguments = Value::Object(request.arguments.unwrap_or_default()).to_string();
+        let name = request.name.to_string();
+        let id = format!("mcp-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        let controller = AbortController::new();
+        let takes_rounds = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+            && context
+                .client_capabilities()
+                .and_then(|c| c.elicitation)
+                .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        let (asks_tx, asks) = tokio::sync::mpsc::channel(1);
         self.clients.calls.lock().insert(
             id.clone(),
             CallOf {
                 peer: context.peer.clone(),
                 progress: context.meta.get_progress_token(),
+                asks: takes_rounds.then_some(asks_tx),
             },
         );
-        let _entry = CallEntry {
-            clients: &self.clients,
-            id: id.clone(),
-        };
-        let ran = self
-            .lanes
-            .call(&id, &request.name, &arguments, controller.signal())
-            .await;
-        watcher.abort();
-        let ran = ran.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let Some(result) = ran.outcome.results.first() else {
-            return Err(ErrorData::internal_error(
-                "the call was not run (its step ended without a result)",
-                None,
-            ));
-        };
-        let content: Vec<ContentBlock> = result
-            .content()
-            .iter()
-            .map(|block| match block {
-                Block::Text { text } => ContentBlock::text(text.to_string()),
-                Block::Image { data, mime_type } => {
-                    ContentBlock::image(data.to_string(), mime_type.to_string())
-                }
-                Block::Other(other) => ContentBlock::text(other.value().to_string()),
-            })
-            .collect();
-        Ok(if result.is_error() {
-            CallToolResult::error(content)
-        } else {
-            CallToolResult::success(content)
+        let clients = self.clients.clone();
+        let lanes = self.lanes.clone();
+        let signal = controller.signal();
+        let result = tokio::spawn(async move {
+            let _entry = CallEntry {
+                clients: &clients,
+                id: id.clone(),
+            };
+            let ran = lanes
+                .call(&id, &name, &arguments, signal)
+                .await
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            let Some(result) = ran.outcome.results.first() else {
+                return Err(ErrorData::internal_error(
+                    "the call was not run (its step ended without a result)",
+                    None,
+                ));
+            };
+            Ok(to_mcp(result))
+        });
+        mcp_rounds::Run {
+            result,
+            asks,
+            cancel: controller,
+        }
+    }
+}
+
+/// A call's result as MCP content.
+fn to_mcp(result: &dsh::core::ToolResult) -> CallToolResult {
+    let content: Vec<ContentBlock> = result
+        .content()
+        .iter()
+        .map(|block| match block {
+            Block::Text { text } => ContentBlock::text(text.to_string()),
+            Block::Image { data, mime_type } => {
+                ContentBlock::image(data.to_string(), mime_type.to_string())
+            }
+            Block::Other(other) => ContentBlock::text(other.value().to_string()),
         })
+        .collect();
+    if result.is_error() {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
     }
 }
 
@@ -487,21 +579,22 @@ impl Answerer for Eliciting {
         next: AnswerNext<'_>,
     ) -> Result<ApprovalOutcome, GuardError> {
         let clients = self.clients.lock().clone();
-        let peer = req
+        let call = req
             .call_id
             .as_deref()
             .zip(clients)
-            .and_then(|(id, clients)| clients.of(id))
-            .map(|c| c.peer);
-        let Some(peer) = peer.filter(|p| {
+            .and_then(|(id, clients)| clients.of(id));
+        let rounds = call.as_ref().and_then(|c| c.asks.clone());
+        let peer = call.map(|c| c.peer).filter(|p| {
             p.supported_elicitation_modes()
                 .contains(&rmcp::service::ElicitationMode::Form)
-        }) else {
+        });
+        if rounds.is_none() && peer.is_none() {
             return match &self.fallback {
                 Some(fallback) => fallback.answer(req, next).await,
                 None => next.run(req).await,
             };
-        };
+        }
         let schema = match ElicitationSchema::builder()
             .required_bool_with("allow", |b| {
                 b.with_default(false).description("Allow this call, once")
@@ -519,14 +612,26 @@ impl Answerer for Eliciting {
             message: super::approve::description(req),
             requested_schema: schema,
         };
+        if let Some(rounds) = rounds {
+            // The client answers in its next round: the call waits here meanwhile.
+            let (answer, answered) = tokio::sync::oneshot::channel();
+            let ask = mcp_rounds::Ask { params, answer };
+            return Ok(tokio::select! {
+                outcome = async {
+                    match rounds.send(ask).await {
+                        Ok(()) => answered.await.unwrap_or(ApprovalOutcome::Unavailable),
+                        Err(_) => ApprovalOutcome::Unavailable,
+                    }
+                } => outcome,
+                _ = req.signal.aborted() => ApprovalOutcome::Cancelled,
+            });
+        }
+        let Some(peer) = peer else {
+            return Ok(ApprovalOutcome::Unavailable);
+        };
         tokio::select! {
             answered = peer.create_elicitation(params) => Ok(match answered {
-                Ok(ElicitResult { action: ElicitationAction::Accept, content, .. })
-                    if content.as_ref().and_then(|c| c.get("allow")) == Some(&Value::Bool(true)) =>
-                {
-                    ApprovalOutcome::AllowedOnce
-                }
-                Ok(_) => ApprovalOutcome::Rejected,
+                Ok(result) => mcp_rounds::allows(&result),
                 Err(e) => {
                     tracing::warn!("asking the MCP client for approval failed: {e}");
                     ApprovalOutcome::Unavailable
@@ -565,8 +670,6 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call(request, context)
-            .await
-            .map(CallToolResponse::from)
+        self.call(request, context).await
     }
 }

@@ -15,6 +15,8 @@ mod demo;
 mod logs;
 #[cfg(feature = "mcp-serve")]
 mod mcp;
+#[cfg(feature = "mcp-serve")]
+mod mcp_rounds;
 #[cfg(feature = "agent")]
 mod model_config;
 mod options;

@@ -17,7 +17,8 @@ use rmcp::model::{
     FormElicitationCapability, ProgressNotificationParam, ProtocolVersion, Request,
 };
 use rmcp::service::{
-    NotificationContext, PeerRequestOptions, RequestContext, RoleClient, RunningService,
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, PeerRequestOptions, RequestContext,
+    RoleClient, RunningService,
 };
 use serde_json::{Value, json};
 
@@ -55,7 +56,7 @@ fn gateway_policy(dir: &Path, extra: &str) -> PathBuf {
     policy
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(super) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -65,14 +66,16 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// What a test client heard, and how it answers questions.
 #[derive(Default)]
-struct Probe {
-    progress: parking_lot::Mutex<Vec<ProgressNotificationParam>>,
-    list_changed: tokio::sync::Notify,
+pub(super) struct Probe {
+    pub(super) progress: parking_lot::Mutex<Vec<ProgressNotificationParam>>,
+    pub(super) list_changed: tokio::sync::Notify,
     /// Declares elicitation and answers every question with this (`None`: no elicitation).
-    answer: Option<bool>,
+    pub(super) answer: Option<bool>,
     /// Each question waits here before it is answered.
-    questions_meet: Option<Arc<tokio::sync::Barrier>>,
-    asked: parking_lot::Mutex<Vec<String>>,
+    pub(super) questions_meet: Option<Arc<tokio::sync::Barrier>>,
+    pub(super) asked: parking_lot::Mutex<Vec<String>>,
+    /// The protocol it speaks (default: 2025-11-25, the newest reached with `initialize`).
+    pub(super) protocol: Option<ProtocolVersion>,
 }
 
 impl rmcp::ClientHandler for Probe {
@@ -83,10 +86,14 @@ impl rmcp::ClientHandler for Probe {
             elicitation.form = Some(FormElicitationCapability::new());
             capabilities.elicitation = Some(elicitation);
         }
-        // The newest protocol a client can reach with `initialize` (2026-07-28 forbids the
-        // server's requests and moves list changes to a subscription).
+        // By default the newest protocol a client can reach with `initialize` (2026-07-28
+        // forbids the server's requests and moves list changes to a subscription).
         ClientConfig::new(capabilities, rmcp::model::Implementation::new("probe", "0"))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_protocol_version(
+                self.protocol
+                    .clone()
+                    .unwrap_or(ProtocolVersion::V_2025_11_25),
+            )
     }
 
     async fn on_progress(
@@ -117,11 +124,11 @@ impl rmcp::ClientHandler for Probe {
     }
 }
 
-type Client = Arc<RunningService<RoleClient, Probe>>;
+pub(super) type Client = Arc<RunningService<RoleClient, Probe>>;
 
 /// `dsh mcp serve ARGS` over stdio with `probe` as its client; `events` is the test server's
 /// events file.
-async fn stdio_gateway(args: &[&str], events: &Path, probe: Probe) -> Gateway {
+pub(super) async fn stdio_gateway(args: &[&str], events: &Path, probe: Probe) -> Gateway {
     let mut cmd: tokio::process::Command = dsh().into();
     cmd.args(["mcp", "serve"])
         .args(args)
@@ -136,7 +143,16 @@ async fn stdio_gateway(args: &[&str], events: &Path, probe: Probe) -> Gateway {
     let exited = tokio::spawn(async move {
         let _ = child.wait().await;
     });
-    let client = probe.serve((stdout, stdin)).await;
+    // A client on 2026-07-28 starts with `server/discover` (that protocol has no `initialize`).
+    let client = match probe.protocol.clone() {
+        Some(v) if v >= ProtocolVersion::V_2026_07_28 => {
+            let discover = ClientLifecycleMode::Discover {
+                preferred_versions: vec![v],
+            };
+            probe.serve_with_lifecycle((stdout, stdin), discover).await
+        }
+        _ => probe.serve((stdout, stdin)).await,
+    };
     Gateway {
         client: Arc::new(client.expect("the MCP handshake")),
         pid,
@@ -145,8 +161,8 @@ async fn stdio_gateway(args: &[&str], events: &Path, probe: Probe) -> Gateway {
 }
 
 /// A running `dsh mcp serve` and its client.
-struct Gateway {
-    client: Client,
+pub(super) struct Gateway {
+    pub(super) client: Client,
     pid: u32,
     exited: tokio::task::JoinHandle<()>,
 }
@@ -154,7 +170,7 @@ struct Gateway {
 impl Gateway {
     /// Closes the connection, as a client that is done does, and waits for dsh to end (it
     /// closes its log then).
-    async fn close(self) {
+    pub(super) async fn close(self) {
         self.client.cancellation_token().cancel();
         tokio::time::timeout(Duration::from_secs(20), self.exited)
             .await
@@ -163,11 +179,11 @@ impl Gateway {
     }
 }
 
-fn args(v: Value) -> serde_json::Map<String, Value> {
+pub(super) fn args(v: Value) -> serde_json::Map<String, Value> {
     v.as_object().cloned().unwrap()
 }
 
-fn text(result: &CallToolResult) -> String {
+pub(super) fn text(result: &CallToolResult) -> String {
     result
         .content
         .iter()
