@@ -4,7 +4,7 @@
 use dsh_session::{Event, OpenOptions, check_bytes};
 use dsh_store_postgres::StoreError;
 
-use super::support::{client, fresh_store, short_lease};
+use super::support::{client, fresh_store, opened_with_a_turn, short_lease};
 
 async fn started_call(session: &dsh_session::Session) {
     for e in [
@@ -107,14 +107,7 @@ async fn i4_a_takeover_after_the_holder_died_repairs_the_session_and_fences_the_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_whose_lease_expired_and_was_taken_over_cannot_append() {
     let (store, url) = fresh_store().await;
-    let a = store
-        .open("x", "/", OpenOptions::new())
-        .await
-        .expect("open");
-    a.session
-        .append(Event::turn_start(1))
-        .await
-        .expect("append");
+    let a = opened_with_a_turn(&store, "x").await;
     // The holder stalls past its lease (a long pause): the lease shows expired.
     let c = client(&url).await;
     c.execute(

@@ -3,29 +3,12 @@
 use dsh_session::{Event, OpenOptions};
 use dsh_store_postgres::StoreError;
 
-use super::support::{client, fresh_store};
+use super::support::{client, fresh_store, opened_with_a_turn, turns};
 
 #[tokio::test]
 async fn a_row_that_is_not_an_event_is_reported_with_its_session_and_seq() {
     let (store, url) = fresh_store().await;
-    let s = store
-        .open("bad", "/", OpenOptions::new())
-        .await
-        .expect("open");
-    for i in 1..=3 {
-        s.session
-            .append(Event::turn_start(i))
-            .await
-            .expect("append");
-        s.session
-            .append(Event::turn_end(
-                i,
-                dsh_core::Json::from_shallow(serde_json::json!({"kind": "completed"})),
-            ))
-            .await
-            .expect("append");
-    }
-    s.session.close().await.expect("close");
+    turns(&store, "bad", 1..=3).await;
     let c = client(&url).await;
     c.execute(
         "UPDATE dsh_events SET line = 'not json' WHERE session_id = 'bad' AND seq = 3",
@@ -63,14 +46,7 @@ async fn a_row_that_is_not_an_event_is_reported_with_its_session_and_seq() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tail_sees_every_line_in_seq_order_as_it_is_committed_and_ends_with_the_writer() {
     let (store, _) = fresh_store().await;
-    let s = store
-        .open("live", "/", OpenOptions::new())
-        .await
-        .expect("open");
-    s.session
-        .append(Event::turn_start(1))
-        .await
-        .expect("append");
+    let s = opened_with_a_turn(&store, "live").await;
     let mut tail = store.tail("live", 0).await.expect("tail");
     let first = tail.recv().await.expect("line").expect("ok");
     assert_eq!(first.seq, 0);

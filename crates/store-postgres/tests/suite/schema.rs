@@ -1,10 +1,10 @@
 //! Schema versions: a database made by an older dsh is migrated and keeps its sessions; with
 //! no foreign key (version 2) a session's events still never outlive it nor appear without it.
 
-use dsh_session::{Event, OpenOptions};
+use dsh_session::Event;
 use dsh_store_postgres::{PgStore, SCHEMA_VERSION};
 
-use super::support::{client, cluster, fresh_store, fresh_url_on};
+use super::support::{client, cluster, fresh_store, fresh_url_on, opened_with_a_turn, turns};
 
 const VERSION_1: &str = include_str!("../../src/migrations/0001_sessions.sql");
 
@@ -16,23 +16,6 @@ async fn event_rows(c: &tokio_postgres::Client, id: &str) -> i64 {
     .await
     .expect("count")
     .get(0)
-}
-
-/// Opens (or resumes) session `id` and appends whole turns `turns` (a start and an end each).
-async fn turns(store: &PgStore, id: &str, turns: std::ops::RangeInclusive<u32>) {
-    let s = store.open(id, "/", OpenOptions::new()).await.expect("open");
-    for i in turns {
-        s.session
-            .append(Event::turn_start(i))
-            .await
-            .expect("append");
-        let completed = serde_json::json!({"kind": "completed"});
-        s.session
-            .append(Event::turn_end(i, dsh_core::Json::from_shallow(completed)))
-            .await
-            .expect("append");
-    }
-    s.session.close().await.expect("close");
 }
 
 #[tokio::test]
@@ -118,14 +101,7 @@ async fn l3_deleting_a_session_deletes_its_events_in_the_same_transaction() {
         .await
         .expect("the other session is whole");
     // A session held by a live process is not deleted, nor are its events.
-    let held = store
-        .open("held", "/", OpenOptions::new())
-        .await
-        .expect("open");
-    held.session
-        .append(Event::turn_start(1))
-        .await
-        .expect("append");
+    let held = opened_with_a_turn(&store, "held").await;
     assert!(!store.delete("held").await.expect("delete"));
     assert_eq!(event_rows(&c, "held").await, 1);
     held.session.close().await.expect("close");
@@ -134,14 +110,7 @@ async fn l3_deleting_a_session_deletes_its_events_in_the_same_transaction() {
 #[tokio::test]
 async fn l3_an_append_to_a_session_whose_row_was_removed_inserts_no_row_and_is_refused() {
     let (store, url) = fresh_store().await;
-    let s = store
-        .open("orphan", "/", OpenOptions::new())
-        .await
-        .expect("open");
-    s.session
-        .append(Event::turn_start(1))
-        .await
-        .expect("append");
+    let s = opened_with_a_turn(&store, "orphan").await;
     let c = client(&url).await;
     c.execute("DELETE FROM dsh_sessions WHERE id = 'orphan'", &[])
         .await

@@ -4,7 +4,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dsh_store_postgres::{Lease, PgStore};
+use dsh_session::{Event, OpenOptions};
+use dsh_store_postgres::{Lease, Opened, PgStore};
 use dsh_test_support::postgres::Cluster;
 
 static CLUSTER: OnceLock<Cluster> = OnceLock::new();
@@ -56,4 +57,32 @@ pub async fn client(url: &str) -> tokio_postgres::Client {
         .expect("connect");
     tokio::spawn(connection);
     client
+}
+
+/// Opens session `id` (workspace `/`) and appends the start of turn 1 to it.
+pub async fn opened_with_a_turn(store: &PgStore, id: &str) -> Opened {
+    let opened = store.open(id, "/", OpenOptions::new()).await.expect("open");
+    opened
+        .session
+        .append(Event::turn_start(1))
+        .await
+        .expect("append");
+    opened
+}
+
+/// Opens (or resumes) session `id` and appends whole turns `turns` (a start and an end each).
+pub async fn turns(store: &PgStore, id: &str, turns: std::ops::RangeInclusive<u32>) {
+    let s = store.open(id, "/", OpenOptions::new()).await.expect("open");
+    for i in turns {
+        s.session
+            .append(Event::turn_start(i))
+            .await
+            .expect("append");
+        let completed = serde_json::json!({"kind": "completed"});
+        s.session
+            .append(Event::turn_end(i, dsh_core::Json::from_shallow(completed)))
+            .await
+            .expect("append");
+    }
+    s.session.close().await.expect("close");
 }
