@@ -64,6 +64,7 @@ mod render_tests;
 mod runner;
 pub mod sandbox;
 mod subject;
+mod supervisor;
 mod tool;
 
 pub use config::{
