@@ -1,6 +1,7 @@
-//! Running one command: a fresh `bash -c` in its own process group (through the sandbox helper
-//! for a contained mode), output pumped into [`crate::capture`], and supervision until it ends,
-//! times out, is cancelled, or spawns too many processes.
+//! Running one command: a fresh `bash -c` in its own process group (started by the session
+//! supervisor of its mode, else through a helper of its own), output pumped into
+//! [`crate::capture`], and supervision until it ends, times out, is cancelled, or spawns too
+//! many processes.
 //!
 //! Guarantees: whatever ends the call, the whole group is gone (`SIGTERM`, a grace period,
 //! `SIGKILL`) before [`run`] returns, including anything the shell left running after it

@@ -5,6 +5,11 @@
 //! Order of steps: file-size limit, `no_new_privs`, capabilities dropped, Landlock, seccomp,
 //! `exec`. Any step that fails ends the helper with [`SETUP_FAILED_EXIT`] and one stderr line
 //! starting with [`SETUP_MARKER`]: the command never runs uncontained.
+//!
+//! Three ways to run it: a per-call helper (`-- PROGRAM ARGS`: every step, then it starts the
+//! command and watches it), the session supervisor (`--serve`: every step but seccomp on itself,
+//! then it starts each command dsh sends it), and the seccomp step of a supervised contained
+//! command (`--filter-only`: the filter, then `exec`).
 
 mod args;
 mod fs_rules;
