@@ -279,12 +279,24 @@ async fn run_supervised(
             Some(spool_err),
         ))),
     ];
-    let started = sup
-        .run(spec.cwd.clone(), arg0, env, argv, [out_w, err_w])
-        .await;
+    let start = sup.run(spec.cwd.clone(), arg0, env, argv, [out_w, err_w]);
+    // A start that never answers (a stopped supervisor) still honours the call's signal; the
+    // abandoned request tells the supervisor to kill the group if it started.
+    let started = tokio::select! {
+        r = start => Some(r),
+        _ = spec.signal.aborted() => None,
+    };
     let mut call = match started {
-        Ok(call) => call,
-        Err(e) => {
+        Some(Ok(call)) => call,
+        None => {
+            drain(pumps).await;
+            remove_tmp(tmp).await;
+            return Err(SpawnError::Supervisor(
+                "the call was cancelled before the sandbox supervisor started its command"
+                    .to_owned(),
+            ));
+        }
+        Some(Err(e)) => {
             drain(pumps).await;
             return Err(match e {
                 SupervisedError::Spawn(error) => SpawnError::Spawn {

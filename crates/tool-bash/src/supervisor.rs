@@ -365,13 +365,15 @@ impl Call {
 impl Drop for Call {
     fn drop(&mut self) {
         self.sup.calls.lock().remove(&self.id);
-        // The group is ended (or being ended by the runner): no more watching. The socket
-        // does not block; a message that does not fit is lost, and the supervisor then keeps
-        // the group on its list (it `SIGKILL`s it at its end, when it is long gone).
+        // Started: the group is ended (or being ended by the runner), no more watching. Not
+        // known to have started (the wait was abandoned): the supervisor kills the group if it
+        // did start. The socket does not block; a message that does not fit is lost, and the
+        // supervisor then keeps the group on its list (it `SIGKILL`s it at its end).
+        let word: &[u8] = if self.pid == 0 { b"kill" } else { b"done" };
         let id = self.id.to_string();
         let _ = rustix::net::send(
             &*self.sup.sock,
-            &wire::encode([b"done".as_slice(), id.as_bytes()]),
+            &wire::encode([word, id.as_bytes()]),
             SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
         );
     }

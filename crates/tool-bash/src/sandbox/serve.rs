@@ -129,6 +129,12 @@ pub fn serve(args: &SandboxArgs) -> ! {
                     live.lock().remove(&id);
                 }
             }
+            Some((&b"kill", [id])) => {
+                let pgid = wire::number::<u64>(id).and_then(|id| live.lock().remove(&id));
+                if let Some(pid) = pgid.and_then(Pid::from_raw) {
+                    let _ = kill_process_group(pid, Signal::KILL);
+                }
+            }
             _ => {}
         }
     }

@@ -3,7 +3,8 @@
 //! naming the message. A `run` request carries the command's stdout and stderr pipes as two
 //! file descriptors (`SCM_RIGHTS`).
 //!
-//! dsh → supervisor: `run id cwd arg0 n k1 v1 .. kn vn argv..` (+ 2 fds), `done id`.
+//! dsh → supervisor: `run id cwd arg0 n k1 v1 .. kn vn argv..` (+ 2 fds), `done id` (its group
+//! needs no more watching), `kill id` (kill its group, if it started).
 //! supervisor → dsh: `ready deny-unix`, `fail reason`, `started id pid`, `spawn-failed id why`,
 //! `exit id code signal` (an empty code or signal: none).
 

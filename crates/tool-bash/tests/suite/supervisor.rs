@@ -219,3 +219,62 @@ async fn a_supervisor_killed_during_a_call_fails_it_clearly_and_the_next_call_wo
         assert!(cmdline(&again).contains("--serve"), "{mode}");
     }
 }
+
+#[tokio::test]
+async fn a_call_cancelled_before_its_command_started_leaves_no_command_behind() {
+    let f = Arc::new(in_mode(SandboxMode::DangerFullAccess));
+    let sup = text(&f.sh("echo $PPID").await).trim().to_owned();
+    assert!(cmdline(&sup).contains("--serve"), "{}", cmdline(&sup));
+    let signal = |sig: &str| {
+        assert!(
+            std::process::Command::new("kill")
+                .args([sig, &sup])
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    // A stopped supervisor: the request waits in its socket.
+    signal("-STOP");
+    let marker = "987.6593";
+    let ctl = dsh_core::AbortController::new();
+    let call = {
+        let f = f.clone();
+        let s = ctl.signal();
+        tokio::spawn(async move {
+            f.call_with(
+                json!({"command": format!("sleep {marker}"), "description": "d"}),
+                s,
+            )
+            .await
+        })
+    };
+    // The call's temp dir is made in the same step that sends the request.
+    let root = f.temp_parent();
+    let start = Instant::now();
+    loop {
+        let sent = std::fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .any(|session| std::fs::read_dir(session.path()).is_ok_and(|mut d| d.next().is_some()));
+        if sent {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never sent");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    ctl.cancel();
+    let r = call.await.unwrap();
+    assert!(r.is_error(), "{r:?}");
+    signal("-CONT");
+    // The supervisor reads the request, then the order to kill what it started.
+    let start = Instant::now();
+    while !processes_with(marker).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the command outlived its call"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!f.sh("true").await.is_error());
+}
