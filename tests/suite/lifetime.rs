@@ -1,6 +1,7 @@
 //! No process outlives dsh: a command that ignores SIGTERM and SIGINT is killed by a second
 //! Ctrl-C before dsh exits, and when dsh itself is killed with SIGKILL, even in the grace that
-//! follows the SIGTERM of a cancellation.
+//! follows the SIGTERM of a cancellation (the session supervisor, which started the commands,
+//! kills them and goes too).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -133,6 +134,30 @@ fn when_dsh_is_killed_with_sigkill_its_commands_die_too() {
     let t = tmp();
     let mut child = start(t.path());
     let pids = pids(&t.path().join("ws"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_all_gone(&pids);
+}
+
+#[test]
+fn when_dsh_is_killed_with_sigkill_its_supervisor_kills_the_commands_it_started() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    let mut child = start_with(t.path(), &format!("echo $PPID > sup.pid; {STUBBORN}"));
+    let mut pids = pids(&ws);
+    // The command runs under the session supervisor (not a per-call helper, not dsh itself).
+    let sup: i32 = std::fs::read_to_string(ws.join("sup.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let cmdline = std::fs::read(format!("/proc/{sup}/cmdline")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("--serve"),
+        "{:?}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    pids.push(sup);
     child.kill().unwrap();
     child.wait().unwrap();
     assert_all_gone(&pids);

@@ -233,7 +233,7 @@ pub const ROWS: &[Row] = &[
         command: "cargo bench -p dsh --bench session -- derive/",
     },
     Row {
-        name: "`bash` call of `true` through the full pipeline, `danger-full-access` (through the sandbox helper, which supervises the command in every mode)",
+        name: "`bash` call of `true` through the full pipeline, `danger-full-access` (started by the session's sandbox supervisor, which watches every command in every mode)",
         figure: timed("bash/true-full-access", 1.0, "call"),
         baseline_name: "bare `tokio::process::Command` spawn + wait of `bash -c true`",
         baseline: timed("bash/true-bare", 1.0, "spawn"),
@@ -242,7 +242,7 @@ pub const ROWS: &[Row] = &[
         command: "cargo bench -p dsh --bench bash -- bash/true-",
     },
     Row {
-        name: "`bash` call of `true` through the full pipeline, `workspace-write` (sandbox helper: Landlock + seccomp)",
+        name: "`bash` call of `true` through the full pipeline, `workspace-write` (supervisor under Landlock; per command the helper's seccomp step, then the shell)",
         figure: timed("bash/true-workspace-write", 1.0, "call"),
         baseline_name: "bare `tokio::process::Command` spawn + wait of `bash -c true`",
         baseline: timed("bash/true-bare", 1.0, "spawn"),
@@ -251,7 +251,7 @@ pub const ROWS: &[Row] = &[
         command: "cargo bench -p dsh --bench bash -- bash/true-",
     },
     Row {
-        name: "`bash` call printing 1 MB through the full pipeline, `danger-full-access` (helper; tail shown, all of it saved to a file)",
+        name: "`bash` call printing 1 MB through the full pipeline, `danger-full-access` (supervisor; tail shown, all of it saved to a file)",
         figure: timed("bash/mb-full-access", 1.0, "call"),
         baseline_name: "bare spawn of the same `bash -c`, reading stdout to its end, + wait",
         baseline: timed("bash/mb-bare", 1.0, "spawn"),
@@ -260,7 +260,7 @@ pub const ROWS: &[Row] = &[
         command: "cargo bench -p dsh --bench bash -- bash/mb-",
     },
     Row {
-        name: "`bash` call printing 1 MB through the full pipeline, `workspace-write` (helper; tail shown, all of it saved to a file)",
+        name: "`bash` call printing 1 MB through the full pipeline, `workspace-write` (supervisor + seccomp step; tail shown, all of it saved to a file)",
         figure: timed("bash/mb-workspace-write", 1.0, "call"),
         baseline_name: "bare spawn of the same `bash -c`, reading stdout to its end, + wait",
         baseline: timed("bash/mb-bare", 1.0, "spawn"),

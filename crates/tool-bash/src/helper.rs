@@ -44,7 +44,7 @@ impl SandboxHelper {
     /// beside it when there is one (an executable file), else `dsh __sandbox-exec`. Both run the
     /// same code ([`crate::sandbox::exec_sandboxed`]); the small program starts in about half
     /// the time, since the loader maps and relocates a fraction of what `dsh` holds, and every
-    /// `bash` call starts one.
+    /// contained `bash` call starts one (its seccomp step).
     pub fn for_dsh(dsh: &Path) -> SandboxHelper {
         use std::os::unix::fs::PermissionsExt;
         let beside = dsh.with_file_name(HELPER_PROGRAM);

@@ -10,8 +10,11 @@
 //!   the process group, no owner changes), with `no_new_privs` and every capability dropped.
 //!   These are applied by a small helper ([`sandbox::exec_sandboxed`]: the `dsh-sandbox-exec`
 //!   program, installed beside `dsh` and built by this crate too, or the `dsh` binary's hidden
-//!   `__sandbox-exec` subcommand) that then `exec`s the shell, so the library needs no `unsafe`
-//!   `pre_exec` code.
+//!   `__sandbox-exec` subcommand) to itself, so the library needs no `unsafe` `pre_exec` code.
+//!   The helper runs once per tool and mode as the session supervisor, which starts every
+//!   command (inheriting its Landlock ruleset; each contained command passes through the
+//!   helper's seccomp step, then `exec`s the shell) and kills every group it started when dsh
+//!   is gone; when it cannot start, each call runs under a helper of its own.
 //! - [`SandboxPolicy`]: the pre-execute listener that picks each call's mode; a request for a
 //!   wider mode (`sandbox_permissions` + `justification`) becomes a fresh approval question.
 //!   Without kernel support a contained call fails closed with `SANDBOX_UNAVAILABLE` unless the
@@ -64,6 +67,7 @@ mod render_tests;
 mod runner;
 pub mod sandbox;
 mod subject;
+mod supervisor;
 mod tool;
 
 pub use config::{

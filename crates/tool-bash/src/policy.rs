@@ -87,6 +87,8 @@ pub(crate) struct Shared {
     settings: RwLock<SandboxSettings>,
     decisions: Mutex<HashMap<ExecutionToken, CallSandbox>>,
     probe: tokio::sync::OnceCell<Probe>,
+    /// The session supervisors of this tool's calls, one per mode.
+    pub(crate) supervisors: crate::supervisor::Pool,
 }
 
 impl Shared {
@@ -97,6 +99,7 @@ impl Shared {
             settings: RwLock::new(settings),
             decisions: Mutex::new(HashMap::new()),
             probe: tokio::sync::OnceCell::new(),
+            supervisors: crate::supervisor::Pool::default(),
         }
     }
 

@@ -1,6 +1,7 @@
-//! Running one command: a fresh `bash -c` in its own process group (through the sandbox helper
-//! for a contained mode), output pumped into [`crate::capture`], and supervision until it ends,
-//! times out, is cancelled, or spawns too many processes.
+//! Running one command: a fresh `bash -c` in its own process group (started by the session
+//! supervisor of its mode, else through a helper of its own), output pumped into
+//! [`crate::capture`], and supervision until it ends, times out, is cancelled, or spawns too
+//! many processes.
 //!
 //! Guarantees: whatever ends the call, the whole group is gone (`SIGTERM`, a grace period,
 //! `SIGKILL`) before [`run`] returns, including anything the shell left running after it
@@ -9,6 +10,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_core::{AbortReason, Signal};
@@ -18,6 +20,7 @@ use crate::config::BashConfig;
 use crate::group::{Ended, KillOnDrop, ProcessGroup};
 use crate::mode::SandboxMode;
 use crate::sandbox::{SETUP_FAILED_EXIT, SETUP_MARKER, SandboxArgs};
+use crate::supervisor::{Pool, SupervisedError, Supervisor};
 
 /// One command to run.
 #[derive(Clone, Debug)]
@@ -81,6 +84,9 @@ pub enum SpawnError {
     /// A contained mode was asked for without a helper.
     #[error("no sandbox helper program is configured")]
     NoHelper,
+    /// The session supervisor failed the call.
+    #[error("{0}")]
+    Supervisor(String),
     /// The process could not be spawned.
     #[error("cannot start {program}: {error}")]
     Spawn {
@@ -130,8 +136,243 @@ fn shell_path(shell: &std::path::Path) -> PathBuf {
     }
 }
 
-/// Runs `spec` under `config`.
-pub async fn run(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, SpawnError> {
+/// Runs `spec` under `config`: through the session supervisor of its mode from `pool` when
+/// there is one (started on first use), else through a helper of its own (or, without a helper,
+/// the shell alone in `danger-full-access`).
+pub async fn run(
+    config: &BashConfig,
+    pool: &Pool,
+    spec: RunSpec,
+) -> Result<RunOutcome, SpawnError> {
+    if spec.command.len() <= MAX_SUPERVISED_COMMAND
+        && let Some(sup) = pool.get(config, spec.mode, &spec.roots).await
+    {
+        return run_supervised(config, &sup, spec).await;
+    }
+    run_per_call(config, spec).await
+}
+
+/// Longest command sent to a supervisor (a message must fit its socket's buffer); a longer one
+/// takes the per-call path.
+const MAX_SUPERVISED_COMMAND: usize = 64 * 1024;
+
+/// The environment every command gets on top of dsh's.
+fn command_env(
+    mode: SandboxMode,
+    tmp: &std::path::Path,
+    roots: &[PathBuf],
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = ["TMPDIR", "TMP", "TEMP"]
+        .into_iter()
+        .map(|k| (k.into(), tmp.as_os_str().to_owned()))
+        .collect();
+    env.push(("DSH_SANDBOX_MODE".into(), mode.as_str().into()));
+    if let Some(root) = roots.first() {
+        env.push(("DSH_WORKSPACE".into(), root.as_os_str().to_owned()));
+    }
+    env
+}
+
+/// Checks the group's size every [`WATCH_INTERVAL`]; resolves with the count once it passes
+/// `max` (never, without a group or a limit).
+async fn watchdog(group: Option<ProcessGroup>, max: Option<usize>) -> usize {
+    match (group, max) {
+        (Some(g), Some(max)) => loop {
+            tokio::time::sleep(WATCH_INTERVAL).await;
+            let n = g.live_members().await;
+            if n > max {
+                return n;
+            }
+        },
+        _ => std::future::pending().await,
+    }
+}
+
+/// Waits for the output pumps to reach end-of-file, each for at most [`DRAIN_LIMIT`].
+async fn drain(pumps: impl IntoIterator<Item = Option<tokio::task::JoinHandle<()>>>) {
+    for pump in pumps.into_iter().flatten() {
+        let abort = pump.abort_handle();
+        if tokio::time::timeout(DRAIN_LIMIT, pump).await.is_err() {
+            abort.abort();
+        }
+    }
+}
+
+/// The helper's reason when it could not contain the command (nothing ran).
+fn setup_failure(mode: SandboxMode, code: Option<i32>, stderr: &SharedStream) -> Option<String> {
+    if !(mode.is_contained() && code == Some(SETUP_FAILED_EXIT)) {
+        return None;
+    }
+    let err = stderr.lock();
+    let text = String::from_utf8_lossy(err.tail(4096)).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(SETUP_MARKER))
+        .map(str::to_owned)
+}
+
+/// The shell, its arguments (`shell -c command`), and the name it starts under when it was
+/// found on `PATH`.
+fn shell_command(config: &BashConfig, command: &str) -> (Vec<OsString>, Option<OsString>) {
+    let shell = shell_path(&config.shell);
+    // Found on `PATH`: the shell still starts under the name it was configured with.
+    let arg0 = (shell != config.shell).then(|| config.shell.clone().into_os_string());
+    (
+        vec![shell.into_os_string(), "-c".into(), command.into()],
+        arg0,
+    )
+}
+
+/// [`run`] through the session supervisor `sup`: one `exec` of the shell (two in a contained
+/// mode: the filter step, then the shell), no fork of dsh.
+async fn run_supervised(
+    config: &BashConfig,
+    sup: &Arc<Supervisor>,
+    spec: RunSpec,
+) -> Result<RunOutcome, SpawnError> {
+    use rustix::pipe::{PipeFlags, pipe_with};
+    // A few system calls: made here rather than on a blocking thread (a hop costs more).
+    let tmp = tempfile::Builder::new()
+        .prefix("dsh-bash-")
+        .tempdir_in(sup.tmp_root())
+        .map_err(|e| SpawnError::TempDir(e.to_string()))?;
+    let pipe_error = |e: rustix::io::Errno| SpawnError::Spawn {
+        program: "bash".to_owned(),
+        error: format!("pipe: {e}"),
+    };
+    let (out_r, out_w) = pipe_with(PipeFlags::CLOEXEC).map_err(pipe_error)?;
+    let (err_r, err_w) = pipe_with(PipeFlags::CLOEXEC).map_err(pipe_error)?;
+    let (shell_args, arg0) = shell_command(config, &spec.command);
+    let (argv, arg0) = match (&config.helper, spec.mode.is_contained()) {
+        (Some(helper), true) => {
+            let mut sa = SandboxArgs::new(spec.mode, shell_args);
+            sa.filter_only = true;
+            sa.deny_unix_sockets = sup.deny_unix_sockets();
+            sa.arg0 = arg0;
+            let mut argv = vec![helper.program().as_os_str().to_owned()];
+            argv.extend(helper.command_args(&sa));
+            (argv, None)
+        }
+        (None, true) => return Err(SpawnError::NoHelper),
+        (_, false) => (shell_args, arg0),
+    };
+    let env = command_env(spec.mode, tmp.path(), &spec.roots);
+    let stdout = capture::stream(config.max_output_bytes);
+    let stderr = capture::stream(config.max_output_bytes);
+    let spool = SpoolPaths::new(&config.output_dir, &spec.stem);
+    let (spool_out, spool_err) = spool.spools(config.max_spool_bytes);
+    let reader = |fd| {
+        tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map_err(|e| SpawnError::Spawn {
+            program: "bash".to_owned(),
+            error: format!("pipe: {e}"),
+        })
+    };
+    let (out_r, err_r) = (reader(out_r)?, reader(err_r)?);
+    let pumps = [
+        Some(tokio::spawn(capture::pump(
+            out_r,
+            stdout.clone(),
+            Some(spool_out),
+        ))),
+        Some(tokio::spawn(capture::pump(
+            err_r,
+            stderr.clone(),
+            Some(spool_err),
+        ))),
+    ];
+    let start = sup.run(spec.cwd.clone(), arg0, env, argv, [out_w, err_w]);
+    // A start that never answers (a stopped supervisor) still honours the call's signal; the
+    // abandoned request tells the supervisor to kill the group if it started.
+    let started = tokio::select! {
+        r = start => Some(r),
+        _ = spec.signal.aborted() => None,
+    };
+    let mut call = match started {
+        Some(Ok(call)) => call,
+        None => {
+            drain(pumps).await;
+            remove_tmp(tmp).await;
+            return Err(SpawnError::Supervisor(
+                "the call was cancelled before the sandbox supervisor started its command"
+                    .to_owned(),
+            ));
+        }
+        Some(Err(e)) => {
+            drain(pumps).await;
+            return Err(match e {
+                SupervisedError::Spawn(error) => SpawnError::Spawn {
+                    program: "bash".to_owned(),
+                    error,
+                },
+                other => SpawnError::Supervisor(other.to_string()),
+            });
+        }
+    };
+    let group = ProcessGroup::new(call.pid());
+    let mut guard = group.map(KillOnDrop::new);
+    let mut status = None;
+    let mut died = false;
+    let stop = tokio::select! {
+        s = call.exit() => { died = s.is_none(); status = s; Stop::Exited }
+        _ = tokio::time::sleep(spec.timeout) => Stop::TimedOut,
+        r = spec.signal.aborted() => Stop::Aborted(r),
+        n = watchdog(group, config.max_processes) => Stop::ProcessLimit(n),
+    };
+    let ended = match group {
+        None => Ended::Empty,
+        Some(g) if died => g.kill().await,
+        Some(g) => match stop {
+            Stop::ProcessLimit(_) => g.kill().await,
+            _ => g.terminate(config.kill_grace).await,
+        },
+    };
+    if status.is_none() && !died {
+        // The group is gone: the supervisor reports the leader's exit at once.
+        status = tokio::time::timeout(DRAIN_LIMIT, call.exit())
+            .await
+            .ok()
+            .flatten();
+        died = status.is_none();
+    }
+    drop(call);
+    if ended == Ended::Empty
+        && let Some(g) = guard.as_mut()
+    {
+        g.disarm();
+    }
+    drop(guard);
+    drain(pumps).await;
+    remove_tmp(tmp).await;
+    if died {
+        spool.discard(&stdout, &stderr).await;
+        return Err(SpawnError::Supervisor(SupervisedError::Died.to_string()));
+    }
+    let (code, signal) = status.unwrap_or((None, None));
+    let setup_failure = setup_failure(spec.mode, code, &stderr);
+    Ok(RunOutcome {
+        code,
+        signal,
+        stop,
+        stdout,
+        stderr,
+        spool,
+        ended,
+        setup_failure,
+    })
+}
+
+/// Removes a call's temp dir: at once when it is empty (the usual case), else on a blocking
+/// thread.
+async fn remove_tmp(tmp: tempfile::TempDir) {
+    if std::fs::remove_dir(tmp.path()).is_ok() {
+        // Its own removal now finds nothing, which it ignores.
+        drop(tmp);
+        return;
+    }
+    let _ = tokio::task::spawn_blocking(move || drop(tmp)).await;
+}
+
+/// [`run`] through a helper of its own (or the shell alone).
+async fn run_per_call(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, SpawnError> {
     let parent = config.temp_parent.clone();
     let tmp = tokio::task::spawn_blocking(move || {
         tempfile::Builder::new()
@@ -142,13 +383,7 @@ pub async fn run(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, Spawn
     .map_err(|e| SpawnError::TempDir(e.to_string()))?
     .map_err(|e| SpawnError::TempDir(e.to_string()))?;
     let shell = shell_path(&config.shell);
-    // Found on `PATH`: the shell still starts under the name it was configured with.
-    let arg0 = (shell != config.shell).then(|| config.shell.clone().into_os_string());
-    let shell_args: Vec<OsString> = vec![
-        shell.clone().into_os_string(),
-        "-c".into(),
-        spec.command.clone().into(),
-    ];
+    let (shell_args, arg0) = shell_command(config, &spec.command);
     let (program, args): (PathBuf, Vec<OsString>) = match (&config.helper, spec.mode) {
         (Some(helper), mode) => {
             let mut sa = SandboxArgs::new(mode, shell_args);
@@ -171,18 +406,12 @@ pub async fn run(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, Spawn
     }
     cmd.args(&args)
         .current_dir(&spec.cwd)
-        .env("TMPDIR", tmp.path())
-        .env("TMP", tmp.path())
-        .env("TEMP", tmp.path())
-        .env("DSH_SANDBOX_MODE", spec.mode.as_str())
+        .envs(command_env(spec.mode, tmp.path(), &spec.roots))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    if let Some(root) = spec.roots.first() {
-        cmd.env("DSH_WORKSPACE", root);
-    }
     let mut child = cmd.spawn().map_err(|e| SpawnError::Spawn {
         program: program.display().to_string(),
         error: e.to_string(),
@@ -205,24 +434,12 @@ pub async fn run(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, Spawn
             .map(|r| tokio::spawn(capture::pump(r, stderr.clone(), Some(spool_err)))),
     ];
 
-    let watchdog = async {
-        match (group, config.max_processes) {
-            (Some(g), Some(max)) => loop {
-                tokio::time::sleep(WATCH_INTERVAL).await;
-                let n = g.live_members().await;
-                if n > max {
-                    return n;
-                }
-            },
-            _ => std::future::pending().await,
-        }
-    };
     let mut status = None;
     let stop = tokio::select! {
         s = child.wait() => { status = s.ok(); Stop::Exited }
         _ = tokio::time::sleep(spec.timeout) => Stop::TimedOut,
         r = spec.signal.aborted() => Stop::Aborted(r),
-        n = watchdog => Stop::ProcessLimit(n),
+        n = watchdog(group, config.max_processes) => Stop::ProcessLimit(n),
     };
     let ended = match group {
         None => Ended::Empty,
@@ -240,12 +457,7 @@ pub async fn run(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, Spawn
         g.disarm();
     }
     drop(guard);
-    for pump in pumps.into_iter().flatten() {
-        let abort = pump.abort_handle();
-        if tokio::time::timeout(DRAIN_LIMIT, pump).await.is_err() {
-            abort.abort();
-        }
-    }
+    drain(pumps).await;
     let (code, signal) = match status {
         Some(s) => {
             use std::os::unix::process::ExitStatusExt;
@@ -253,15 +465,7 @@ pub async fn run(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, Spawn
         }
         None => (None, None),
     };
-    let setup_failure = if spec.mode.is_contained() && code == Some(SETUP_FAILED_EXIT) {
-        let err = stderr.lock();
-        let text = String::from_utf8_lossy(err.tail(4096)).into_owned();
-        text.lines()
-            .find_map(|l| l.strip_prefix(SETUP_MARKER))
-            .map(str::to_owned)
-    } else {
-        None
-    };
+    let setup_failure = setup_failure(spec.mode, code, &stderr);
     // The temp dir goes now that nothing can be writing to it.
     let _ = tokio::task::spawn_blocking(move || drop(tmp)).await;
     Ok(RunOutcome {

@@ -270,10 +270,12 @@ async fn execute(
         signal: ctx.signal().clone(),
         stem: stem(ctx.exec().call_id()),
     };
-    let outcome = runner::run(config, spec).await.map_err(|e| match e {
-        runner::SpawnError::NoHelper => unavailable(call.mode, &e.to_string()),
-        other => Failure::new(other.to_string()),
-    })?;
+    let outcome = runner::run(config, &shared.supervisors, spec)
+        .await
+        .map_err(|e| match e {
+            runner::SpawnError::NoHelper => unavailable(call.mode, &e.to_string()),
+            other => Failure::new(other.to_string()),
+        })?;
     if let Some(why) = &outcome.setup_failure {
         outcome
             .spool

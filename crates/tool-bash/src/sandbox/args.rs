@@ -1,5 +1,6 @@
 //! The helper's command line: `--mode M [--root R]... [--tmp T] [--max-file-size N]
-//! [--simulate-no-landlock] [--parent-pid P] [--arg0 NAME] (--probe | -- PROGRAM ARGS...)`. Parsing and printing round-trip, so
+//! [--simulate-no-landlock] [--parent-pid P] [--arg0 NAME] [--filter-only [--deny-unix-sockets]]
+//! (--probe | --serve | -- PROGRAM ARGS...)`. Parsing and printing round-trip, so
 //! the tool builds exactly what the helper reads.
 
 use std::ffi::{OsStr, OsString};
@@ -23,6 +24,15 @@ pub struct SandboxArgs {
     pub simulate_no_landlock: bool,
     /// Apply the sandbox to the helper itself, report, and exit instead of running a command.
     pub probe: bool,
+    /// Run as a session supervisor (see [`crate::sandbox::serve`]) instead of one command.
+    pub serve: bool,
+    /// Only install the seccomp filter of `mode` and `exec` the command: what a session
+    /// supervisor starts for each contained command, the rest of the containment being
+    /// inherited from the supervisor.
+    pub filter_only: bool,
+    /// With `filter_only`: refuse `AF_UNIX` sockets too (as the supervisor's Landlock report
+    /// said).
+    pub deny_unix_sockets: bool,
     /// The pid of the process that started the helper: when the helper's parent is any other
     /// (that process died, even before the helper started), the command's group is killed.
     /// `None`: whatever parent the helper finds when it starts.
@@ -45,6 +55,9 @@ impl SandboxArgs {
             max_file_size: None,
             simulate_no_landlock: false,
             probe: false,
+            serve: false,
+            filter_only: false,
+            deny_unix_sockets: false,
             parent_pid: None,
             arg0: None,
             command,
@@ -88,6 +101,9 @@ impl SandboxArgs {
                 Some("--simulate-no-landlock") => out.simulate_no_landlock = true,
                 Some("--arg0") => out.arg0 = Some(value(&mut it, "--arg0")?),
                 Some("--probe") => out.probe = true,
+                Some("--serve") => out.serve = true,
+                Some("--filter-only") => out.filter_only = true,
+                Some("--deny-unix-sockets") => out.deny_unix_sockets = true,
                 Some("--parent-pid") => {
                     let v = value(&mut it, "--parent-pid")?;
                     let n = v
@@ -106,9 +122,13 @@ impl SandboxArgs {
             }
         }
         out.mode = mode.ok_or_else(|| bad("--mode is required".into()))?;
-        if out.probe != out.command.is_empty() {
-            return Err(bad(if out.probe {
-                "--probe takes no command".into()
+        let no_command = out.probe || out.serve;
+        if out.probe && out.serve {
+            return Err(bad("--probe and --serve exclude each other".into()));
+        }
+        if no_command != out.command.is_empty() {
+            return Err(bad(if no_command {
+                "--probe and --serve take no command".into()
             } else {
                 "a command is required after --".into()
             }));
@@ -142,8 +162,16 @@ impl SandboxArgs {
             v.push("--arg0".into());
             v.push(a.clone());
         }
+        if self.filter_only {
+            v.push("--filter-only".into());
+        }
+        if self.deny_unix_sockets {
+            v.push("--deny-unix-sockets".into());
+        }
         if self.probe {
             v.push("--probe".into());
+        } else if self.serve {
+            v.push("--serve".into());
         } else {
             v.push("--".into());
             v.extend(self.command.iter().cloned());

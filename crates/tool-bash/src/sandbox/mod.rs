@@ -5,11 +5,18 @@
 //! Order of steps: file-size limit, `no_new_privs`, capabilities dropped, Landlock, seccomp,
 //! `exec`. Any step that fails ends the helper with [`SETUP_FAILED_EXIT`] and one stderr line
 //! starting with [`SETUP_MARKER`]: the command never runs uncontained.
+//!
+//! Three ways to run it: a per-call helper (`-- PROGRAM ARGS`: every step, then it starts the
+//! command and watches it), the session supervisor (`--serve`: every step but seccomp on itself,
+//! then it starts each command dsh sends it), and the seccomp step of a supervised contained
+//! command (`--filter-only`: the filter, then `exec`).
 
 mod args;
 mod fs_rules;
 mod net_filter;
 mod privileges;
+mod serve;
+pub(crate) mod wire;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -50,14 +57,35 @@ impl Enforced {
 
 /// Contains the calling thread as `args` asks (without running anything).
 pub fn apply(args: &SandboxArgs) -> Result<Enforced, SetupError> {
+    let (enforced, filter) = restrict(args)?;
+    if let Some(filter) = filter {
+        install_filter(filter)?;
+    }
+    Ok(enforced)
+}
+
+/// Which calls the seccomp filter of a contained mode refuses beyond the fixed set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FilterChoice {
+    /// Permission-bit changes (`read-only`, or a root caller).
+    pub deny_chmod: bool,
+    /// `AF_UNIX` sockets (Landlock cannot confine which socket files a command reaches).
+    pub deny_unix_sockets: bool,
+}
+
+/// Every step but the seccomp filter: file-size limit, `no_new_privs`, capabilities dropped,
+/// Landlock. Returns the filter a contained mode still needs (`None` for
+/// `danger-full-access`). Each of these is inherited by every child and kept across `exec`.
+pub fn restrict(args: &SandboxArgs) -> Result<(Enforced, Option<FilterChoice>), SetupError> {
     if let Some(n) = args.max_file_size {
         privileges::limit_file_size(n).map_err(|e| SetupError::new("limit the file size", e))?;
     }
     if !args.mode.is_contained() {
-        return Ok(Enforced {
+        let enforced = Enforced {
             mode: args.mode,
             landlock: None,
-        });
+        };
+        return Ok((enforced, None));
     }
     if args.simulate_no_landlock {
         return Err(SetupError::new(
@@ -65,7 +93,6 @@ pub fn apply(args: &SandboxArgs) -> Result<Enforced, SetupError> {
             "Landlock is not supported by this kernel (simulated)",
         ));
     }
-    let root = rustix::process::geteuid().is_root();
     privileges::no_new_privs().map_err(|e| SetupError::new("set no_new_privs", e))?;
     privileges::drop_capabilities().map_err(|e| SetupError::new("drop capabilities", e))?;
     let mut writable: Vec<PathBuf> = Vec::new();
@@ -75,16 +102,28 @@ pub fn apply(args: &SandboxArgs) -> Result<Enforced, SetupError> {
     writable.extend(args.tmp.iter().cloned());
     let report =
         fs_rules::restrict(&writable).map_err(|e| SetupError::new("restrict the filesystem", e))?;
-    let filter = net_filter::build(
-        args.mode == SandboxMode::ReadOnly || root,
-        !report.confines_unix_sockets,
-    )
-    .map_err(|e| SetupError::new("build the network filter", e))?;
-    net_filter::install(&filter).map_err(|e| SetupError::new("install the network filter", e))?;
-    Ok(Enforced {
+    let filter = filter_choice(args.mode, !report.confines_unix_sockets);
+    let enforced = Enforced {
         mode: args.mode,
         landlock: Some(report),
-    })
+    };
+    Ok((enforced, Some(filter)))
+}
+
+/// The filter for `mode` in this process (`deny_unix_sockets` as Landlock's report says).
+pub fn filter_choice(mode: SandboxMode, deny_unix_sockets: bool) -> FilterChoice {
+    FilterChoice {
+        deny_chmod: mode == SandboxMode::ReadOnly || rustix::process::geteuid().is_root(),
+        deny_unix_sockets,
+    }
+}
+
+/// Installs the seccomp filter of a contained mode on the calling thread (`no_new_privs` must
+/// be set already; it is inherited).
+pub fn install_filter(choice: FilterChoice) -> Result<(), SetupError> {
+    let filter = net_filter::build(choice.deny_chmod, choice.deny_unix_sockets)
+        .map_err(|e| SetupError::new("build the network filter", e))?;
+    net_filter::install(&filter).map_err(|e| SetupError::new("install the network filter", e))
 }
 
 /// A containment step that failed: which one, and why. The helper reports it and runs nothing.
@@ -117,6 +156,12 @@ where
         Ok(a) => a,
         Err(e) => fail(&e.to_string()),
     };
+    if args.serve {
+        serve::serve(&args);
+    }
+    if args.filter_only {
+        filter_then_exec(&args);
+    }
     let enforced = match apply(&args) {
         Ok(e) => e,
         Err(e) => fail(&e.message),
@@ -129,6 +174,34 @@ where
         fail("no command");
     };
     supervise(program, args.arg0.as_deref(), rest, args.parent_pid)
+}
+
+/// What a session supervisor starts for each contained command: the seccomp filter of the
+/// mode (everything else is inherited from the supervisor), then `exec` of the command itself
+/// (the supervisor watches it). Never returns.
+fn filter_then_exec(args: &SandboxArgs) -> ! {
+    use std::os::unix::process::CommandExt;
+    if args.mode.is_contained() {
+        if let Err(e) = privileges::no_new_privs() {
+            fail(&SetupError::new("set no_new_privs", e).message);
+        }
+        if let Err(e) = install_filter(filter_choice(args.mode, args.deny_unix_sockets)) {
+            fail(&e.message);
+        }
+    }
+    let Some((program, rest)) = args.command.split_first() else {
+        fail("no command");
+    };
+    let mut command = std::process::Command::new(program);
+    if let Some(arg0) = &args.arg0 {
+        command.arg0(arg0);
+    }
+    let err = command.args(rest).exec();
+    eprintln!(
+        "dsh-sandbox: cannot run {}: {err}",
+        program.to_string_lossy()
+    );
+    std::process::exit(127);
 }
 
 /// How often the supervisor checks that dsh is still its parent.

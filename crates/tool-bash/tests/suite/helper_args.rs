@@ -35,6 +35,8 @@ proptest! {
         simulate in any::<bool>(),
         parent in prop::option::of(1_u32..),
         arg0 in prop::option::of("[a-z/ ]{1,12}"),
+        filter_only in any::<bool>(),
+        deny_unix in any::<bool>(),
         command in prop::collection::vec(word(), 1..5),
     ) {
         let mut args = SandboxArgs::new(mode, command.iter().map(OsString::from).collect());
@@ -44,6 +46,8 @@ proptest! {
         args.simulate_no_landlock = simulate;
         args.parent_pid = parent;
         args.arg0 = arg0.map(OsString::from);
+        args.filter_only = filter_only;
+        args.deny_unix_sockets = deny_unix;
         prop_assert_eq!(SandboxArgs::parse(args.to_args()).unwrap(), args);
     }
 }
@@ -52,6 +56,10 @@ proptest! {
 fn a_probe_round_trips_too() {
     let mut args = SandboxArgs::new(SandboxMode::ReadOnly, Vec::new());
     args.probe = true;
+    assert_eq!(SandboxArgs::parse(args.to_args()).unwrap(), args);
+    let mut args = SandboxArgs::new(SandboxMode::WorkspaceWrite, Vec::new());
+    args.serve = true;
+    args.tmp = Some(PathBuf::from("/t"));
     assert_eq!(SandboxArgs::parse(args.to_args()).unwrap(), args);
 }
 
@@ -66,7 +74,7 @@ fn bad_command_lines_are_refused() {
         (&["--mode", "read-only"], "a command is required after --"),
         (
             &["--mode", "read-only", "--probe", "--", "true"],
-            "--probe takes no command",
+            "--probe and --serve take no command",
         ),
         (&["--mode", "read-only", "--root"], "--root needs a value"),
         (

@@ -7,5 +7,6 @@ mod helper_args;
 mod policy;
 mod presets;
 mod processes;
+mod supervisor;
 mod support;
 mod unavailable;
