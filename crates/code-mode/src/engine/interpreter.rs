@@ -27,7 +27,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use rquickjs::context::intrinsic;
-use rquickjs::{Context, Ctx, Exception, Function, Object, Promise, Runtime, Value};
+use rquickjs::{Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value};
 
 use crate::bindings::{ARGS_NOT_LOSSLESS, Bindings, MISSING_ARGS};
 use crate::limits::Limits;
@@ -306,49 +306,93 @@ struct Settled {
     json: Option<String>,
 }
 
-/// Runs one program to completion on the current thread, polling its tool calls here (and the
-/// sub-call coordinator, if `local` holds it).
+/// A fresh interpreter with nothing of a run in it yet: its runtime, its context and the
+/// prelude compiled (not yet called). Made ahead of a run so that compiling the prelude is off
+/// the run's path; one run consumes it, and none is ever used twice.
+pub(crate) struct Prepared {
+    // Dropped in this order: the prelude before the context and the runtime that hold it.
+    prelude: Persistent<Function<'static>>,
+    context: Context,
+    runtime: Runtime,
+}
+
+impl Prepared {
+    /// A new runtime (under `limits`' memory and stack bounds) and context with the prelude
+    /// compiled, on the current thread, which must be the one that runs the program.
+    pub(crate) fn new(limits: &Limits) -> Result<Prepared, CodeOutcome> {
+        let start_failed = |message: String| {
+            if message.contains("out of memory") {
+                return CodeOutcome::failure(
+                    CodeErrorKind::Memory,
+                    memory_message(limits),
+                    Vec::new(),
+                );
+            }
+            CodeOutcome::failure(
+                CodeErrorKind::Exception,
+                format!("the code runtime could not start: {message}"),
+                Vec::new(),
+            )
+        };
+        let runtime = Runtime::new().map_err(|e| {
+            CodeOutcome::failure(
+                CodeErrorKind::Memory,
+                format!("the code runtime could not start: {e}"),
+                Vec::new(),
+            )
+        })?;
+        runtime.set_memory_limit(limits.memory_bytes);
+        runtime.set_max_stack_size(limits.stack_bytes);
+        let context = Context::custom::<(
+            intrinsic::Eval,
+            intrinsic::RegExpCompiler,
+            intrinsic::RegExp,
+            intrinsic::Json,
+            intrinsic::MapSet,
+            intrinsic::TypedArrays,
+            intrinsic::Promise,
+            intrinsic::Proxy,
+        )>(&runtime)
+        .map_err(|e| {
+            CodeOutcome::failure(
+                CodeErrorKind::Memory,
+                format!("the code runtime could not start: {e}"),
+                Vec::new(),
+            )
+        })?;
+        let prelude = context.with(|ctx| match ctx.eval::<Function, _>(PRELUDE) {
+            Ok(f) => Ok(Persistent::save(&ctx, f)),
+            Err(rquickjs::Error::Exception) => Err(start_failed(describe_value(&ctx.catch()))),
+            Err(e) => Err(start_failed(e.to_string())),
+        })?;
+        Ok(Prepared {
+            prelude,
+            context,
+            runtime,
+        })
+    }
+}
+
+/// Runs one program to completion on the current thread (the one `prepared` was made on),
+/// polling its tool calls here (and the sub-call coordinator, if `local` holds it).
 pub(crate) fn execute(
+    prepared: Prepared,
     program: String,
     bindings: Bindings,
     local: Option<LocalDriver>,
     limits: Limits,
     stop: Arc<Stop>,
 ) -> CodeOutcome {
-    let runtime = match Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            return CodeOutcome::failure(
-                CodeErrorKind::Memory,
-                format!("the code runtime could not start: {e}"),
-                Vec::new(),
-            );
-        }
-    };
+    let Prepared {
+        prelude,
+        context,
+        runtime,
+    } = prepared;
+    // The run's own bounds, whatever the interpreter was prepared under.
     runtime.set_memory_limit(limits.memory_bytes);
     runtime.set_max_stack_size(limits.stack_bytes);
     let handler_stop = stop.clone();
     runtime.set_interrupt_handler(Some(Box::new(move || handler_stop.should_stop())));
-    let context = match Context::custom::<(
-        intrinsic::Eval,
-        intrinsic::RegExpCompiler,
-        intrinsic::RegExp,
-        intrinsic::Json,
-        intrinsic::MapSet,
-        intrinsic::TypedArrays,
-        intrinsic::Promise,
-        intrinsic::Proxy,
-    )>(&runtime)
-    {
-        Ok(c) => c,
-        Err(e) => {
-            return CodeOutcome::failure(
-                CodeErrorKind::Memory,
-                format!("the code runtime could not start: {e}"),
-                Vec::new(),
-            );
-        }
-    };
     let logs = Rc::new(RefCell::new(Logs {
         lines: Vec::new(),
         bytes: 0,
@@ -365,7 +409,7 @@ pub(crate) fn execute(
             pending: Rc::new(RefCell::new(Vec::new())),
             done: Rc::new(RefCell::new(None)),
         };
-        let outcome = session.run(program, names);
+        let outcome = session.run(prelude, program, names);
         // No JavaScript value may outlive the context: drop the unsettled calls' resolvers.
         session.pending.borrow_mut().clear();
         outcome
@@ -421,9 +465,14 @@ impl<'js> Session<'_, 'js> {
         )
     }
 
-    fn run(&mut self, program: String, names: Vec<String>) -> CodeOutcome {
+    fn run(
+        &mut self,
+        prelude: Persistent<Function<'static>>,
+        program: String,
+        names: Vec<String>,
+    ) -> CodeOutcome {
         let ctx = self.ctx.clone();
-        let prelude: Function = match ctx.eval(PRELUDE) {
+        let prelude: Function = match prelude.restore(&ctx) {
             Ok(f) => f,
             Err(e) => return self.failed("the code runtime could not start", e),
         };
