@@ -66,7 +66,11 @@ fn main() {
                 let start = Instant::now();
                 let out = runtime.run_step(&cx, &run_code).await.expect("step");
                 total += start.elapsed();
-                assert!(!out.results[0].is_error(), "{:?}", out.results[0].first_text());
+                assert!(
+                    !out.results[0].is_error(),
+                    "{:?}",
+                    out.results[0].first_text()
+                );
                 std::mem::forget(cx);
             }
             total

@@ -224,11 +224,11 @@ impl Calls {
     }
 
     /// Hands one call of the program to the bindings and lets the coordinator start it.
-    fn submit(&self, id: u32, name: &str, args: &str) {
+    fn submit(&self, id: u32, name: &Arc<str>, args: &str) {
         match &self.local {
             // The claimed coordinator answers into a queue read right here.
             Some(local) => match self.bindings.check(name, Some(args)) {
-                Ok(json) => local.submit(id, name, json),
+                Ok(json) => local.submit(id, name.clone(), json),
                 Err(e) => self.ready.borrow_mut().push_back((id, Err(e))),
             },
             None => {
@@ -397,7 +397,7 @@ pub(crate) fn execute(
         lines: Vec::new(),
         bytes: 0,
     }));
-    let names: Vec<String> = bindings.names().iter().map(|n| n.to_string()).collect();
+    let names: Rc<[Arc<str>]> = Rc::from(bindings.names());
     let calls = Rc::new(Calls::new(bindings, local));
     let outcome = context.with(|ctx| {
         let mut session = Session {
@@ -469,7 +469,7 @@ impl<'js> Session<'_, 'js> {
         &mut self,
         prelude: Persistent<Function<'static>>,
         program: String,
-        names: Vec<String>,
+        names: Rc<[Arc<str>]>,
     ) -> CodeOutcome {
         let ctx = self.ctx.clone();
         let prelude: Function = match prelude.restore(&ctx) {
@@ -477,7 +477,7 @@ impl<'js> Session<'_, 'js> {
             Err(e) => return self.failed("the code runtime could not start", e),
         };
         let log_fn = self.log_function();
-        let call_fn = self.call_function(Rc::from(names.clone()));
+        let call_fn = self.call_function(names.clone());
         let done_fn = self.done_function();
         let (log_fn, call_fn, done_fn) = match (log_fn, call_fn, done_fn) {
             (Ok(l), Ok(c), Ok(d)) => (l, c, d),
@@ -485,7 +485,7 @@ impl<'js> Session<'_, 'js> {
                 return self.failed("the code runtime could not start", e);
             }
         };
-        let names_json = serde_json::to_string(&names).unwrap_or_else(|_| "[]".to_owned());
+        let names_json = serde_json::to_string(&*names).unwrap_or_else(|_| "[]".to_owned());
         let runner: Object = match prelude.call((
             log_fn,
             call_fn,
@@ -674,7 +674,7 @@ impl<'js> Session<'_, 'js> {
 
     /// `hostCall(index, argsJson)`: makes a call of the binding at `index` of the names and
     /// returns its native promise.
-    fn call_function(&self, names: Rc<[String]>) -> rquickjs::Result<Function<'js>> {
+    fn call_function(&self, names: Rc<[Arc<str>]>) -> rquickjs::Result<Function<'js>> {
         let stop = self.stop.clone();
         let max = self.limits.max_sub_calls;
         let calls = self.calls.clone();
