@@ -1,17 +1,21 @@
 //! Interpreter threads made ready before a run needs them.
 //!
 //! Starting a run costs a thread, a QuickJS runtime and context, and the compile of the
-//! prelude (about 3M instructions). A [`Pool`] keeps one thread that has already done all
-//! of that and waits for a run: a run given to it starts at once. After its run, a thread
-//! throws its interpreter away, prepares a fresh one and offers itself to the pool again, so
-//! the next run finds one ready.
+//! prelude (about 3M instructions). A [`Pool`] keeps up to [`READY`] threads that have done
+//! (or are doing) all of that and wait for a run: a run given to one starts without that
+//! cost, or waits only for what is left of it. A run that takes the last waiting thread has a
+//! new one started, which prepares while the run runs; after its run, a thread throws its
+//! interpreter away and, if the pool has room, waits in it again while it prepares a fresh
+//! one. Back-to-back runs thus alternate between two threads, each preparing while the other
+//! runs.
 //!
 //! Guarantees: an interpreter serves exactly one run and is dropped with it (no state of one
 //! program reaches another); the run's memory and stack limits, interrupt handler and
 //! deadline are applied when the run starts, as on a cold start; a thread is reused only for
-//! runs with the stack size it was made with, and never after a panic; at most one thread
-//! waits idle, and it ends once the pool is dropped.
+//! runs with the stack size it was made with, and never after a panic; at most [`READY`]
+//! threads wait, and they end once the pool is dropped.
 
+use std::collections::VecDeque;
 use std::sync::mpsc;
 use std::sync::{Arc, Weak};
 use std::thread::Thread;
@@ -43,16 +47,19 @@ struct Idle {
     thread: Thread,
 }
 
-/// At most one interpreter thread waiting for a run.
+/// How many threads may wait in the pool.
+pub(crate) const READY: usize = 2;
+
+/// The interpreter threads waiting for a run, the longest-waiting first.
 #[derive(Default)]
 pub(crate) struct Pool {
-    idle: Mutex<Option<Idle>>,
+    idle: Mutex<VecDeque<Idle>>,
 }
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool")
-            .field("idle", &self.idle.lock().is_some())
+            .field("idle", &self.idle.lock().len())
             .finish()
     }
 }
@@ -70,14 +77,21 @@ impl Pool {
     pub(crate) fn start(pool: Option<&Arc<Pool>>, job: Job) -> Result<Thread, CodeOutcome> {
         let mut job = job;
         if let Some(pool) = pool {
-            let idle = {
-                let mut slot = pool.idle.lock();
-                match slot.as_ref() {
-                    Some(idle) if idle.stack_bytes == job.limits.stack_bytes => slot.take(),
-                    _ => None,
-                }
+            let stack_bytes = job.limits.stack_bytes;
+            let (idle, last) = {
+                let mut idle = pool.idle.lock();
+                let taken = idle
+                    .iter()
+                    .position(|i| i.stack_bytes == stack_bytes)
+                    .and_then(|at| idle.remove(at));
+                let last = !idle.iter().any(|i| i.stack_bytes == stack_bytes);
+                (taken, last)
             };
             if let Some(idle) = idle {
+                // The next run of this size finds a thread prepared while this one runs.
+                if last {
+                    Pool::prepare(pool, job.limits.clone());
+                }
                 match idle.jobs.send(job) {
                     Ok(()) => return Ok(idle.thread),
                     // The thread is gone (it cannot be, short of a panic): start cold.
@@ -96,13 +110,13 @@ impl Pool {
         })
     }
 
-    /// Puts a waiting thread in the pool, unless one waits already.
+    /// Puts a waiting thread in the pool, unless it is full.
     fn offer(&self, idle: Idle) -> bool {
-        let mut slot = self.idle.lock();
-        if slot.is_some() {
+        let mut waiting = self.idle.lock();
+        if waiting.len() >= READY {
             return false;
         }
-        *slot = Some(idle);
+        waiting.push_back(idle);
         true
     }
 }
@@ -116,8 +130,9 @@ fn spawn(stack_bytes: usize, body: impl FnOnce() + Send + 'static) -> std::io::R
 }
 
 /// An interpreter thread's life: run `first` (if given) on an interpreter made for it, then,
-/// while the pool lives and has room, prepare a fresh interpreter, wait in the pool and run
-/// the job that comes.
+/// while the pool lives and has room, wait in the pool while it prepares a fresh interpreter
+/// and run the job that comes (which may come before the interpreter is ready: it then waits
+/// for the rest of the preparation, never for more than a cold start).
 fn serve(first: Option<Job>, limits: Limits, pool: Weak<Pool>) {
     if let Some(job) = first {
         if !run(None, job) {
@@ -130,10 +145,6 @@ fn serve(first: Option<Job>, limits: Limits, pool: Weak<Pool>) {
         if pool.strong_count() == 0 {
             return;
         }
-        let prepared = Prepared::new(&limits);
-        let Ok(prepared) = prepared else {
-            return;
-        };
         let (jobs, next) = mpsc::channel();
         let idle = Idle {
             stack_bytes,
@@ -144,12 +155,14 @@ fn serve(first: Option<Job>, limits: Limits, pool: Weak<Pool>) {
         if !offered {
             return;
         }
+        // A failed preparation is retried, and reported, by the run that comes.
+        let prepared = Prepared::new(&limits).ok();
         // The pool holds the only sender: once the pool is dropped, this wait ends.
         let Ok(job) = next.recv() else {
             return;
         };
         limits = job.limits.clone();
-        if !run(Some(prepared), job) {
+        if !run(prepared, job) {
             return;
         }
     }
@@ -209,14 +222,18 @@ mod tests {
         }
     }
 
-    /// The thread waiting in the pool, once there is one.
-    fn idle_thread(pool: &Pool) -> ThreadId {
+    /// The threads waiting in the pool, once there are `n`.
+    fn waiting(pool: &Pool, n: usize) -> Vec<ThreadId> {
         let give_up = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Some(id) = pool.idle.lock().as_ref().map(|i| i.thread.id()) {
-                return id;
+            let ids: Vec<ThreadId> = pool.idle.lock().iter().map(|i| i.thread.id()).collect();
+            if ids.len() == n {
+                return ids;
             }
-            assert!(Instant::now() < give_up, "no interpreter became ready");
+            assert!(
+                Instant::now() < give_up,
+                "{n} threads never waited: {ids:?}"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -240,36 +257,53 @@ mod tests {
     }
 
     #[test]
-    fn a_run_starts_on_the_prepared_thread_which_then_prepares_again() {
+    fn back_to_back_runs_alternate_between_two_prepared_threads() {
         let pool = Arc::new(Pool::default());
         Pool::prepare(&pool, Limits::default());
-        let ready = idle_thread(&pool);
-        for n in 0..3_i64 {
+        let first = waiting(&pool, 1)[0];
+        let mut used = Vec::new();
+        for n in 0..4_i64 {
             let (job, outcome) = job(&format!("return {n} + 1"), Limits::default());
-            let thread = Pool::start(Some(&pool), job).unwrap();
-            assert_eq!(thread.id(), ready, "the run took the waiting thread");
+            used.push(Pool::start(Some(&pool), job).unwrap().id());
             let o = outcome.blocking_recv().unwrap();
             assert_eq!(o.error, None);
             assert_eq!(o.value, Some(Json::from(n + 1)));
-            // The same thread, with a fresh interpreter, waits for the next run.
-            assert_eq!(idle_thread(&pool), ready);
+            // The thread that ran waits again beside the one prepared during the run.
+            let ids = waiting(&pool, READY);
+            assert_eq!(ids[1], used[used.len() - 1]);
         }
+        assert_eq!(
+            used[0], first,
+            "the first run took the thread prepared ahead"
+        );
+        assert_ne!(used[1], used[0]);
+        assert_eq!(used[2], used[0]);
+        assert_eq!(used[3], used[1]);
     }
 
     #[test]
     fn a_run_with_another_stack_size_starts_cold_and_leaves_the_prepared_thread() {
         let pool = Arc::new(Pool::default());
         Pool::prepare(&pool, Limits::default());
-        let ready = idle_thread(&pool);
+        let ready = waiting(&pool, 1)[0];
         let limits = Limits {
             stack_bytes: 1 << 20,
             ..Limits::default()
         };
-        let (job, outcome) = job("return 'cold'", limits);
-        let thread = Pool::start(Some(&pool), job).unwrap();
-        assert_ne!(thread.id(), ready);
-        let o = outcome.blocking_recv().unwrap();
-        assert_eq!(o.value, Some(Json::string("cold")));
-        assert_eq!(idle_thread(&pool), ready);
+        let (first, outcome) = job("return 'cold'", limits.clone());
+        let cold = Pool::start(Some(&pool), first).unwrap().id();
+        assert_ne!(cold, ready);
+        assert_eq!(
+            outcome.blocking_recv().unwrap().value,
+            Some(Json::string("cold"))
+        );
+        // The cold thread then waits too, for runs of its own stack size.
+        assert_eq!(waiting(&pool, 2), vec![ready, cold]);
+        let (second, outcome) = job("return 'warm'", limits);
+        assert_eq!(Pool::start(Some(&pool), second).unwrap().id(), cold);
+        assert_eq!(
+            outcome.blocking_recv().unwrap().value,
+            Some(Json::string("warm"))
+        );
     }
 }
