@@ -134,10 +134,10 @@ fn spawn(stack_bytes: usize, body: impl FnOnce() + Send + 'static) -> std::io::R
 /// and run the job that comes (which may come before the interpreter is ready: it then waits
 /// for the rest of the preparation, never for more than a cold start).
 fn serve(first: Option<Job>, limits: Limits, pool: Weak<Pool>) {
-    if let Some(job) = first {
-        if !run(None, job) {
-            return;
-        }
+    if let Some(job) = first
+        && !run(None, job)
+    {
+        return;
     }
     let stack_bytes = limits.stack_bytes;
     let mut limits = limits;
