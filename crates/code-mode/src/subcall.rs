@@ -97,7 +97,7 @@ pub(crate) struct RunContext {
 
 enum Msg {
     Submit {
-        name: String,
+        name: Arc<str>,
         args: Json,
         reply: Reply,
     },
@@ -288,8 +288,7 @@ pub(crate) struct LocalDriver {
 impl LocalDriver {
     /// Submits call `id` of `name` (already checked by the bindings); its answer comes out of
     /// [`LocalDriver::next_answer`].
-    pub fn submit(&self, id: u32, name: &str, args: Json) {
-        let name: Arc<str> = Arc::from(name);
+    pub fn submit(&self, id: u32, name: Arc<str>, args: Json) {
         let reply = Reply::Local(LocalReply {
             id,
             name: name.clone(),
@@ -297,11 +296,7 @@ impl LocalDriver {
             sent: false,
         });
         // A coordinator already gone drops the message, which answers "abandoned".
-        let _ = self.tx.send(Msg::Submit {
-            name: name.to_string(),
-            args,
-            reply,
-        });
+        let _ = self.tx.send(Msg::Submit { name, args, reply });
     }
 
     /// The next answer the coordinator gave, in the order it gave them.
@@ -344,7 +339,7 @@ impl Host for SubHost {
         let (reply, rx) = oneshot::channel();
         let owned = name.to_owned();
         let _ = self.tx.send(Msg::Submit {
-            name: owned.clone(),
+            name: Arc::from(name),
             args,
             reply: Reply::Channel(reply),
         });
@@ -418,7 +413,7 @@ impl Drop for SubCalls {
 
 struct Pending {
     n: u64,
-    name: String,
+    name: Arc<str>,
     args: Json,
     reply: Reply,
 }
@@ -529,7 +524,7 @@ impl Coordinator {
         };
         for p in self.queue.drain(..) {
             p.reply
-                .send(Err(ToolCallError::new(&p.name, message(&p.name))));
+                .send(Err(ToolCallError::new(&*p.name, message(&p.name))));
         }
     }
 
@@ -537,7 +532,7 @@ impl Coordinator {
     async fn start(&mut self, pool: &mut Pool<Sub>, p: Pending, mode: ExecutionMode) {
         let outer = &self.cx.outer;
         let sub_id: Arc<str> = Arc::from(sub_call_id(outer.call_id(), p.n));
-        let name: Arc<str> = Arc::from(p.name.as_str());
+        let name = p.name.clone();
         if let Some(session) = &self.cx.session {
             let event = Event::code_dispatch_start(
                 self.root_id.clone(),
@@ -548,7 +543,7 @@ impl Coordinator {
             );
             if let Err(e) = session.append(event).await {
                 p.reply.send(Err(ToolCallError::new(
-                    &p.name,
+                    &*p.name,
                     format!("the call could not be recorded: {e}"),
                 )));
                 return;

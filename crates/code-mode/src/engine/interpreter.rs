@@ -27,7 +27,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use rquickjs::context::intrinsic;
-use rquickjs::{Context, Ctx, Exception, Function, Object, Promise, Runtime, Value};
+use rquickjs::{Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value};
 
 use crate::bindings::{ARGS_NOT_LOSSLESS, Bindings, MISSING_ARGS};
 use crate::limits::Limits;
@@ -224,11 +224,11 @@ impl Calls {
     }
 
     /// Hands one call of the program to the bindings and lets the coordinator start it.
-    fn submit(&self, id: u32, name: &str, args: &str) {
+    fn submit(&self, id: u32, name: &Arc<str>, args: &str) {
         match &self.local {
             // The claimed coordinator answers into a queue read right here.
             Some(local) => match self.bindings.check(name, Some(args)) {
-                Ok(json) => local.submit(id, name, json),
+                Ok(json) => local.submit(id, name.clone(), json),
                 Err(e) => self.ready.borrow_mut().push_back((id, Err(e))),
             },
             None => {
@@ -306,54 +306,98 @@ struct Settled {
     json: Option<String>,
 }
 
-/// Runs one program to completion on the current thread, polling its tool calls here (and the
-/// sub-call coordinator, if `local` holds it).
+/// A fresh interpreter with nothing of a run in it yet: its runtime, its context and the
+/// prelude compiled (not yet called). Made ahead of a run so that compiling the prelude is off
+/// the run's path; one run consumes it, and none is ever used twice.
+pub(crate) struct Prepared {
+    // Dropped in this order: the prelude before the context and the runtime that hold it.
+    prelude: Persistent<Function<'static>>,
+    context: Context,
+    runtime: Runtime,
+}
+
+impl Prepared {
+    /// A new runtime (under `limits`' memory and stack bounds) and context with the prelude
+    /// compiled, on the current thread, which must be the one that runs the program.
+    pub(crate) fn new(limits: &Limits) -> Result<Prepared, CodeOutcome> {
+        let start_failed = |message: String| {
+            if message.contains("out of memory") {
+                return CodeOutcome::failure(
+                    CodeErrorKind::Memory,
+                    memory_message(limits),
+                    Vec::new(),
+                );
+            }
+            CodeOutcome::failure(
+                CodeErrorKind::Exception,
+                format!("the code runtime could not start: {message}"),
+                Vec::new(),
+            )
+        };
+        let runtime = Runtime::new().map_err(|e| {
+            CodeOutcome::failure(
+                CodeErrorKind::Memory,
+                format!("the code runtime could not start: {e}"),
+                Vec::new(),
+            )
+        })?;
+        runtime.set_memory_limit(limits.memory_bytes);
+        runtime.set_max_stack_size(limits.stack_bytes);
+        let context = Context::custom::<(
+            intrinsic::Eval,
+            intrinsic::RegExpCompiler,
+            intrinsic::RegExp,
+            intrinsic::Json,
+            intrinsic::MapSet,
+            intrinsic::TypedArrays,
+            intrinsic::Promise,
+            intrinsic::Proxy,
+        )>(&runtime)
+        .map_err(|e| {
+            CodeOutcome::failure(
+                CodeErrorKind::Memory,
+                format!("the code runtime could not start: {e}"),
+                Vec::new(),
+            )
+        })?;
+        let prelude = context.with(|ctx| match ctx.eval::<Function, _>(PRELUDE) {
+            Ok(f) => Ok(Persistent::save(&ctx, f)),
+            Err(rquickjs::Error::Exception) => Err(start_failed(describe_value(&ctx.catch()))),
+            Err(e) => Err(start_failed(e.to_string())),
+        })?;
+        Ok(Prepared {
+            prelude,
+            context,
+            runtime,
+        })
+    }
+}
+
+/// Runs one program to completion on the current thread (the one `prepared` was made on),
+/// polling its tool calls here (and the sub-call coordinator, if `local` holds it).
 pub(crate) fn execute(
+    prepared: Prepared,
     program: String,
     bindings: Bindings,
     local: Option<LocalDriver>,
     limits: Limits,
     stop: Arc<Stop>,
 ) -> CodeOutcome {
-    let runtime = match Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            return CodeOutcome::failure(
-                CodeErrorKind::Memory,
-                format!("the code runtime could not start: {e}"),
-                Vec::new(),
-            );
-        }
-    };
+    let Prepared {
+        prelude,
+        context,
+        runtime,
+    } = prepared;
+    // The run's own bounds, whatever the interpreter was prepared under.
     runtime.set_memory_limit(limits.memory_bytes);
     runtime.set_max_stack_size(limits.stack_bytes);
     let handler_stop = stop.clone();
     runtime.set_interrupt_handler(Some(Box::new(move || handler_stop.should_stop())));
-    let context = match Context::custom::<(
-        intrinsic::Eval,
-        intrinsic::RegExpCompiler,
-        intrinsic::RegExp,
-        intrinsic::Json,
-        intrinsic::MapSet,
-        intrinsic::TypedArrays,
-        intrinsic::Promise,
-        intrinsic::Proxy,
-    )>(&runtime)
-    {
-        Ok(c) => c,
-        Err(e) => {
-            return CodeOutcome::failure(
-                CodeErrorKind::Memory,
-                format!("the code runtime could not start: {e}"),
-                Vec::new(),
-            );
-        }
-    };
     let logs = Rc::new(RefCell::new(Logs {
         lines: Vec::new(),
         bytes: 0,
     }));
-    let names: Vec<String> = bindings.names().iter().map(|n| n.to_string()).collect();
+    let names: Rc<[Arc<str>]> = Rc::from(bindings.names());
     let calls = Rc::new(Calls::new(bindings, local));
     let outcome = context.with(|ctx| {
         let mut session = Session {
@@ -365,7 +409,7 @@ pub(crate) fn execute(
             pending: Rc::new(RefCell::new(Vec::new())),
             done: Rc::new(RefCell::new(None)),
         };
-        let outcome = session.run(program, names);
+        let outcome = session.run(prelude, program, names);
         // No JavaScript value may outlive the context: drop the unsettled calls' resolvers.
         session.pending.borrow_mut().clear();
         outcome
@@ -421,14 +465,19 @@ impl<'js> Session<'_, 'js> {
         )
     }
 
-    fn run(&mut self, program: String, names: Vec<String>) -> CodeOutcome {
+    fn run(
+        &mut self,
+        prelude: Persistent<Function<'static>>,
+        program: String,
+        names: Rc<[Arc<str>]>,
+    ) -> CodeOutcome {
         let ctx = self.ctx.clone();
-        let prelude: Function = match ctx.eval(PRELUDE) {
+        let prelude: Function = match prelude.restore(&ctx) {
             Ok(f) => f,
             Err(e) => return self.failed("the code runtime could not start", e),
         };
         let log_fn = self.log_function();
-        let call_fn = self.call_function(Rc::from(names.clone()));
+        let call_fn = self.call_function(names.clone());
         let done_fn = self.done_function();
         let (log_fn, call_fn, done_fn) = match (log_fn, call_fn, done_fn) {
             (Ok(l), Ok(c), Ok(d)) => (l, c, d),
@@ -436,7 +485,7 @@ impl<'js> Session<'_, 'js> {
                 return self.failed("the code runtime could not start", e);
             }
         };
-        let names_json = serde_json::to_string(&names).unwrap_or_else(|_| "[]".to_owned());
+        let names_json = serde_json::to_string(&*names).unwrap_or_else(|_| "[]".to_owned());
         let runner: Object = match prelude.call((
             log_fn,
             call_fn,
@@ -625,7 +674,7 @@ impl<'js> Session<'_, 'js> {
 
     /// `hostCall(index, argsJson)`: makes a call of the binding at `index` of the names and
     /// returns its native promise.
-    fn call_function(&self, names: Rc<[String]>) -> rquickjs::Result<Function<'js>> {
+    fn call_function(&self, names: Rc<[Arc<str>]>) -> rquickjs::Result<Function<'js>> {
         let stop = self.stop.clone();
         let max = self.limits.max_sub_calls;
         let calls = self.calls.clone();

@@ -9,6 +9,7 @@
 //! and program size are bounded; the async side never blocks a runtime thread.
 
 mod interpreter;
+mod warm;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -18,7 +19,7 @@ use std::thread::Thread;
 
 use async_trait::async_trait;
 
-use crate::limits::{Limits, THREAD_STACK_MARGIN};
+use crate::limits::Limits;
 use crate::outcome::{CodeErrorKind, CodeOutcome, CodeRun};
 use crate::runtime::CodeRuntime;
 use interpreter::Stop;
@@ -29,15 +30,28 @@ const BACKSTOP_GRACE: Duration = Duration::from_secs(2);
 
 /// The embedded JavaScript runtime (QuickJS). Programs are plain JavaScript; the SDK shows the
 /// tools as TypeScript declarations for documentation only.
-#[derive(Clone, Debug, Default)]
+///
+/// It keeps one interpreter thread ready ahead of the next run (its runtime and context made,
+/// the prelude compiled, nothing of any program in it), so a run does not wait for that start;
+/// each run still gets an interpreter of its own. Clones share that thread.
+#[derive(Clone, Debug)]
 pub struct QuickJs {
-    _private: (),
+    pool: Arc<warm::Pool>,
+}
+
+impl Default for QuickJs {
+    fn default() -> Self {
+        QuickJs::new()
+    }
 }
 
 impl QuickJs {
-    /// The runtime.
+    /// The runtime, with an interpreter being prepared for its first run (under the default
+    /// [`Limits`]' memory and stack sizes; a run with another stack size starts cold).
     pub fn new() -> QuickJs {
-        QuickJs { _private: () }
+        let pool = Arc::new(warm::Pool::default());
+        warm::Pool::prepare(&pool, Limits::default());
+        QuickJs { pool }
     }
 }
 
@@ -48,12 +62,18 @@ impl CodeRuntime for QuickJs {
     }
 
     async fn run(&self, run: CodeRun) -> CodeOutcome {
-        run_quickjs(run).await
+        run_on(Some(&self.pool), run).await
     }
 }
 
-/// Runs one program on a fresh interpreter thread and serves its tool calls.
+/// Runs one program on a fresh interpreter thread and serves its tool calls (a cold start:
+/// [`QuickJs`] keeps an interpreter ready instead).
 pub async fn run_quickjs(run: CodeRun) -> CodeOutcome {
+    run_on(None, run).await
+}
+
+/// Runs one program on the pool's prepared interpreter thread if it fits, else on a new one.
+async fn run_on(pool: Option<&Arc<warm::Pool>>, run: CodeRun) -> CodeOutcome {
     let CodeRun {
         program,
         bindings,
@@ -84,31 +104,18 @@ pub async fn run_quickjs(run: CodeRun) -> CodeOutcome {
     // run the sub-call coordinator itself.
     let tokio_runtime = tokio::runtime::Handle::try_current().ok();
     let local = tokio_runtime.as_ref().and_then(|_| bindings.claim_local());
-    let thread_stop = stop.clone();
-    let thread_limits = limits.clone();
-    let spawned = std::thread::Builder::new()
-        .name("dsh-code-mode".into())
-        .stack_size(limits.stack_bytes.saturating_add(THREAD_STACK_MARGIN))
-        .spawn(move || {
-            let _entered = tokio_runtime.as_ref().map(|h| h.enter());
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                interpreter::execute(program, bindings, local, thread_limits, thread_stop)
-            }))
-            .unwrap_or_else(|p| {
-                let f = dsh_core::Failure::from_panic("the code runtime", &*p);
-                CodeOutcome::failure(CodeErrorKind::Exception, f.message(), Vec::new())
-            });
-            let _ = done_tx.send(outcome);
-        });
-    let engine = match spawned {
-        Ok(handle) => handle.thread().clone(),
-        Err(e) => {
-            return CodeOutcome::failure(
-                CodeErrorKind::Exception,
-                format!("the code runtime could not start a thread: {e}"),
-                Vec::new(),
-            );
-        }
+    let job = warm::Job {
+        program,
+        bindings,
+        local,
+        limits: limits.clone(),
+        stop: stop.clone(),
+        tokio: tokio_runtime,
+        done: done_tx,
+    };
+    let engine = match warm::Pool::start(pool, job) {
+        Ok(thread) => thread,
+        Err(outcome) => return outcome,
     };
     let _gone = HostGone {
         stop: stop.clone(),

@@ -10,3 +10,4 @@ mod subdispatch_pool;
 mod subdispatch_results;
 mod subdispatch_run_end;
 mod support;
+mod warm;

@@ -1,0 +1,99 @@
+//! Diagnostic only, no row of BENCHMARKS.md (`cargo xtask bench` neither builds nor runs it):
+//! the two sides of `code_mode/` (benches/code_mode.rs) without criterion, so that callgrind
+//! counts the instructions of a sub-call and of a direct call, whatever else the machine does.
+//!
+//! `code_mode_diag program <runs>` runs `runs` programs of 1,000 sub-calls each, one step each;
+//! `code_mode_diag direct <runs>` makes `runs` × 1,000 direct calls. Instructions per call are
+//! the difference of two counts over the difference of their call numbers, e.g.
+//! `valgrind --tool=callgrind code_mode_diag program 0` and `... program 5`.
+
+// A diagnostic whose setup fails must stop loudly.
+#![allow(clippy::expect_used)]
+
+#[path = "fixtures/pipeline.rs"]
+#[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
+mod fixtures;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh::core::Json;
+use dsh::scheduler::Runtime;
+use dsh_code_mode::{AgentSessions, CodeMode, CodeModeConfig, Limits, PresentationMode, QuickJs};
+
+use fixtures::{NOOP, blocks, in_task, pass_through_hooks, registry, step, tokio_runtime};
+
+/// Sub-calls made by each program, and direct calls per run of the baseline.
+const CALLS: usize = 1_000;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let side = args.next().unwrap_or_else(|| "program".to_owned());
+    let runs: usize = args
+        .next()
+        .map(|n| n.parse().expect("runs must be a whole number"))
+        .unwrap_or(5);
+    let rt = tokio_runtime();
+    let registry = registry(1, &Json::string("ok"), false);
+    let sessions = AgentSessions::new();
+    let code = CodeMode::new(
+        &registry,
+        CodeModeConfig {
+            mode: PresentationMode::Both,
+            runtime: Some(Arc::new(QuickJs::new())),
+            limits: Limits {
+                max_sub_calls: CALLS,
+                ..Limits::default()
+            },
+            sessions: Some(Arc::new(sessions.clone())),
+            ..CodeModeConfig::default()
+        },
+    )
+    .expect("mount Code Mode");
+    let runtime = Runtime::new(registry, pass_through_hooks()).with_admission(code.admission());
+    code.bind(&runtime).expect("bind Code Mode");
+    let runtime = Arc::new(runtime);
+    let program = format!("for (let i = 0; i < {CALLS}; i++) {{ await tools.{NOOP}({{}}); }}");
+    let arguments = serde_json::json!({ "code": program, "description": "call noop 1,000 times" });
+    let run_code = Arc::new(blocks(1, "run_code", &arguments.to_string()));
+    let direct = Arc::new(blocks(CALLS, NOOP, "{}"));
+    let elapsed = match side.as_str() {
+        "program" => in_task(&rt, move || async move {
+            let mut total = Duration::ZERO;
+            for _ in 0..runs {
+                let cx = step(10);
+                sessions.insert(None, cx.session.clone());
+                let start = Instant::now();
+                let out = runtime.run_step(&cx, &run_code).await.expect("step");
+                total += start.elapsed();
+                assert!(
+                    !out.results[0].is_error(),
+                    "{:?}",
+                    out.results[0].first_text()
+                );
+                std::mem::forget(cx);
+            }
+            total
+        }),
+        "direct" => in_task(&rt, move || async move {
+            let mut total = Duration::ZERO;
+            for _ in 0..runs {
+                let cx = step(10);
+                let start = Instant::now();
+                for block in direct.iter() {
+                    let out = runtime
+                        .run_step(&cx, std::slice::from_ref(block))
+                        .await
+                        .expect("step");
+                    assert!(!out.results[0].is_error());
+                }
+                total += start.elapsed();
+                std::mem::forget(cx);
+            }
+            total
+        }),
+        other => panic!("unknown side {other:?}: program or direct"),
+    };
+    println!("{side}: {runs} runs of {CALLS} calls in {elapsed:?}");
+    drop(code);
+}
