@@ -139,7 +139,10 @@ impl Runtime {
         let mut unsynced = Vec::new();
         // With timing on: the step's clock, and when each recorded call's `tool/call` was
         // durable (index = model order).
-        let mut timing = self.config.step_timing.then(StepTiming::start);
+        let mut timing = self
+            .config
+            .step_timing
+            .then(|| StepTiming::start(cx.turn, cx.step));
         let mut recorded_at: Vec<std::time::Instant> = Vec::new();
 
         loop {
@@ -288,7 +291,7 @@ impl Runtime {
             }
         }
         // The step's timing, after its last result (dsh's own event; readers skip it).
-        if let Some(event) = timing.and_then(|t| t.event(cx.turn, cx.step))
+        if let Some(event) = timing.and_then(StepTiming::event)
             && failure.is_none()
         {
             let ack = cx.session.append(event);
