@@ -367,17 +367,29 @@ impl<'k> DataWriter<'k> {
     }
 }
 
-/// Appends `value` in decimal, as `serde_json` writes an unsigned integer.
+/// Appends `value` in decimal, as `serde_json` writes an unsigned integer: two digits per
+/// step, from a table.
 fn push_u64(buf: &mut Vec<u8>, mut value: u64) {
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
     let mut digits = [0u8; 20];
     let mut i = digits.len();
-    loop {
+    while value >= 100 {
+        let pair = (value % 100) as usize * 2;
+        value /= 100;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if value >= 10 {
+        let pair = value as usize * 2;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
         i -= 1;
-        digits[i] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
+        digits[i] = b'0' + value as u8;
     }
     buf.extend_from_slice(&digits[i..]);
 }
@@ -524,7 +536,7 @@ mod tests {
             for (i, (_, v)) in &kept {
                 write(&mut w, Some(*i), v, &keys, &mut next);
             }
-            let event = Event::from_data("x/y", w).expect("well used");
+            let event = Event::from_data("x/y".into(), w).expect("well used");
             let expected = Value::Object(
                 kept.iter().map(|(_, (k, v))| (k.clone(), value(v))).collect(),
             );
@@ -545,6 +557,18 @@ mod tests {
             let read = Event::from_json_line(&line).expect("reads");
             prop_assert_eq!(&read, &event);
             prop_assert_eq!(read.to_json_line(), line);
+        }
+    }
+
+    #[test]
+    fn integers_are_written_as_serde_json_writes_them() {
+        let mut values = vec![0, 9, 10, 99, 100, 101, 999, 1000, u64::MAX, u64::MAX / 10];
+        values.extend((0..20).map(|p| 10u64.pow(p)));
+        values.extend((1..20).map(|p| 10u64.pow(p) - 1));
+        for v in values {
+            let mut buf = Vec::new();
+            push_u64(&mut buf, v);
+            assert_eq!(String::from_utf8(buf).ok(), serde_json::to_string(&v).ok());
         }
     }
 
@@ -576,7 +600,7 @@ mod tests {
             let mut w = DataWriter::new(&keys, 8);
             misuse(&mut w);
             assert!(
-                matches!(Event::from_data("x/y", w), Err(DataError::Misuse(_))),
+                matches!(Event::from_data("x/y".into(), w), Err(DataError::Misuse(_))),
                 "{what}"
             );
         }
@@ -584,15 +608,18 @@ mod tests {
         w.open_array(0);
         w.u64(0, 1);
         w.close();
-        assert!(Event::from_data("x/y", w).is_err(), "a key inside an array");
+        assert!(
+            Event::from_data("x/y".into(), w).is_err(),
+            "a key inside an array"
+        );
         let mut w = DataWriter::new(&keys, 8);
         w.close();
         assert!(
-            Event::from_data("x/y", w).is_err(),
+            Event::from_data("x/y".into(), w).is_err(),
             "closing the top object"
         );
         assert!(matches!(
-            Event::from_data("text-chunks", DataWriter::new(&keys, 8)),
+            Event::from_data("text-chunks".into(), DataWriter::new(&keys, 8)),
             Err(DataError::ChunkRun(_))
         ));
     }
