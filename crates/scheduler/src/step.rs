@@ -143,7 +143,7 @@ impl Runtime {
             .config
             .step_timing
             .then(|| StepTiming::start(cx.turn, cx.step));
-        let mut recorded_at: Vec<std::time::Instant> = Vec::new();
+        let mut recorded_at = crate::timing::Recorded::default();
 
         loop {
             pool.settle_ready();
@@ -156,7 +156,7 @@ impl Runtime {
                 if let Some(t) = timing.as_mut() {
                     t.add(
                         &block.call_id,
-                        recorded_at.get(committed).copied(),
+                        recorded_at.at(committed),
                         &done.call.marks.snapshot(),
                         self.sub_timings.take(&block.call_id),
                     );
@@ -247,7 +247,7 @@ impl Runtime {
                                 Ok(()) => {
                                     if timing.is_some() {
                                         let now = std::time::Instant::now();
-                                        recorded_at.resize(upto, now);
+                                        recorded_at.push(upto, now);
                                     }
                                     recorded = upto;
                                     unsynced.clear();

@@ -157,6 +157,38 @@ impl SubTimings {
     }
 }
 
+/// When each recorded call's `tool/call` was durable, as groups of calls recorded together
+/// (`[previous end, end)` at one instant), read in model order as the calls commit. The first
+/// group is kept inline: a step of one call allocates nothing for it.
+#[derive(Debug, Default)]
+pub(crate) struct Recorded {
+    /// The group the next committed call is looked up in: its end and instant.
+    front: Option<(usize, Instant)>,
+    /// Later groups.
+    rest: std::collections::VecDeque<(usize, Instant)>,
+}
+
+impl Recorded {
+    /// Calls up to `end` (exclusive) were recorded at `at`.
+    pub(crate) fn push(&mut self, end: usize, at: Instant) {
+        if self.front.is_none() {
+            self.front = Some((end, at));
+        } else {
+            self.rest.push_back((end, at));
+        }
+    }
+
+    /// When call `i` was recorded; `i` only grows from one call to the next.
+    pub(crate) fn at(&mut self, i: usize) -> Option<Instant> {
+        while let Some((end, _)) = self.front
+            && i >= end
+        {
+            self.front = self.rest.pop_front();
+        }
+        self.front.map(|(_, at)| at)
+    }
+}
+
 /// The keys of the event's objects, in the order they are written.
 struct Shapes {
     /// `{turn, step, startedAt, calls}`.
@@ -352,6 +384,28 @@ mod tests {
         let off = Marks::new(false);
         off.set(Mark::Prepare);
         assert!(off.snapshot().iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn each_call_reads_the_instant_of_its_group() {
+        let t0 = Instant::now();
+        let at = |us| t0 + Duration::from_micros(us);
+        let mut recorded = Recorded::default();
+        recorded.push(1, at(1));
+        recorded.push(4, at(2));
+        recorded.push(5, at(3));
+        let seen: Vec<Option<Instant>> = (0..6).map(|i| recorded.at(i)).collect();
+        assert_eq!(
+            seen,
+            [
+                Some(at(1)),
+                Some(at(2)),
+                Some(at(2)),
+                Some(at(2)),
+                Some(at(3)),
+                None
+            ]
+        );
     }
 
     #[test]

@@ -97,6 +97,7 @@ impl Keys {
 }
 
 /// An open container.
+#[derive(Clone, Copy)]
 enum Frame<'k> {
     Object {
         keys: &'k Keys,
@@ -114,10 +115,61 @@ enum Frame<'k> {
     },
 }
 
+/// Open containers kept inline up to [`Frames::INLINE`] deep (no allocation for the usual
+/// shallow data), deeper ones in a vector.
+struct Frames<'k> {
+    inline: [Frame<'k>; Frames::INLINE],
+    len: usize,
+    deeper: Vec<Frame<'k>>,
+}
+
+impl<'k> Frames<'k> {
+    const INLINE: usize = 8;
+
+    fn new(top: Frame<'k>) -> Frames<'k> {
+        Frames {
+            inline: [top; Frames::INLINE],
+            len: 1,
+            deeper: Vec::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn last_mut(&mut self) -> Option<&mut Frame<'k>> {
+        if self.len > Frames::INLINE {
+            self.deeper.last_mut()
+        } else {
+            self.len.checked_sub(1).map(|i| &mut self.inline[i])
+        }
+    }
+
+    fn push(&mut self, frame: Frame<'k>) {
+        if self.len < Frames::INLINE {
+            self.inline[self.len] = frame;
+        } else {
+            self.deeper.push(frame);
+        }
+        self.len += 1;
+    }
+
+    fn pop(&mut self) -> Option<Frame<'k>> {
+        let frame = if self.len > Frames::INLINE {
+            self.deeper.pop()
+        } else {
+            self.len.checked_sub(1).map(|i| self.inline[i])
+        };
+        self.len = self.len.saturating_sub(1);
+        frame
+    }
+}
+
 /// Writes an object's text value by value; see the module docs for what it guarantees.
 pub struct DataWriter<'k> {
     buf: Vec<u8>,
-    frames: Vec<Frame<'k>>,
+    frames: Frames<'k>,
     /// A top-level `message` container is open.
     pending_message: bool,
     facts: Facts,
@@ -129,8 +181,7 @@ impl<'k> DataWriter<'k> {
     pub fn new(keys: &'k Keys, capacity: usize) -> DataWriter<'k> {
         let mut buf = Vec::with_capacity(capacity.max(2));
         buf.push(b'{');
-        let mut frames = Vec::with_capacity(4);
-        frames.push(Frame::Object {
+        let frames = Frames::new(Frame::Object {
             keys,
             next: 0,
             inner: 0,
@@ -354,8 +405,8 @@ impl<'k> DataWriter<'k> {
         if let Some(why) = self.misuse {
             return Err(DataError::Misuse(why));
         }
-        let inner = match self.frames.as_slice() {
-            [Frame::Object { inner, .. }] => *inner,
+        let inner = match (self.frames.len(), self.frames.last_mut()) {
+            (1, Some(Frame::Object { inner, .. })) => *inner,
             _ => return Err(DataError::Misuse("a container left open")),
         };
         self.buf.push(b'}');
@@ -558,6 +609,38 @@ mod tests {
             prop_assert_eq!(&read, &event);
             prop_assert_eq!(read.to_json_line(), line);
         }
+    }
+
+    #[test]
+    fn data_nested_past_the_inline_frames_is_written_and_closed_in_order() {
+        let keys = Keys::new(&["a", "b"]).expect("shape");
+        let mut w = DataWriter::new(&keys, 8);
+        w.open_array(0);
+        for _ in 0..20 {
+            w.item_object(&keys);
+            w.open_array(0);
+        }
+        w.item_u64(7);
+        for _ in 0..20 {
+            w.close();
+            w.u64(1, 1);
+            w.close();
+        }
+        w.close();
+        let event = Event::from_data("x/y".into(), w).expect("well used");
+        let line = event.to_json_line();
+        let inner = "[7]";
+        let mut expected = inner.to_owned();
+        for _ in 0..20 {
+            expected = format!("[{{\"a\":{expected},\"b\":1}}]");
+        }
+        assert_eq!(
+            line,
+            format!("{{\"type\":\"x/y\",\"data\":{{\"a\":{expected}}}}}")
+        );
+        assert_eq!(event.data_depth(), 42);
+        let read = Event::from_json_line(&line).expect("reads");
+        assert_eq!(read, event);
     }
 
     #[test]
