@@ -79,28 +79,36 @@ impl Marks {
         if self.on {
             let slot = &self.at[mark as usize];
             if slot.load(Ordering::Relaxed) == 0 {
-                let epoch = *EPOCH;
-                let ns = Instant::now().saturating_duration_since(epoch).as_nanos();
-                let ns = u64::try_from(ns).unwrap_or(u64::MAX - 1);
-                slot.store(ns + 1, Ordering::Relaxed);
+                slot.store(now(), Ordering::Relaxed);
             }
         }
     }
 
     /// The instants recorded so far.
     pub(crate) fn snapshot(&self) -> Snapshot {
-        std::array::from_fn(|i| match self.at[i].load(Ordering::Relaxed) {
-            0 => None,
-            ns => EPOCH.checked_add(Duration::from_nanos(ns - 1)),
-        })
+        std::array::from_fn(|i| self.at[i].load(Ordering::Relaxed))
     }
 }
 
-/// The instants one call reached each [`Mark`], copied once the call is committed.
-pub(crate) type Snapshot = [Option<Instant>; MARKS];
+/// Now, as a mark holds it (the epoch is fixed first, so the first mark of all is not
+/// clamped to it).
+fn now() -> u64 {
+    LazyLock::force(&EPOCH);
+    since_epoch(Instant::now())
+}
 
-fn get(marks: &Snapshot, mark: Mark) -> Option<Instant> {
-    marks[mark as usize]
+/// `at` as a mark holds it: nanoseconds past [`EPOCH`], plus one (never 0).
+fn since_epoch(at: Instant) -> u64 {
+    let ns = at.saturating_duration_since(*EPOCH).as_nanos();
+    u64::try_from(ns).unwrap_or(u64::MAX - 1) + 1
+}
+
+/// The instants one call reached each [`Mark`], copied once the call is committed.
+/// Each as [`since_epoch`] gives it, 0 when unset.
+pub(crate) type Snapshot = [u64; MARKS];
+
+fn get(marks: &Snapshot, mark: Mark) -> Option<u64> {
+    Some(marks[mark as usize]).filter(|&at| at != 0)
 }
 
 /// Sub-calls' marks waiting for their root call's step, by root call id. Shared by every clone
@@ -232,7 +240,8 @@ static SHAPES: LazyLock<Result<Shapes, DataError>> = LazyLock::new(|| {
 /// canonical JSON text right away (no tree of maps and key strings per call, and no scan of the
 /// line afterwards: see [`dsh_session::DataWriter`]).
 pub(crate) struct StepTiming {
-    started: Instant,
+    /// The step's start, as [`since_epoch`] gives it.
+    started: u64,
     shapes: Option<&'static Shapes>,
     /// The event's data so far: the header, then the calls' entries.
     data: Option<DataWriter<'static>>,
@@ -242,7 +251,7 @@ pub(crate) struct StepTiming {
 impl StepTiming {
     /// Starts the clock of step `step` of turn `turn`.
     pub(crate) fn start(turn: u32, step: u32) -> StepTiming {
-        let started = Instant::now();
+        let started = now();
         let wall = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -270,9 +279,9 @@ impl StepTiming {
         }
     }
 
-    fn micros(&self, at: Instant) -> u64 {
-        let us = at.saturating_duration_since(self.started).as_micros();
-        u64::try_from(us).unwrap_or(u64::MAX)
+    /// Microseconds from the step's start to `at` (as [`since_epoch`] gives it).
+    fn micros(&self, at: u64) -> u64 {
+        at.saturating_sub(self.started) / 1000
     }
 
     /// Adds one committed call: `recorded` is when its `tool/call` was durable; `subs` are its
@@ -314,7 +323,7 @@ impl StepTiming {
     ) {
         data.str(CALL_ID, call_id);
         if let Some(at) = recorded {
-            data.u64(RECORDED, self.micros(at));
+            data.u64(RECORDED, self.micros(since_epoch(at)));
         }
         if let Some(at) = get(marks, Mark::Prepare) {
             data.u64(PREPARE, self.micros(at));
@@ -363,9 +372,16 @@ mod tests {
     fn marks_at(start: Instant, us: &[(Mark, u64)]) -> Snapshot {
         let mut s: Snapshot = Default::default();
         for (mark, at) in us {
-            s[*mark as usize] = Some(start + Duration::from_micros(*at));
+            s[*mark as usize] = since_epoch(start + Duration::from_micros(*at));
         }
         s
+    }
+
+    impl StepTiming {
+        /// The step's start as an instant.
+        fn started_instant(&self) -> Instant {
+            *EPOCH + Duration::from_nanos(self.started - 1)
+        }
     }
 
     #[test]
@@ -373,17 +389,17 @@ mod tests {
         let before = Instant::now();
         let marks = Marks::new(true);
         marks.set(Mark::Prepare);
-        let first = marks.snapshot()[Mark::Prepare as usize].expect("marked");
+        let first = get(&marks.snapshot(), Mark::Prepare).expect("marked");
         marks.set(Mark::Prepare);
         marks.set(Mark::Done);
         let snap = marks.snapshot();
-        assert_eq!(snap[Mark::Prepare as usize], Some(first), "first time only");
-        assert!(first >= before, "{first:?} {before:?}");
-        assert!(snap[Mark::Done as usize].is_some_and(|done| done >= first));
-        assert!(snap[Mark::Dispatch as usize].is_none(), "never reached");
+        assert_eq!(get(&snap, Mark::Prepare), Some(first), "first time only");
+        assert!(first >= since_epoch(before), "{first} {before:?}");
+        assert!(get(&snap, Mark::Done).is_some_and(|done| done >= first));
+        assert!(get(&snap, Mark::Dispatch).is_none(), "never reached");
         let off = Marks::new(false);
         off.set(Mark::Prepare);
-        assert!(off.snapshot().iter().all(Option::is_none));
+        assert!(off.snapshot().iter().all(|&at| at == 0));
     }
 
     #[test]
@@ -442,7 +458,7 @@ mod tests {
     #[test]
     fn a_calls_entry_lists_its_sub_calls_on_the_steps_clock() {
         let mut timing = StepTiming::start(1, 2);
-        let t0 = timing.started;
+        let t0 = timing.started_instant();
         let root = marks_at(
             t0,
             &[
@@ -546,7 +562,9 @@ mod tests {
     }
 
     fn at(start: Instant, marks: &[Option<u64>; MARKS]) -> Snapshot {
-        std::array::from_fn(|i| marks[i].map(|us| start + Duration::from_micros(us)))
+        std::array::from_fn(|i| {
+            marks[i].map_or(0, |us| since_epoch(start + Duration::from_micros(us)))
+        })
     }
 
     fn us() -> impl Strategy<Value = Option<u64>> {
@@ -569,7 +587,7 @@ mod tests {
             ),
         ) {
             let mut timing = StepTiming::start(turn, step);
-            let t0 = timing.started;
+            let t0 = timing.started_instant();
             for (id, recorded, marks, subs) in &calls {
                 let subs = subs
                     .iter()
