@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use dsh_session::{DataError, DataWriter, Event, Keys};
 
@@ -365,6 +365,8 @@ impl StepTiming {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use proptest::prelude::*;
 
     use super::*;
@@ -501,21 +503,22 @@ mod tests {
         );
     }
 
+    /// Microseconds from the step's start for each mark (`None`: never reached).
+    type MarksUs = [Option<u64>; MARKS];
+
+    /// A call's id, `recorded`, marks and sub-calls, as the property test draws them.
+    type CallInput = (String, Option<u64>, MarksUs, Vec<(String, MarksUs)>);
+
     /// What the event was before it was written as text: a tree of the same fields, serialized
     /// and read back through the full line reader.
     fn tree_event(
         turn: u32,
         step: u32,
         started_at: &serde_json::Value,
-        calls: &[(
-            String,
-            Option<u64>,
-            [Option<u64>; MARKS],
-            Vec<(String, [Option<u64>; MARKS])>,
-        )],
+        calls: &[CallInput],
     ) -> Event {
         use serde_json::{Map, Value, json};
-        let entry = |id: &str, recorded: Option<u64>, m: &[Option<u64>; MARKS]| {
+        let entry = |id: &str, recorded: Option<u64>, m: &MarksUs| {
             let mut e = Map::new();
             e.insert("callId".into(), json!(id));
             let mut put = |key: &str, v: Option<u64>| {
@@ -561,7 +564,7 @@ mod tests {
         Event::from_json_line(&line.to_string()).expect("a line")
     }
 
-    fn at(start: Instant, marks: &[Option<u64>; MARKS]) -> Snapshot {
+    fn at(start: Instant, marks: &MarksUs) -> Snapshot {
         std::array::from_fn(|i| {
             marks[i].map_or(0, |us| since_epoch(start + Duration::from_micros(us)))
         })

@@ -663,10 +663,13 @@ mod tests {
         );
     }
 
+    /// A misuse of a writer, named.
+    type Misuse = (&'static str, fn(&mut DataWriter<'_>));
+
     #[test]
     fn misuse_is_refused_rather_than_written() {
         let keys = Keys::new(&["a", "b"]).expect("shape");
-        let misuses: [(&str, fn(&mut DataWriter<'_>)); 5] = [
+        let misuses: [Misuse; 5] = [
             ("key twice", |w| {
                 w.u64(1, 1);
                 w.u64(1, 2);
