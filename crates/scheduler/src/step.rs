@@ -139,8 +139,11 @@ impl Runtime {
         let mut unsynced = Vec::new();
         // With timing on: the step's clock, and when each recorded call's `tool/call` was
         // durable (index = model order).
-        let mut timing = self.config.step_timing.then(StepTiming::start);
-        let mut recorded_at: Vec<std::time::Instant> = Vec::new();
+        let mut timing = self
+            .config
+            .step_timing
+            .then(|| StepTiming::start(cx.turn, cx.step));
+        let mut recorded_at = crate::timing::Recorded::default();
 
         loop {
             pool.settle_ready();
@@ -153,7 +156,7 @@ impl Runtime {
                 if let Some(t) = timing.as_mut() {
                     t.add(
                         &block.call_id,
-                        recorded_at.get(committed).copied(),
+                        recorded_at.at(committed),
                         &done.call.marks.snapshot(),
                         self.sub_timings.take(&block.call_id),
                     );
@@ -244,7 +247,7 @@ impl Runtime {
                                 Ok(()) => {
                                     if timing.is_some() {
                                         let now = std::time::Instant::now();
-                                        recorded_at.resize(upto, now);
+                                        recorded_at.push(upto, now);
                                     }
                                     recorded = upto;
                                     unsynced.clear();
@@ -288,7 +291,7 @@ impl Runtime {
             }
         }
         // The step's timing, after its last result (dsh's own event; readers skip it).
-        if let Some(event) = timing.and_then(|t| t.event(cx.turn, cx.step))
+        if let Some(event) = timing.and_then(StepTiming::event)
             && failure.is_none()
         {
             let ack = cx.session.append(event);

@@ -23,10 +23,11 @@
 //! call's step writes them.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Instant, SystemTime};
 
-use dsh_session::Event;
+use dsh_session::{DataError, DataWriter, Event, Keys};
 
 /// The event type of a step's timing.
 pub const STEP_TIMING: &str = "dsh/step-timing";
@@ -52,11 +53,16 @@ pub(crate) enum Mark {
 
 const MARKS: usize = 7;
 
-/// The instants one call reached each [`Mark`] (unset when timing is off or never reached).
+/// The instant marks are counted from (the first time any call is marked).
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+/// The instants one call reached each [`Mark`] (unset when timing is off or never reached):
+/// nanoseconds past [`EPOCH`], plus one (0: unset). An atomic word per mark, so a mark costs a
+/// clock read and a store, and a call's marks take 56 bytes whether timing is on or not.
 #[derive(Debug, Default)]
 pub(crate) struct Marks {
     on: bool,
-    at: [OnceLock<Instant>; MARKS],
+    at: [AtomicU64; MARKS],
 }
 
 impl Marks {
@@ -71,27 +77,53 @@ impl Marks {
     /// Records that the call reached `mark` now (the first time only).
     pub(crate) fn set(&self, mark: Mark) {
         if self.on {
-            let _ = self.at[mark as usize].set(Instant::now());
+            let slot = &self.at[mark as usize];
+            if slot.load(Ordering::Relaxed) == 0 {
+                slot.store(now(), Ordering::Relaxed);
+            }
         }
     }
 
     /// The instants recorded so far.
     pub(crate) fn snapshot(&self) -> Snapshot {
-        std::array::from_fn(|i| self.at[i].get().copied())
+        std::array::from_fn(|i| self.at[i].load(Ordering::Relaxed))
     }
 }
 
-/// The instants one call reached each [`Mark`], copied once the call is committed.
-pub(crate) type Snapshot = [Option<Instant>; MARKS];
+/// Now, as a mark holds it (the epoch is fixed first, so the first mark of all is not
+/// clamped to it).
+fn now() -> u64 {
+    LazyLock::force(&EPOCH);
+    since_epoch(Instant::now())
+}
 
-fn get(marks: &Snapshot, mark: Mark) -> Option<Instant> {
-    marks[mark as usize]
+/// `at` as a mark holds it: nanoseconds past [`EPOCH`], plus one (never 0).
+fn since_epoch(at: Instant) -> u64 {
+    let ns = at.saturating_duration_since(*EPOCH).as_nanos();
+    u64::try_from(ns).unwrap_or(u64::MAX - 1) + 1
+}
+
+/// The instants one call reached each [`Mark`], copied once the call is committed.
+/// Each as [`since_epoch`] gives it, 0 when unset.
+pub(crate) type Snapshot = [u64; MARKS];
+
+fn get(marks: &Snapshot, mark: Mark) -> Option<u64> {
+    Some(marks[mark as usize]).filter(|&at| at != 0)
 }
 
 /// Sub-calls' marks waiting for their root call's step, by root call id. Shared by every clone
 /// of a runtime (the step's and Code Mode's pools run on clones of one).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct SubTimings(Arc<Mutex<HashMap<String, Vec<SubMarks>>>>);
+pub(crate) struct SubTimings(Arc<Waiting>);
+
+#[derive(Debug, Default)]
+struct Waiting {
+    /// How many roots the map holds, so a step whose calls ran no sub-call (the usual case)
+    /// takes nothing without locking it. A sub-call commits before its root's body returns,
+    /// hence before the root is committed: the count is up to date when the root looks.
+    roots: AtomicUsize,
+    map: Mutex<HashMap<String, Vec<SubMarks>>>,
+}
 
 /// A sub-call's id and its marks.
 pub(crate) type SubMarks = (Arc<str>, Snapshot);
@@ -105,6 +137,7 @@ impl SubTimings {
     pub(crate) fn push(&self, root: &str, call_id: Arc<str>, marks: Snapshot) {
         let mut map = self
             .0
+            .map
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if map.len() >= MAX_ROOTS && !map.contains_key(root) {
@@ -113,42 +146,142 @@ impl SubTimings {
         map.entry(root.to_owned())
             .or_default()
             .push((call_id, marks));
+        self.0.roots.store(map.len(), Ordering::Release);
     }
 
     /// Takes the marks of root call `root`'s sub-calls, in commit order.
     pub(crate) fn take(&self, root: &str) -> Vec<SubMarks> {
+        if self.0.roots.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
         let mut map = self
             .0
+            .map
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        map.remove(root).unwrap_or_default()
+        let taken = map.remove(root).unwrap_or_default();
+        self.0.roots.store(map.len(), Ordering::Release);
+        taken
     }
 }
 
-/// A step's clock and the timing of its calls, in commit (model) order, written as JSON text
-/// right away (the event is one line of text: no tree of maps and key strings per call).
+/// When each recorded call's `tool/call` was durable, as groups of calls recorded together
+/// (`[previous end, end)` at one instant), read in model order as the calls commit. The first
+/// group is kept inline: a step of one call allocates nothing for it.
+#[derive(Debug, Default)]
+pub(crate) struct Recorded {
+    /// The group the next committed call is looked up in: its end and instant.
+    front: Option<(usize, Instant)>,
+    /// Later groups.
+    rest: std::collections::VecDeque<(usize, Instant)>,
+}
+
+impl Recorded {
+    /// Calls up to `end` (exclusive) were recorded at `at`.
+    pub(crate) fn push(&mut self, end: usize, at: Instant) {
+        if self.front.is_none() {
+            self.front = Some((end, at));
+        } else {
+            self.rest.push_back((end, at));
+        }
+    }
+
+    /// When call `i` was recorded; `i` only grows from one call to the next.
+    pub(crate) fn at(&mut self, i: usize) -> Option<Instant> {
+        while let Some((end, _)) = self.front
+            && i >= end
+        {
+            self.front = self.rest.pop_front();
+        }
+        self.front.map(|(_, at)| at)
+    }
+}
+
+/// The keys of the event's objects, in the order they are written.
+struct Shapes {
+    /// `{turn, step, startedAt, calls}`.
+    top: Keys,
+    /// A call's (or sub-call's) entry.
+    call: Keys,
+}
+
+const TURN: usize = 0;
+const STEP: usize = 1;
+const STARTED_AT: usize = 2;
+const CALLS: usize = 3;
+
+const CALL_ID: usize = 0;
+const RECORDED: usize = 1;
+/// `prepare`; the marks before `approval` follow [`Mark`]'s order from here.
+const PREPARE: usize = 2;
+const APPROVAL: usize = 3;
+/// `dispatch`, `dispatched`, `finalize`, `done`: [`Mark::Dispatch`] and on, in order.
+const DISPATCH: usize = 4;
+const SUBS: usize = 8;
+
+static SHAPES: LazyLock<Result<Shapes, DataError>> = LazyLock::new(|| {
+    Ok(Shapes {
+        top: Keys::new(&["turn", "step", "startedAt", "calls"])?,
+        call: Keys::new(&[
+            "callId",
+            "recorded",
+            "prepare",
+            "approval",
+            "dispatch",
+            "dispatched",
+            "finalize",
+            "done",
+            "subs",
+        ])?,
+    })
+});
+
+/// A step's clock and the timing of its calls, in commit (model) order, written as the event's
+/// canonical JSON text right away (no tree of maps and key strings per call, and no scan of the
+/// line afterwards: see [`dsh_session::DataWriter`]).
 pub(crate) struct StepTiming {
-    started: Instant,
-    wall: SystemTime,
-    /// The calls' entries, comma-separated.
-    calls: Vec<u8>,
+    /// The step's start, as [`since_epoch`] gives it.
+    started: u64,
+    shapes: Option<&'static Shapes>,
+    /// The event's data so far: the header, then the calls' entries.
+    data: Option<DataWriter<'static>>,
     count: usize,
 }
 
 impl StepTiming {
-    /// Starts the step's clock.
-    pub(crate) fn start() -> StepTiming {
+    /// Starts the clock of step `step` of turn `turn`.
+    pub(crate) fn start(turn: u32, step: u32) -> StepTiming {
+        let started = now();
+        let wall = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        let shapes = match &*SHAPES {
+            Ok(shapes) => Some(shapes),
+            Err(e) => {
+                tracing::error!("dsh/step-timing not written: {e}");
+                None
+            }
+        };
+        let data = shapes.map(|shapes| {
+            let mut data = DataWriter::new(&shapes.top, 256);
+            data.u64(TURN, u64::from(turn));
+            data.u64(STEP, u64::from(step));
+            data.u64(STARTED_AT, wall);
+            data.open_array(CALLS);
+            data
+        });
         StepTiming {
-            started: Instant::now(),
-            wall: SystemTime::now(),
-            calls: Vec::new(),
+            started,
+            shapes,
+            data,
             count: 0,
         }
     }
 
-    fn micros(&self, at: Instant) -> u64 {
-        let us = at.saturating_duration_since(self.started).as_micros();
-        u64::try_from(us).unwrap_or(u64::MAX)
+    /// Microseconds from the step's start to `at` (as [`since_epoch`] gives it).
+    fn micros(&self, at: u64) -> u64 {
+        at.saturating_sub(self.started) / 1000
     }
 
     /// Adds one committed call: `recorded` is when its `tool/call` was durable; `subs` are its
@@ -160,67 +293,67 @@ impl StepTiming {
         marks: &Snapshot,
         subs: Vec<SubMarks>,
     ) {
-        let mut out = std::mem::take(&mut self.calls);
-        if self.count > 0 {
-            out.push(b',');
-        }
+        let (Some(shapes), Some(mut data)) = (self.shapes, self.data.take()) else {
+            return;
+        };
         self.count += 1;
-        self.entry(&mut out, call_id, recorded, marks);
+        data.item_object(&shapes.call);
+        self.entry(&mut data, call_id, recorded, marks);
         if !subs.is_empty() {
-            out.extend_from_slice(b",\"subs\":[");
-            for (i, (id, m)) in subs.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                self.entry(&mut out, id, None, m);
-                out.push(b'}');
+            data.open_array(SUBS);
+            for (id, m) in &subs {
+                data.item_object(&shapes.call);
+                self.entry(&mut data, id, None, m);
+                data.close();
             }
-            out.push(b']');
+            data.close();
         }
-        out.push(b'}');
-        self.calls = out;
+        data.close();
+        self.data = Some(data);
     }
 
-    /// One entry, without its closing brace: `{"callId":..,"recorded":..,"prepare":..,...`.
-    fn entry(&self, out: &mut Vec<u8>, call_id: &str, recorded: Option<Instant>, marks: &Snapshot) {
-        use std::io::Write as _;
-        // Writing into a `Vec` cannot fail.
-        out.extend_from_slice(b"{\"callId\":");
-        let _ = serde_json::to_writer(&mut *out, call_id);
-        let put = |out: &mut Vec<u8>, key: &str, at: Option<Instant>| {
-            if let Some(at) = at {
-                let _ = write!(out, ",\"{key}\":{}", self.micros(at));
-            }
-        };
-        put(out, "recorded", recorded);
-        put(out, "prepare", get(marks, Mark::Prepare));
+    /// One entry's fields: `callId`, `recorded`, `prepare`, ... (a mark never reached is left
+    /// out).
+    fn entry(
+        &self,
+        data: &mut DataWriter<'static>,
+        call_id: &str,
+        recorded: Option<Instant>,
+        marks: &Snapshot,
+    ) {
+        data.str(CALL_ID, call_id);
+        if let Some(at) = recorded {
+            data.u64(RECORDED, self.micros(since_epoch(at)));
+        }
+        if let Some(at) = get(marks, Mark::Prepare) {
+            data.u64(PREPARE, self.micros(at));
+        }
         if let (Some(a), Some(b)) = (
             get(marks, Mark::ApprovalAsked),
             get(marks, Mark::ApprovalAnswered),
         ) {
-            let _ = write!(out, ",\"approval\":[{},{}]", self.micros(a), self.micros(b));
+            data.open_array(APPROVAL);
+            data.item_u64(self.micros(a));
+            data.item_u64(self.micros(b));
+            data.close();
         }
-        put(out, "dispatch", get(marks, Mark::Dispatch));
-        put(out, "dispatched", get(marks, Mark::Dispatched));
-        put(out, "finalize", get(marks, Mark::Finalize));
-        put(out, "done", get(marks, Mark::Done));
+        let later = [Mark::Dispatch, Mark::Dispatched, Mark::Finalize, Mark::Done];
+        for (i, mark) in later.into_iter().enumerate() {
+            if let Some(at) = get(marks, mark) {
+                data.u64(DISPATCH + i, self.micros(at));
+            }
+        }
     }
 
     /// The `dsh/step-timing` event, or `None` when the step committed no call.
-    pub(crate) fn event(self, turn: u32, step: u32) -> Option<Event> {
+    pub(crate) fn event(self) -> Option<Event> {
         if self.count == 0 {
             return None;
         }
-        let wall = self
-            .wall
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or(0);
-        let calls = String::from_utf8_lossy(&self.calls);
-        let line = format!(
-            "{{\"type\":\"{STEP_TIMING}\",\"data\":{{\"turn\":{turn},\"step\":{step},\"startedAt\":{wall},\"calls\":[{calls}]}}}}"
-        );
-        match Event::from_json_line(&line) {
+        let mut data = self.data?;
+        data.close();
+        static TYPE: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(STEP_TIMING));
+        match Event::from_data(TYPE.clone(), data) {
             Ok(event) => Some(event),
             Err(e) => {
                 tracing::error!("dsh/step-timing not written: {e}");
@@ -234,14 +367,63 @@ impl StepTiming {
 mod tests {
     use std::time::Duration;
 
+    use proptest::prelude::*;
+
     use super::*;
 
     fn marks_at(start: Instant, us: &[(Mark, u64)]) -> Snapshot {
         let mut s: Snapshot = Default::default();
         for (mark, at) in us {
-            s[*mark as usize] = Some(start + Duration::from_micros(*at));
+            s[*mark as usize] = since_epoch(start + Duration::from_micros(*at));
         }
         s
+    }
+
+    impl StepTiming {
+        /// The step's start as an instant.
+        fn started_instant(&self) -> Instant {
+            *EPOCH + Duration::from_nanos(self.started - 1)
+        }
+    }
+
+    #[test]
+    fn a_mark_keeps_the_first_instant_and_only_when_on() {
+        let before = Instant::now();
+        let marks = Marks::new(true);
+        marks.set(Mark::Prepare);
+        let first = get(&marks.snapshot(), Mark::Prepare).expect("marked");
+        marks.set(Mark::Prepare);
+        marks.set(Mark::Done);
+        let snap = marks.snapshot();
+        assert_eq!(get(&snap, Mark::Prepare), Some(first), "first time only");
+        assert!(first >= since_epoch(before), "{first} {before:?}");
+        assert!(get(&snap, Mark::Done).is_some_and(|done| done >= first));
+        assert!(get(&snap, Mark::Dispatch).is_none(), "never reached");
+        let off = Marks::new(false);
+        off.set(Mark::Prepare);
+        assert!(off.snapshot().iter().all(|&at| at == 0));
+    }
+
+    #[test]
+    fn each_call_reads_the_instant_of_its_group() {
+        let t0 = Instant::now();
+        let at = |us| t0 + Duration::from_micros(us);
+        let mut recorded = Recorded::default();
+        recorded.push(1, at(1));
+        recorded.push(4, at(2));
+        recorded.push(5, at(3));
+        let seen: Vec<Option<Instant>> = (0..6).map(|i| recorded.at(i)).collect();
+        assert_eq!(
+            seen,
+            [
+                Some(at(1)),
+                Some(at(2)),
+                Some(at(2)),
+                Some(at(2)),
+                Some(at(3)),
+                None
+            ]
+        );
     }
 
     #[test]
@@ -270,15 +452,15 @@ mod tests {
         for i in 0..MAX_ROOTS + 10 {
             subs.push(&format!("r{i}"), Arc::from("x"), marks_at(start, &[]));
         }
-        let waiting = subs.0.lock().map(|m| m.len()).unwrap_or(usize::MAX);
+        let waiting = subs.0.map.lock().map(|m| m.len()).unwrap_or(usize::MAX);
         assert!(waiting <= MAX_ROOTS, "{waiting}");
         assert_eq!(subs.take(&format!("r{}", MAX_ROOTS + 9)).len(), 1);
     }
 
     #[test]
     fn a_calls_entry_lists_its_sub_calls_on_the_steps_clock() {
-        let mut timing = StepTiming::start();
-        let t0 = timing.started;
+        let mut timing = StepTiming::start(1, 2);
+        let t0 = timing.started_instant();
         let root = marks_at(
             t0,
             &[
@@ -301,7 +483,7 @@ mod tests {
         );
         timing.add("c1", None, &root, vec![(Arc::from("c1:code:1"), sub)]);
         timing.add("c2", None, &root, Vec::new());
-        let event = timing.event(1, 2).expect("an event");
+        let event = timing.event().expect("an event");
         let data = event.data().value().clone();
         assert_eq!(
             data["calls"][0]["subs"],
@@ -319,5 +501,116 @@ mod tests {
             line.ends_with(r#"{"callId":"c2","prepare":10,"dispatch":20,"dispatched":90,"finalize":91,"done":95}]}}"#),
             "{line}"
         );
+    }
+
+    /// Microseconds from the step's start for each mark (`None`: never reached).
+    type MarksUs = [Option<u64>; MARKS];
+
+    /// A call's id, `recorded`, marks and sub-calls, as the property test draws them.
+    type CallInput = (String, Option<u64>, MarksUs, Vec<(String, MarksUs)>);
+
+    /// What the event was before it was written as text: a tree of the same fields, serialized
+    /// and read back through the full line reader.
+    fn tree_event(
+        turn: u32,
+        step: u32,
+        started_at: &serde_json::Value,
+        calls: &[CallInput],
+    ) -> Event {
+        use serde_json::{Map, Value, json};
+        let entry = |id: &str, recorded: Option<u64>, m: &MarksUs| {
+            let mut e = Map::new();
+            e.insert("callId".into(), json!(id));
+            let mut put = |key: &str, v: Option<u64>| {
+                if let Some(v) = v {
+                    e.insert(key.into(), json!(v));
+                }
+            };
+            put("recorded", recorded);
+            put("prepare", m[Mark::Prepare as usize]);
+            if let (Some(a), Some(b)) = (
+                m[Mark::ApprovalAsked as usize],
+                m[Mark::ApprovalAnswered as usize],
+            ) {
+                e.insert("approval".into(), json!([a, b]));
+            }
+            let mut put = |key: &str, v: Option<u64>| {
+                if let Some(v) = v {
+                    e.insert(key.into(), json!(v));
+                }
+            };
+            put("dispatch", m[Mark::Dispatch as usize]);
+            put("dispatched", m[Mark::Dispatched as usize]);
+            put("finalize", m[Mark::Finalize as usize]);
+            put("done", m[Mark::Done as usize]);
+            e
+        };
+        let calls: Vec<Value> = calls
+            .iter()
+            .map(|(id, recorded, m, subs)| {
+                let mut e = entry(id, *recorded, m);
+                if !subs.is_empty() {
+                    let subs = subs
+                        .iter()
+                        .map(|(id, m)| Value::Object(entry(id, None, m)))
+                        .collect();
+                    e.insert("subs".into(), Value::Array(subs));
+                }
+                Value::Object(e)
+            })
+            .collect();
+        let line = json!({"type": STEP_TIMING, "data": {"turn": turn, "step": step,
+                          "startedAt": started_at, "calls": calls}});
+        Event::from_json_line(&line.to_string()).expect("a line")
+    }
+
+    fn at(start: Instant, marks: &MarksUs) -> Snapshot {
+        std::array::from_fn(|i| {
+            marks[i].map_or(0, |us| since_epoch(start + Duration::from_micros(us)))
+        })
+    }
+
+    fn us() -> impl Strategy<Value = Option<u64>> {
+        prop::option::of(prop_oneof![0u64..2_000, any::<u32>().prop_map(u64::from)])
+    }
+
+    fn call_id() -> impl Strategy<Value = String> {
+        prop_oneof!["c[0-9]{1,3}(:code:[0-9])?", any::<String>()]
+    }
+
+    proptest! {
+        #[test]
+        fn the_text_event_is_the_one_the_tree_gave(
+            turn in any::<u32>(),
+            step in any::<u32>(),
+            calls in prop::collection::vec(
+                (call_id(), us(), prop::array::uniform7(us()),
+                 prop::collection::vec((call_id(), prop::array::uniform7(us())), 0..3)),
+                1..4,
+            ),
+        ) {
+            let mut timing = StepTiming::start(turn, step);
+            let t0 = timing.started_instant();
+            for (id, recorded, marks, subs) in &calls {
+                let subs = subs
+                    .iter()
+                    .map(|(id, m)| (Arc::from(id.as_str()), at(t0, m)))
+                    .collect();
+                let recorded = recorded.map(|us| t0 + Duration::from_micros(us));
+                timing.add(id, recorded, &at(t0, marks), subs);
+            }
+            let event = timing.event().expect("an event");
+            let tree = tree_event(turn, step, &event.data().value()["startedAt"], &calls);
+            prop_assert_eq!(event.to_json_line(), tree.to_json_line());
+            prop_assert_eq!(&event, &tree);
+            // The log reader takes the line back unchanged.
+            let read = Event::from_json_line(&event.to_json_line()).expect("reads");
+            prop_assert_eq!(read.to_json_line(), event.to_json_line());
+        }
+    }
+
+    #[test]
+    fn a_step_that_committed_no_call_writes_no_event() {
+        assert!(StepTiming::start(1, 1).event().is_none());
     }
 }

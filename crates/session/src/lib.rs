@@ -61,6 +61,7 @@
 
 mod ack;
 mod check;
+mod data_writer;
 mod deep;
 mod deferred;
 mod derive;
@@ -87,6 +88,7 @@ mod writer;
 pub use check::{
     FileCheck, SeqEvent, check_bytes, check_events, check_file, check_file_status, check_log,
 };
+pub use data_writer::{DataError, DataWriter, Keys};
 pub use derive::{LoggedMessage, derive_logged, derive_messages, derive_messages_from};
 pub use error::{InvariantViolation, LineError, Problem, SessionError};
 pub use event::{Event, EventKind, MAX_DATA_DEPTH, SurfaceOp, ToolCallView, ToolResultView, types};

@@ -2,6 +2,7 @@
 //! shapes, keeping `data` as compact text (or as the caller's shared fields).
 
 use super::*;
+use crate::DataError;
 
 impl Event {
     /// An event built by a typed constructor: `data` is the compact text `w` wrote, `facts`
@@ -19,6 +20,27 @@ impl Event {
             source_event_seqs: None,
             tail: Tail::new(surface_op, 1, None),
         }
+    }
+
+    /// An event of type `event_type` whose `data` is the object `data` wrote: kept as that
+    /// text, which is already canonical (see [`crate::DataWriter`]), so nothing parses or scans
+    /// it; the line reads back to the same event and writes back byte for byte. Refused when
+    /// the writer was misused or the type is a chunk run. The type is shared as given (a
+    /// caller writing many events of one type keeps one `Arc`).
+    pub fn from_data(
+        event_type: Arc<str>,
+        data: crate::DataWriter<'_>,
+    ) -> Result<Event, DataError> {
+        if event_type.ends_with(types::CHUNKS_SUFFIX) {
+            return Err(DataError::ChunkRun(event_type.to_string()));
+        }
+        let (text, depth, facts) = data.finish()?;
+        Ok(Event {
+            event_type,
+            data: Arc::new(Payload::from_text_at_depth(text, depth, facts)),
+            source_event_seqs: None,
+            tail: Tail::new(None, 1, None),
+        })
     }
 
     /// Any event, its data kept verbatim (`approval/*`, `hook/*`, `permission/*`, chunk runs...).

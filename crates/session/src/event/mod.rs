@@ -286,6 +286,12 @@ impl Event {
         self.data.json()
     }
 
+    /// The facts kept beside the data's text.
+    #[cfg(test)]
+    pub(crate) fn data_facts(&self) -> &crate::payload::Facts {
+        self.data.facts()
+    }
+
     /// Nesting depth of the data, known without building its tree.
     pub(crate) fn data_depth(&self) -> usize {
         self.data.depth()
