@@ -10,18 +10,16 @@
 // A diagnostic whose setup fails must stop loudly.
 #![allow(clippy::expect_used)]
 
+#[path = "fixtures/code_mode.rs"]
+mod code_mode_fixture;
 #[path = "fixtures/pipeline.rs"]
 #[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
 mod fixtures;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh::core::Json;
-use dsh::scheduler::Runtime;
-use dsh_code_mode::{AgentSessions, CodeMode, CodeModeConfig, Limits, PresentationMode, QuickJs};
-
-use fixtures::{NOOP, blocks, in_task, pass_through_hooks, registry, step, tokio_runtime};
+use code_mode_fixture::{CodeModeBench, code_mode_bench};
+use fixtures::{in_task, step, tokio_runtime};
 
 /// Sub-calls made by each program, and direct calls per run of the baseline.
 const CALLS: usize = 1_000;
@@ -34,29 +32,13 @@ fn main() {
         .map(|n| n.parse().expect("runs must be a whole number"))
         .unwrap_or(5);
     let rt = tokio_runtime();
-    let registry = registry(1, &Json::string("ok"), false);
-    let sessions = AgentSessions::new();
-    let code = CodeMode::new(
-        &registry,
-        CodeModeConfig {
-            mode: PresentationMode::Both,
-            runtime: Some(Arc::new(QuickJs::new())),
-            limits: Limits {
-                max_sub_calls: CALLS,
-                ..Limits::default()
-            },
-            sessions: Some(Arc::new(sessions.clone())),
-            ..CodeModeConfig::default()
-        },
-    )
-    .expect("mount Code Mode");
-    let runtime = Runtime::new(registry, pass_through_hooks()).with_admission(code.admission());
-    code.bind(&runtime).expect("bind Code Mode");
-    let runtime = Arc::new(runtime);
-    let program = format!("for (let i = 0; i < {CALLS}; i++) {{ await tools.{NOOP}({{}}); }}");
-    let arguments = serde_json::json!({ "code": program, "description": "call noop 1,000 times" });
-    let run_code = Arc::new(blocks(1, "run_code", &arguments.to_string()));
-    let direct = Arc::new(blocks(CALLS, NOOP, "{}"));
+    let CodeModeBench {
+        code,
+        runtime,
+        sessions,
+        run_code,
+        direct,
+    } = code_mode_bench(CALLS);
     let elapsed = match side.as_str() {
         "program" => in_task(&rt, move || async move {
             let mut total = Duration::ZERO;
