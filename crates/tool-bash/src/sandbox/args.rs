@@ -24,7 +24,7 @@ pub struct SandboxArgs {
     pub simulate_no_landlock: bool,
     /// Apply the sandbox to the helper itself, report, and exit instead of running a command.
     pub probe: bool,
-    /// Run as a session supervisor (see [`crate::sandbox::serve`]) instead of one command.
+    /// Run as a session supervisor (the `sandbox::serve` module) instead of one command.
     pub serve: bool,
     /// Only install the seccomp filter of `mode` and `exec` the command: what a session
     /// supervisor starts for each contained command, the rest of the containment being
