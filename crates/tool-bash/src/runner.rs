@@ -222,8 +222,8 @@ fn shell_command(config: &BashConfig, command: &str) -> (Vec<OsString>, Option<O
     )
 }
 
-/// [`run`] through the session supervisor `sup`: one `exec` of the shell (two in a contained
-/// mode: the filter step, then the shell), no fork of dsh.
+/// [`run`] through the session supervisor `sup`: one `exec`, the shell's, in every mode, and no
+/// fork of dsh.
 async fn run_supervised(
     config: &BashConfig,
     sup: &Arc<Supervisor>,
@@ -241,20 +241,9 @@ async fn run_supervised(
     };
     let (out_r, out_w) = pipe_with(PipeFlags::CLOEXEC).map_err(pipe_error)?;
     let (err_r, err_w) = pipe_with(PipeFlags::CLOEXEC).map_err(pipe_error)?;
-    let (shell_args, arg0) = shell_command(config, &spec.command);
-    let (argv, arg0) = match (&config.helper, spec.mode.is_contained()) {
-        (Some(helper), true) => {
-            let mut sa = SandboxArgs::new(spec.mode, shell_args);
-            sa.filter_only = true;
-            sa.deny_unix_sockets = sup.deny_unix_sockets();
-            sa.arg0 = arg0;
-            let mut argv = vec![helper.program().as_os_str().to_owned()];
-            argv.extend(helper.command_args(&sa));
-            (argv, None)
-        }
-        (None, true) => return Err(SpawnError::NoHelper),
-        (_, false) => (shell_args, arg0),
-    };
+    // The supervisor carries the mode's containment; a contained command's child installs the
+    // seccomp filter itself before the shell's `exec`.
+    let (argv, arg0) = shell_command(config, &spec.command);
     let env = command_env(spec.mode, tmp.path(), &spec.roots);
     let stdout = capture::stream(config.max_output_bytes);
     let stderr = capture::stream(config.max_output_bytes);

@@ -71,7 +71,6 @@ pub(crate) struct Supervisor {
     dead: Arc<AtomicBool>,
     next: AtomicU64,
     tmp_root: tempfile::TempDir,
-    deny_unix_sockets: bool,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -202,11 +201,11 @@ impl Supervisor {
             .map_err(|_| "the sandbox supervisor did not start in time".to_owned())?
             .map_err(|e| e.to_string())?;
         let fields = wire::decode(&buf[..n]).unwrap_or_default();
-        let deny_unix_sockets = match fields.as_slice() {
-            [b"ready", deny] => *deny == b"1",
+        match fields.as_slice() {
+            [b"ready", _deny_unix_sockets] => {}
             [b"fail", why] => return Err(String::from_utf8_lossy(why).into_owned()),
             _ => return Err("the sandbox supervisor did not start".to_owned()),
-        };
+        }
         let calls: Calls = Arc::default();
         let dead = Arc::new(AtomicBool::new(false));
         let reader = tokio::spawn(read_replies(sock.clone(), calls.clone(), dead.clone()));
@@ -216,7 +215,6 @@ impl Supervisor {
             dead,
             next: AtomicU64::new(1),
             tmp_root,
-            deny_unix_sockets,
             reader,
         })
     }
@@ -228,11 +226,6 @@ impl Supervisor {
     /// The session's temp root, under which each call makes its own dir.
     pub(crate) fn tmp_root(&self) -> &std::path::Path {
         self.tmp_root.path()
-    }
-
-    /// Whether the filter of a contained command refuses `AF_UNIX` sockets too.
-    pub(crate) fn deny_unix_sockets(&self) -> bool {
-        self.deny_unix_sockets
     }
 
     /// Asks the supervisor to start `argv` (with `arg0`, in `cwd`, with `env` added) with

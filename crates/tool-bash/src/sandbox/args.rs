@@ -1,5 +1,5 @@
 //! The helper's command line: `--mode M [--root R]... [--tmp T] [--max-file-size N]
-//! [--simulate-no-landlock] [--parent-pid P] [--arg0 NAME] [--filter-only [--deny-unix-sockets]]
+//! [--simulate-no-landlock] [--parent-pid P] [--arg0 NAME]
 //! (--probe | --serve | -- PROGRAM ARGS...)`. Parsing and printing round-trip, so
 //! the tool builds exactly what the helper reads.
 
@@ -26,13 +26,6 @@ pub struct SandboxArgs {
     pub probe: bool,
     /// Run as a session supervisor (the `sandbox::serve` module) instead of one command.
     pub serve: bool,
-    /// Only install the seccomp filter of `mode` and `exec` the command: what a session
-    /// supervisor starts for each contained command, the rest of the containment being
-    /// inherited from the supervisor.
-    pub filter_only: bool,
-    /// With `filter_only`: refuse `AF_UNIX` sockets too (as the supervisor's Landlock report
-    /// said).
-    pub deny_unix_sockets: bool,
     /// The pid of the process that started the helper: when the helper's parent is any other
     /// (that process died, even before the helper started), the command's group is killed.
     /// `None`: whatever parent the helper finds when it starts.
@@ -56,8 +49,6 @@ impl SandboxArgs {
             simulate_no_landlock: false,
             probe: false,
             serve: false,
-            filter_only: false,
-            deny_unix_sockets: false,
             parent_pid: None,
             arg0: None,
             command,
@@ -102,8 +93,6 @@ impl SandboxArgs {
                 Some("--arg0") => out.arg0 = Some(value(&mut it, "--arg0")?),
                 Some("--probe") => out.probe = true,
                 Some("--serve") => out.serve = true,
-                Some("--filter-only") => out.filter_only = true,
-                Some("--deny-unix-sockets") => out.deny_unix_sockets = true,
                 Some("--parent-pid") => {
                     let v = value(&mut it, "--parent-pid")?;
                     let n = v
@@ -161,12 +150,6 @@ impl SandboxArgs {
         if let Some(a) = &self.arg0 {
             v.push("--arg0".into());
             v.push(a.clone());
-        }
-        if self.filter_only {
-            v.push("--filter-only".into());
-        }
-        if self.deny_unix_sockets {
-            v.push("--deny-unix-sockets".into());
         }
         if self.probe {
             v.push("--probe".into());

@@ -8,8 +8,8 @@
 //!
 //! Three ways to run it: a per-call helper (`-- PROGRAM ARGS`: every step, then it starts the
 //! command and watches it), the session supervisor (`--serve`: every step but seccomp on itself,
-//! then it starts each command dsh sends it), and the seccomp step of a supervised contained
-//! command (`--filter-only`: the filter, then `exec`).
+//! then it starts each command dsh sends it, installing the filter in each command's child
+//! before its `exec`).
 
 mod args;
 mod fs_rules;
@@ -137,7 +137,7 @@ pub struct SetupError {
 }
 
 impl SetupError {
-    fn new(step: &'static str, why: impl std::fmt::Display) -> SetupError {
+    pub(crate) fn new(step: &'static str, why: impl std::fmt::Display) -> SetupError {
         SetupError {
             step,
             message: why.to_string(),
@@ -159,9 +159,6 @@ where
     if args.serve {
         serve::serve(&args);
     }
-    if args.filter_only {
-        filter_then_exec(&args);
-    }
     let enforced = match apply(&args) {
         Ok(e) => e,
         Err(e) => fail(&e.message),
@@ -174,34 +171,6 @@ where
         fail("no command");
     };
     supervise(program, args.arg0.as_deref(), rest, args.parent_pid)
-}
-
-/// What a session supervisor starts for each contained command: the seccomp filter of the
-/// mode (everything else is inherited from the supervisor), then `exec` of the command itself
-/// (the supervisor watches it). Never returns.
-fn filter_then_exec(args: &SandboxArgs) -> ! {
-    use std::os::unix::process::CommandExt;
-    if args.mode.is_contained() {
-        if let Err(e) = privileges::no_new_privs() {
-            fail(&SetupError::new("set no_new_privs", e).message);
-        }
-        if let Err(e) = install_filter(filter_choice(args.mode, args.deny_unix_sockets)) {
-            fail(&e.message);
-        }
-    }
-    let Some((program, rest)) = args.command.split_first() else {
-        fail("no command");
-    };
-    let mut command = std::process::Command::new(program);
-    if let Some(arg0) = &args.arg0 {
-        command.arg0(arg0);
-    }
-    let err = command.args(rest).exec();
-    eprintln!(
-        "dsh-sandbox: cannot run {}: {err}",
-        program.to_string_lossy()
-    );
-    std::process::exit(127);
 }
 
 /// How often the supervisor checks that dsh is still its parent.

@@ -7,8 +7,10 @@
 //! seccomp filter — the file-size limit, `no_new_privs`, capabilities, Landlock (writable: the
 //! roots in `workspace-write`, and the session's temp root under which each call gets its own
 //! dir) — all inherited by every command. The seccomp filter of a contained mode refuses
-//! `setpgid`, which starting each command in a group of its own needs, so there each command is
-//! `helper --filter-only -- bash -c ...`, which installs the filter and `exec`s the shell.
+//! `setpgid`, which starting each command in a group of its own needs, so the supervisor does
+//! not carry it: each command's child process, between `fork` and `exec`, first makes its own
+//! group and then installs the filter (the one `unsafe` block of the workspace, in
+//! `in_child`'s caller), so a contained command still costs one `exec`, the shell's.
 //!
 //! Guarantees: each command runs in a new process group and its exit status is reported; when
 //! dsh goes (the socket reaches end-of-file, or this process is re-parented, even after a
@@ -29,8 +31,10 @@ use parking_lot::Mutex;
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendFlags};
 use rustix::process::{Pid, Signal, kill_process_group};
 
+use seccompiler::BpfProgram;
+
 use super::wire::{self, RunRequest};
-use super::{SandboxArgs, restrict};
+use super::{SandboxArgs, net_filter, restrict};
 
 /// How often the supervisor checks that dsh is still its parent (the socket's end-of-file is
 /// the usual sign; this catches a dsh whose socket end was inherited by something else).
@@ -57,14 +61,25 @@ fn end_all(live: &Live, code: i32) -> ! {
 
 /// The supervisor's whole life (see the module doc). Never returns.
 pub fn serve(args: &SandboxArgs) -> ! {
-    let filter = match restrict(args) {
-        Ok((_, filter)) => filter,
+    // The filter is compiled once, here, so that each command's child only installs it.
+    let filter = restrict(args).and_then(|(_, choice)| {
+        choice
+            .map(|c| {
+                let program = net_filter::build(c.deny_chmod, c.deny_unix_sockets)
+                    .map_err(|e| super::SetupError::new("build the network filter", e))?;
+                Ok((c, Arc::new(program)))
+            })
+            .transpose()
+    });
+    let (choice, program) = match filter {
+        Ok(Some((choice, program))) => (Some(choice), Some(program)),
+        Ok(None) => (None, None),
         Err(e) => {
             send(&wire::encode([b"fail".as_slice(), e.message.as_bytes()]));
             super::fail(&e.message)
         }
     };
-    let deny_unix = filter.is_some_and(|f| f.deny_unix_sockets);
+    let deny_unix = choice.is_some_and(|f| f.deny_unix_sockets);
     send(&wire::encode([
         b"ready".as_slice(),
         if deny_unix { b"1" } else { b"0" },
@@ -121,7 +136,7 @@ pub fn serve(args: &SandboxArgs) -> ! {
         match fields.split_first() {
             Some((&b"run", rest)) => {
                 if let Some(req) = RunRequest::decode(rest) {
-                    start(req, fds, &live);
+                    start(req, fds, &live, program.as_ref());
                 }
             }
             Some((&b"done", [id])) => {
@@ -140,9 +155,10 @@ pub fn serve(args: &SandboxArgs) -> ! {
     }
 }
 
-/// Starts one command with the two descriptors as its stdout and stderr, reports its pid, and
-/// leaves a thread to report its exit.
-fn start(req: RunRequest, fds: Vec<OwnedFd>, live: &Live) {
+/// Starts one command with the two descriptors as its stdout and stderr, in a process group of
+/// its own and under `filter` (a contained mode's seccomp program), reports its pid, and leaves
+/// a thread to report its exit.
+fn start(req: RunRequest, fds: Vec<OwnedFd>, live: &Live, filter: Option<&Arc<BpfProgram>>) {
     let id = req.id.to_string();
     let refuse = |why: &str| {
         send(&wire::encode([
@@ -165,8 +181,27 @@ fn start(req: RunRequest, fds: Vec<OwnedFd>, live: &Live) {
         .envs(req.env)
         .stdin(Stdio::null())
         .stdout(Stdio::from(stdout))
-        .stderr(Stdio::from(stderr))
-        .process_group(0);
+        .stderr(Stdio::from(stderr));
+    match filter {
+        Some(program) => {
+            let program = program.clone();
+            // SAFETY: `pre_exec` requires the closure to be safe to run in the child between
+            // `fork` and `exec`, where only async-signal-safe work is allowed (another thread of
+            // this process may have held a lock, the allocator's included, when it forked).
+            // `in_child` makes three system calls (`setpgid`, `prctl`, `seccomp`) on memory
+            // that was allocated before the fork and is only read: the compiled program behind
+            // the `Arc`, which the closure owns, so it outlives the child's use of it. It takes
+            // no lock, allocates nothing (an error is an `io::Error` holding an errno), and
+            // touches no state shared with other threads.
+            #[allow(unsafe_code)]
+            unsafe {
+                cmd.pre_exec(move || in_child(&program));
+            }
+        }
+        None => {
+            cmd.process_group(0);
+        }
+    }
     // Held across the spawn, so that a parent-death sweep cannot miss this group.
     let mut groups = live.lock();
     let spawned = cmd.spawn();
@@ -176,7 +211,15 @@ fn start(req: RunRequest, fds: Vec<OwnedFd>, live: &Live) {
         Ok(c) => c,
         Err(e) => {
             drop(groups);
-            return refuse(&format!("cannot start {}: {e}", program.to_string_lossy()));
+            let under = if filter.is_some() {
+                " in its own process group under the seccomp filter"
+            } else {
+                ""
+            };
+            return refuse(&format!(
+                "cannot start {}{under}: {e}",
+                program.to_string_lossy()
+            ));
         }
     };
     let pid = child.id();
@@ -213,4 +256,16 @@ fn start(req: RunRequest, fds: Vec<OwnedFd>, live: &Live) {
             signal.as_bytes(),
         ]));
     });
+}
+
+/// Runs in a contained command's child between `fork` and `exec` (see the proof at its one
+/// caller): a process group of its own, then the seccomp filter, in that order, because the
+/// filter refuses `setpgid` from then on, to the shell and everything it starts.
+fn in_child(program: &BpfProgram) -> std::io::Result<()> {
+    rustix::process::setpgid(None, None).map_err(std::io::Error::from)?;
+    match seccompiler::apply_filter(program) {
+        Ok(()) => Ok(()),
+        Err(seccompiler::Error::Prctl(e) | seccompiler::Error::Seccomp(e)) => Err(e),
+        Err(_) => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+    }
 }

@@ -77,6 +77,62 @@ async fn commands_run_through_one_supervisor_per_mode_and_see_its_sandbox() {
     assert!(f.workspace().join("inside").exists());
 }
 
+/// Field `n` (1-based) of `/proc/PID/stat`, after the command name (which may hold spaces).
+fn stat_field(pid: &str, n: usize) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(") ").map(|(_, rest)| rest).unwrap_or("");
+    after.split(' ').nth(n - 3).unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn each_command_leads_its_own_group_and_a_contained_one_runs_under_the_filter() {
+    if !sandbox_available().await {
+        panic!("this kernel must contain commands for this test (Landlock)");
+    }
+    for (mode, filter) in [
+        (SandboxMode::ReadOnly, "2"),
+        (SandboxMode::WorkspaceWrite, "2"),
+        (SandboxMode::DangerFullAccess, "0"),
+    ] {
+        let f = in_mode(mode);
+        // The shell's own pid, its group and its parent (the supervisor), read by the shell
+        // itself; then the seccomp state of a process it starts.
+        let r = f
+            .sh(
+                "read -r _ _ _ ppid pgid _ < /proc/$$/stat; echo \"$$ $pgid $ppid\"; \
+                 sed -n 's/^Seccomp:[[:space:]]*//p' /proc/self/status",
+            )
+            .await;
+        let t = text(&r);
+        let lines: Vec<&str> = t.lines().collect();
+        let [ids, seccomp] = lines.as_slice() else {
+            panic!("{mode}: {t}");
+        };
+        let ids: Vec<&str> = ids.split(' ').collect();
+        let [pid, pgid, sup] = ids.as_slice() else {
+            panic!("{mode}: {t}");
+        };
+        assert_eq!(pid, pgid, "{mode}: the shell leads a group of its own");
+        assert!(cmdline(sup).contains("--serve"), "{mode}: {}", cmdline(sup));
+        assert_ne!(
+            stat_field(sup, 5),
+            *pgid,
+            "{mode}: not the supervisor's group"
+        );
+        assert_eq!(*seccomp, filter, "{mode}: seccomp mode of the command");
+        // The supervisor itself carries no filter: it could not start the next group if it did.
+        assert_eq!(
+            std::fs::read_to_string(format!("/proc/{sup}/status"))
+                .unwrap_or_default()
+                .lines()
+                .find_map(|l| l.strip_prefix("Seccomp:"))
+                .map(str::trim),
+            Some("0"),
+            "{mode}: the supervisor's own seccomp mode"
+        );
+    }
+}
+
 #[tokio::test]
 async fn concurrent_calls_each_get_their_own_output_and_status() {
     let f = Arc::new(in_mode(SandboxMode::DangerFullAccess));
