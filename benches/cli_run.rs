@@ -61,8 +61,12 @@ fn run_once(script: &Path, ws: &Path, logs: &Path) -> Duration {
 }
 
 fn wide_step(c: &mut Criterion) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
-    let disk = tempfile::tempdir_in(&root).expect("a temp dir on disk under target/");
+    // On disk: the build's target directory (wherever `CARGO_TARGET_DIR` puts it).
+    let root = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    std::fs::create_dir_all(&root).expect("the target directory");
+    let disk = tempfile::tempdir_in(&root).expect("a temp dir on disk under the target directory");
     let tmpfs = Path::new("/dev/shm");
     assert!(tmpfs.is_dir(), "no tmpfs at /dev/shm to compare with");
     let tmpfs = tempfile::tempdir_in(tmpfs).expect("a temp dir in /dev/shm");
