@@ -1,5 +1,5 @@
 //! `cargo xtask test`: installs the components nobody here wrote that the tests drive, when the
-//! machine lacks them, then runs `cargo test --workspace`. The one list of those components
+//! machine lacks them, then runs `cargo test --workspace --no-fail-fast`. The one list of those components
 //! (`.ci/run` runs this command). Chromium comes from Debian's packages (`apt-get`, as root).
 
 use std::path::Path;
@@ -123,7 +123,8 @@ pub fn install(root: &Path) -> Result<()> {
 /// Installs what is missing, then runs the tests (`extra` is passed to `cargo test`).
 pub fn test(root: &Path, extra: &[String]) -> Result<()> {
     install(root)?;
-    let mut args = vec!["test", "--workspace"];
+    // Every test binary runs even after one fails, so a run reports every failure at once.
+    let mut args = vec!["test", "--workspace", "--no-fail-fast"];
     args.extend(extra.iter().map(String::as_str));
     crate::run("cargo", &args)
 }

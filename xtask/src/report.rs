@@ -720,10 +720,14 @@ mod tests {
     #[test]
     fn time_ratio_divides_figure_by_baseline() {
         let row = &ROWS[0];
-        let (r, _, ok) = ratio(row, 6.0, 1.0);
-        assert_eq!(r, 6.0);
-        assert_eq!(ok, Some(false));
-        assert_eq!(ratio(row, 4.0, 1.0).2, Some(true));
+        let Target::AtMost(limit) = row.target else {
+            panic!("row 1 has an at-most target");
+        };
+        let (r, _, ok) = ratio(row, 6.0, 2.0);
+        assert_eq!(r, 3.0);
+        assert_eq!(ratio(row, limit * 1.5, 1.0).2, Some(false));
+        assert_eq!(ratio(row, limit * 0.5, 1.0).2, Some(true));
+        assert_eq!(ok, Some(3.0 <= limit));
     }
 
     #[test]
