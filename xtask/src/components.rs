@@ -1,6 +1,6 @@
 //! `cargo xtask test`: installs the components nobody here wrote that the tests drive, when the
-//! machine lacks them, then runs `cargo test --workspace --no-fail-fast`. The one list of those components
-//! (`.ci/run` runs this command). Chromium comes from Debian's packages (`apt-get`, as root).
+//! machine lacks them, then runs `cargo test --workspace --no-fail-fast`. The one list of those
+//! components (`.ci/run` runs this command). Chromium comes from Debian's packages (`apt-get`, as root).
 
 use std::path::Path;
 
