@@ -9,6 +9,15 @@
 //!   directory, on disk: each event made durable) and calls the same server over stdio;
 //! - `mcp/gateway-shm`: the same with the log on `/dev/shm` (memory: what the gateway costs
 //!   without waiting for the disk);
+//! - `mcp/relay`: the same client calls `add` through a bare relay, a process that copies bytes
+//!   between its stdio and the server's and does nothing else (this benchmark's own executable,
+//!   run again with [`RELAY`]): what any gateway in a process of its own pays for the hop alone,
+//!   before it parses a message;
+//! - `mcp/relay-durable`: the same relay, which also appends each chunk it forwards, either way,
+//!   to a file on disk and waits for `fdatasync` before forwarding it: the hop plus the two disk
+//!   waits of a call recorded before it runs and answered only once its result is recorded (what
+//!   the gateway promises: a crash never loses a call, nor a result the client saw), the least a
+//!   gateway keeping those promises can cost, before it parses a message;
 //! - then, once, 1,000 concurrent `echo` calls from one client through `dsh mcp serve --http`
 //!   (log on disk): the server's peak resident memory (`VmHWM`) against its resident memory
 //!   once started, and how many calls the log pairs with a result, printed as a `DSH-BENCH`
@@ -110,7 +119,76 @@ fn start_gateway(rt: &tokio::runtime::Runtime, server: &str, dir: &Path) -> Clie
     )
 }
 
+/// The first argument that makes this executable a bare relay (see [`relay`]) instead of the
+/// benchmark: `--relay-to COMMAND ARGS...`.
+const RELAY: &str = "--relay-to";
+/// The same with a durable log: `--relay-durable-to LOG COMMAND ARGS...`.
+const RELAY_DURABLE: &str = "--relay-durable-to";
+
+/// Copies bytes from our stdin to `command args`'s stdin and from its stdout to our stdout, each
+/// direction on a thread of its own with blocking reads and writes as they come (no parsing, no
+/// buffering across a read), until either side closes. With `log`, each chunk is first appended
+/// to that file and made durable (`fdatasync`), either way.
+fn relay(log: Option<&str>, command: &str, args: &[String]) -> ! {
+    use std::io::{Read, Write};
+    let mut child = std::process::Command::new(command)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the server starts");
+    let mut to_child = child.stdin.take().expect("stdin");
+    let mut from_child = child.stdout.take().expect("stdout");
+    let open = |path: &str| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("the relay's log")
+    };
+    let (mut log, mut answers) = (log.map(open), log.map(open));
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = stdin.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            if let Some(log) = log.as_mut() {
+                log.write_all(&buf[..n]).expect("the relay's log");
+                log.sync_data().expect("the relay's log");
+            }
+            if to_child.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stdout = std::io::stdout().lock();
+    let mut buf = vec![0u8; 1 << 16];
+    while let Ok(n) = from_child.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        if let Some(log) = answers.as_mut() {
+            log.write_all(&buf[..n]).expect("the relay's log");
+            log.sync_data().expect("the relay's log");
+        }
+        if stdout.write_all(&buf[..n]).is_err() || stdout.flush().is_err() {
+            break;
+        }
+    }
+    let _ = child.kill();
+    std::process::exit(0)
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some(RELAY) => relay(None, &args[1], &args[2..]),
+        Some(RELAY_DURABLE) => relay(Some(&args[1]), &args[2], &args[3..]),
+        _ => {}
+    }
     let probe = std::process::Command::new("python3")
         .args(["-c", "import mcp.server.mcpserver"])
         .status()
@@ -125,7 +203,23 @@ fn main() {
         .to_string();
     let rt = tokio_runtime();
     let direct = connect(&rt, "python3", std::slice::from_ref(&server));
+    let me = std::env::current_exe().expect("this executable");
+    let relayed = connect(
+        &rt,
+        &me.display().to_string(),
+        &[RELAY.to_owned(), "python3".to_owned(), server.clone()],
+    );
     let on_disk = tempfile::tempdir().expect("a temporary directory");
+    let relayed_durable = connect(
+        &rt,
+        &me.display().to_string(),
+        &[
+            RELAY_DURABLE.to_owned(),
+            on_disk.path().join("relay.log").display().to_string(),
+            "python3".to_owned(),
+            server.clone(),
+        ],
+    );
     let in_memory = tempfile::tempdir_in("/dev/shm").expect("a directory in /dev/shm");
     let gateway = start_gateway(&rt, &server, on_disk.path());
     let gateway_shm = start_gateway(&rt, &server, in_memory.path());
@@ -139,6 +233,12 @@ fn main() {
     g.bench_function("direct", |b| {
         b.iter_custom(|iters| calls(&rt, &direct, "add", iters));
     });
+    g.bench_function("relay", |b| {
+        b.iter_custom(|iters| calls(&rt, &relayed, "add", iters));
+    });
+    g.bench_function("relay-durable", |b| {
+        b.iter_custom(|iters| calls(&rt, &relayed_durable, "add", iters));
+    });
     g.bench_function("gateway", |b| {
         b.iter_custom(|iters| calls(&rt, &gateway, "mcp__py__add", iters));
     });
@@ -147,7 +247,7 @@ fn main() {
     });
     g.finish();
     c.final_summary();
-    drop((direct, gateway, gateway_shm));
+    drop((direct, relayed, relayed_durable, gateway, gateway_shm));
     concurrent_over_http(&rt, on_disk.path());
 }
 

@@ -61,9 +61,10 @@ pub enum Target {
     AtMost(f64),
     /// Throughput: baseline time / figure time at least this.
     ThroughputAtLeast(f64),
-    /// Shown for information, no target.
+    /// Shown for information as throughput, its target on the next row (row 5: at 100k, the
+    /// target is at 1M).
     Info,
-    /// Shown for information as figure / baseline (memory), no target.
+    /// Shown for information as figure / baseline (time or memory), no target.
     InfoTimes,
     /// Shown for information as throughput, no target (and none planned).
     Throughput,
@@ -310,7 +311,7 @@ pub const ROWS: &[Row] = &[
         figure: timed("mcp/gateway-shm", 1.0, "call"),
         baseline_name: "the same client calling the same server directly over stdio",
         baseline: timed("mcp/direct", 1.0, "call"),
-        target: Target::Info,
+        target: Target::InfoTimes,
         bench: "mcp_gateway",
         command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
     },
@@ -329,7 +330,7 @@ pub const ROWS: &[Row] = &[
             at: 1_000,
             field: "idle_rss_bytes",
         },
-        target: Target::Info,
+        target: Target::InfoTimes,
         bench: "mcp_gateway",
         command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
     },
@@ -395,6 +396,33 @@ pub const ROWS: &[Row] = &[
         target: Target::Throughput,
         bench: "store",
         command: "cargo bench -p dsh --bench store",
+    },
+    Row {
+        name: "MCP, a bare relay: the client of row 22 calls `add` through a process that copies bytes between its stdio and the server's, and does nothing else (the hop any gateway in a process of its own pays)",
+        figure: timed("mcp/relay", 1.0, "call"),
+        baseline_name: "the same client calling the same server directly over stdio",
+        baseline: timed("mcp/direct", 1.0, "call"),
+        target: Target::InfoTimes,
+        bench: "mcp_gateway",
+        command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
+    },
+    Row {
+        name: "MCP, the least a gateway keeping dsh's promises can cost: the bare relay, which also appends each chunk it forwards (either way) to a file on disk and waits for `fdatasync` first (a call recorded before it runs, its result recorded before the client sees it), parsing nothing",
+        figure: timed("mcp/relay-durable", 1.0, "call"),
+        baseline_name: "the same client calling the same server directly over stdio",
+        baseline: timed("mcp/direct", 1.0, "call"),
+        target: Target::InfoTimes,
+        bench: "mcp_gateway",
+        command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
+    },
+    Row {
+        name: "MCP gateway (row 22) against that least cost: what `dsh mcp serve` adds to the hop and the two disk waits (JSON-RPC read and written twice, the pipeline, the log's events)",
+        figure: timed("mcp/gateway", 1.0, "call"),
+        baseline_name: "the durable bare relay of the row above",
+        baseline: timed("mcp/relay-durable", 1.0, "call"),
+        target: Target::InfoTimes,
+        bench: "mcp_gateway",
+        command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
     },
 ];
 
