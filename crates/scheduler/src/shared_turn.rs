@@ -170,7 +170,7 @@ impl SharedTurn {
                         active: 0,
                         any_completed: false,
                     });
-                    submit(&mut pending, self.session.append(Event::turn_start(turn))).await?;
+                    submit(&mut pending, &self.session, Event::turn_start(turn))?;
                     turn
                 }
             };
@@ -196,20 +196,14 @@ impl SharedTurn {
         };
         // Written in order after the turn's start; the step's `tool/call` being durable means
         // these are (the log is written in order), so they are not waited for on their own.
-        let opened = async {
-            submit(
-                &mut pending,
-                self.session.append(Event::step_start(turn, step)),
-            )
-            .await?;
-            submit(
-                &mut pending,
-                self.session
-                    .append(Event::assistant_message(turn, step, message)),
-            )
-            .await
-        }
-        .await;
+        let opened =
+            submit(&mut pending, &self.session, Event::step_start(turn, step)).and_then(|()| {
+                submit(
+                    &mut pending,
+                    &self.session,
+                    Event::assistant_message(turn, step, message),
+                )
+            });
         let ran = match opened {
             Ok(()) => {
                 let cx = StepContext {
@@ -303,15 +297,10 @@ impl SharedTurn {
             Wait::All => Vec::new(),
             Wait::ResultOnly => acks.split_off(waited),
         };
-        if !later.is_empty() {
-            tokio::spawn(async move {
-                for ack in later {
-                    if let Err(e) = ack.await {
-                        tracing::error!("writing the end of a step of a shared turn: {e}");
-                    }
-                }
-            });
-        }
+        // Not waited for: they are written with the next call's `tool/call` (or shortly after,
+        // if none comes), and a failure to write them is logged by the session and fails the
+        // next append. Waiting here, even in a task of its own, would sync them alone.
+        drop(later);
         let mut first = None;
         for ack in acks {
             if let Err(e) = ack.await
@@ -336,21 +325,12 @@ enum Wait {
     ResultOnly,
 }
 
-/// Polls an append once: a refusal known at once (a malformed event) is an error now; one that
-/// waits for the disk is kept in `pending`.
-async fn submit(
-    pending: &mut Vec<Ack>,
-    ack: impl Future<Output = Result<u64, SessionError>> + Send + 'static,
-) -> Result<(), SchedulerError> {
-    let mut ack: Ack = Box::pin(ack);
-    match futures::poll!(ack.as_mut()) {
-        std::task::Poll::Ready(Err(e)) => Err(e.into()),
-        std::task::Poll::Ready(Ok(_)) => Ok(()),
-        std::task::Poll::Pending => {
-            pending.push(ack);
-            Ok(())
-        }
-    }
+/// Appends `event`: a refusal known at once (a malformed event) is an error now; the
+/// acknowledgement is kept in `pending`, not waited for yet, so the event is written with the
+/// step's `tool/call`, which the step waits for (one sync for all of them).
+fn submit(pending: &mut Vec<Ack>, session: &Session, event: Event) -> Result<(), SchedulerError> {
+    pending.push(Box::pin(session.enqueue(event)?));
+    Ok(())
 }
 
 /// `id` when the session does not hold it yet, else `<id>-<n>` with the smallest free `n >= 2`

@@ -18,6 +18,7 @@ use std::task::{Context, Poll, Waker};
 use parking_lot::Mutex;
 
 use crate::error::SessionError;
+use crate::queue::WriteQueue;
 
 /// The writer's end of one append's acknowledgement.
 pub(crate) struct AckTx {
@@ -27,6 +28,9 @@ pub(crate) struct AckTx {
 /// The appender's end: resolves with the append's result.
 pub(crate) struct AckRx {
     slot: Arc<Slot>,
+    /// The queue to tell, the first time this acknowledgement is waited for, that an appender
+    /// now waits (see [`WriteQueue::nudge`]); `None` once told.
+    queue: Option<Arc<WriteQueue>>,
 }
 
 #[derive(Default)]
@@ -46,10 +50,16 @@ struct SlotState {
     followers: Vec<Waker>,
 }
 
-/// A new acknowledgement channel.
-pub(crate) fn channel() -> (AckTx, AckRx) {
+/// A new acknowledgement channel for an append queued on `queue`.
+pub(crate) fn channel(queue: &Arc<WriteQueue>) -> (AckTx, AckRx) {
     let slot = Arc::new(Slot::default());
-    (AckTx { slot: slot.clone() }, AckRx { slot })
+    (
+        AckTx { slot: slot.clone() },
+        AckRx {
+            slot,
+            queue: Some(queue.clone()),
+        },
+    )
 }
 
 impl Drop for AckTx {
@@ -71,7 +81,7 @@ impl Drop for AckTx {
 impl Future for AckRx {
     type Output = Result<u64, SessionError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut st = self.slot.0.lock();
         if let Some(result) = st.result.take() {
             st.finished = true;
@@ -87,6 +97,12 @@ impl Future for AckRx {
         match &st.waker {
             Some(waker) if waker.will_wake(cx.waker()) => {}
             _ => st.waker = Some(cx.waker().clone()),
+        }
+        drop(st);
+        // Registered before the queue hears of it: the writer that takes the nudge finds the
+        // waker when it answers.
+        if let Some(queue) = self.queue.take() {
+            queue.nudge();
         }
         Poll::Pending
     }
@@ -116,12 +132,22 @@ impl Drop for Leader {
     }
 }
 
+/// What answering a group did.
+pub(crate) struct Acked {
+    /// The member woken, which wakes the others; keep it while the next group gathers (its
+    /// members are the ones being woken) and drop it once that group is taken or none came.
+    pub leader: Option<Leader>,
+    /// How many members were waiting for their answer (polled, not yet finished): the appenders
+    /// coming back with their next append. A member nobody waits for yet (an append whose
+    /// acknowledgement its caller will look at later, after appending more) is not counted.
+    pub waiting: usize,
+}
+
 /// Answers every member of a group, then wakes the first one still waiting and leaves it the
-/// others to wake. Keep the returned [`Leader`] while the next group gathers (its members are the
-/// ones being woken) and drop it once that group is taken or none came.
+/// others to wake.
 pub(crate) fn acknowledge(
     answers: impl IntoIterator<Item = (AckTx, Result<u64, SessionError>)>,
-) -> Option<Leader> {
+) -> Acked {
     let mut waiting: Vec<(Arc<Slot>, Waker)> = Vec::new();
     for (tx, result) in answers {
         let mut st = tx.slot.0.lock();
@@ -134,6 +160,7 @@ pub(crate) fn acknowledge(
             waiting.push((tx.slot.clone(), waker));
         }
     }
+    let count = waiting.len();
     let mut waiting = waiting.into_iter();
     while let Some((slot, waker)) = waiting.next() {
         let mut st = slot.0.lock();
@@ -144,9 +171,15 @@ pub(crate) fn acknowledge(
         st.followers.extend(waiting.map(|(_, w)| w));
         drop(st);
         waker.wake();
-        return Some(Leader { slot });
+        return Acked {
+            leader: Some(Leader { slot }),
+            waiting: count,
+        };
     }
-    None
+    Acked {
+        leader: None,
+        waiting: count,
+    }
 }
 
 #[cfg(test)]
@@ -174,18 +207,25 @@ mod tests {
         (count.clone(), Waker::from(count))
     }
 
+    /// A queue for acknowledgements to tell they are waited for (nothing is queued on it).
+    fn queue() -> Arc<WriteQueue> {
+        Arc::new(WriteQueue::default())
+    }
+
     fn poll(rx: &mut AckRx, waker: &Waker) -> Poll<Result<u64, SessionError>> {
         Pin::new(rx).poll(&mut Context::from_waker(waker))
     }
 
     #[test]
     fn the_writer_wakes_one_appender_and_that_one_wakes_the_rest() {
-        let (txs, mut rxs): (Vec<_>, Vec<_>) = (0..3).map(|_| channel()).unzip();
+        let (txs, mut rxs): (Vec<_>, Vec<_>) = (0..3).map(|_| channel(&queue())).unzip();
         let wakers: Vec<_> = (0..3).map(|_| waker()).collect();
         for (rx, (_, w)) in rxs.iter_mut().zip(&wakers) {
             assert!(poll(rx, w).is_pending());
         }
-        let leader = acknowledge(txs.into_iter().zip(0..).map(|(tx, i)| (tx, Ok(i))));
+        let acked = acknowledge(txs.into_iter().zip(0..).map(|(tx, i)| (tx, Ok(i))));
+        assert_eq!(acked.waiting, 3, "all three were polled");
+        let leader = acked.leader;
         assert!(leader.is_some());
         let woken: Vec<usize> = wakers
             .iter()
@@ -219,7 +259,7 @@ mod tests {
 
     #[test]
     fn an_unanswered_request_resolves_as_closed() {
-        let (tx, mut rx) = channel();
+        let (tx, mut rx) = channel(&queue());
         let (count, w) = waker();
         assert!(poll(&mut rx, &w).is_pending());
         drop(tx);
@@ -242,7 +282,7 @@ mod tests {
             leader_dropped_first in any::<bool>(),
         ) {
             let n = plan.len();
-            let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| channel()).unzip();
+            let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| channel(&queue())).unzip();
             let mut rxs: Vec<Option<AckRx>> = rxs.into_iter().map(Some).collect();
             let wakers: Vec<_> = (0..n).map(|_| waker()).collect();
             let mut seen = vec![0usize; n];
@@ -258,9 +298,13 @@ mod tests {
                     rxs[i] = None;
                 }
             }
-            let mut leader = acknowledge(
+            let acked = acknowledge(
                 txs.into_iter().zip(0u64..).map(|(tx, i)| (tx, Ok(i))),
             );
+            // Those polled and still there when answered are the ones waiting.
+            let expected = plan.iter().filter(|(polled, fate)| *polled && *fate != 0).count();
+            prop_assert_eq!(acked.waiting, expected);
+            let mut leader = acked.leader;
             if leader_dropped_first {
                 drop(leader.take());
             }

@@ -2,11 +2,15 @@
 //!
 //! Guarantees: appends leave the queue in the order they entered it (appenders push under the
 //! session's state lock, so that is seq order); a group is a prefix of the queue within the group
-//! limits; after a group of n appends is acknowledged, the next waits until n appends are queued,
-//! at most [`Rules::gather`] after its first one arrived, and not at all if that one arrived more
-//! than [`Rules::idle`] after the acknowledgement or n is 1; the writer sleeps meanwhile and is
-//! woken when the group is complete, so gathering a group of concurrent appends costs it one
-//! wake-up, not one per append; a close or a hang-up (every session handle dropped) is reported only once everything queued
+//! limits; after a group is acknowledged with n of its appenders waiting for it (the writer
+//! counts them, `crate::ack::Acked`), the next waits until n appends are queued, at most
+//! [`Rules::gather`] after its first one arrived, and not at all if that one arrived more than
+//! [`Rules::idle`] after the acknowledgement or n is 1; appends nobody waits for yet (an appender
+//! that queues several events, then waits for the last) do not start a group: the first wait on
+//! a queued append does ([`WriteQueue::nudge`]), or [`Rules::unawaited`] after the first of them
+//! arrived, so a caller's events before the one it waits for share that one's sync; the writer
+//! sleeps meanwhile and is woken when the group is complete, so gathering a group of concurrent
+//! appends costs it one wake-up, not one per append; a close or a hang-up (every session handle dropped) is reported only once everything queued
 //! before it has been taken; once the writer has stopped, pushes are refused and the appends
 //! still queued are dropped (their callers see the session closed).
 
@@ -32,6 +36,9 @@ pub(crate) struct Rules {
     /// A group whose first append arrived this long after the last acknowledgement does not
     /// wait: the appenders were not coming straight back.
     pub idle: Duration,
+    /// How long queued appends nobody waits for are kept before they are written anyway (their
+    /// callers may never look: a turn's end, a step's timing).
+    pub unawaited: Duration,
 }
 
 impl Default for Rules {
@@ -41,6 +48,7 @@ impl Default for Rules {
             bytes: 8 << 20,
             gather: Duration::from_micros(200),
             idle: Duration::from_millis(1),
+            unawaited: Duration::from_millis(2),
         }
     }
 }
@@ -72,6 +80,9 @@ struct Pending {
     stopped: bool,
     /// When the first append now queued arrived.
     first_at: Option<Instant>,
+    /// An appender waits for one of the appends queued (or, harmlessly, for one already taken
+    /// while others were queued): they go without waiting for [`Rules::unawaited`].
+    nudged: bool,
     /// While the writer sleeps: how many queued appends wake it (0 while it is awake).
     want: usize,
 }
@@ -86,10 +97,14 @@ impl WriteQueue {
         }
     }
 
-    /// Whether `target` appends, or a full group, are queued.
+    /// Whether a full group is queued.
+    fn full(&self, p: &Pending) -> bool {
+        p.reqs.len() >= self.rules.appends || p.bytes >= self.rules.bytes
+    }
+
+    /// Whether `target` appends, someone waiting for one of them, or a full group, are queued.
     fn ready(&self, p: &Pending, target: usize) -> bool {
-        let n = p.reqs.len();
-        n >= target.max(1) || n >= self.rules.appends || p.bytes >= self.rules.bytes
+        (p.nudged && p.reqs.len() >= target.max(1)) || self.full(p)
     }
 
     /// Queues one append. Refused (handed back) once the writer has stopped.
@@ -108,6 +123,22 @@ impl WriteQueue {
             self.wake.notify_one();
         }
         Ok(())
+    }
+
+    /// An appender now waits for its append's acknowledgement: what is queued goes as soon as
+    /// the group rules allow, instead of after [`Rules::unawaited`].
+    pub(crate) fn nudge(&self) {
+        let mut p = self.pending.lock();
+        if p.reqs.is_empty() || p.nudged {
+            return;
+        }
+        p.nudged = true;
+        // Whatever the writer sleeps for (the group to fill, or the unawaited time), the rules
+        // it goes by have changed: it looks again.
+        if p.want > 0 {
+            p.want = 0;
+            self.wake.notify_one();
+        }
     }
 
     /// Asks the writer to write what is queued, then release the sink and answer `ack`. Answers
@@ -151,10 +182,22 @@ impl WriteQueue {
                     return Some(Next::HungUp);
                 }
             }
+            let now = Instant::now();
+            if queued && !p.nudged {
+                // Nobody waits for what is queued yet: its appender may be about to queue the
+                // event it waits for, which these should share a sync with.
+                let deadline = p.first_at.unwrap_or(now) + rules.unawaited;
+                if now >= deadline {
+                    return Some(self.take(&mut p));
+                }
+                p.want = target.max(1);
+                let _ = self.wake.wait_until(&mut p, deadline);
+                p.want = 0;
+                continue;
+            }
             if target <= 1 {
                 return queued.then(|| self.take(&mut p));
             }
-            let now = Instant::now();
             let wake_at = match p.first_at {
                 Some(first) => {
                     let deadline = first.max(acked) + rules.gather;
@@ -178,12 +221,22 @@ impl WriteQueue {
         }
     }
 
-    /// Sleeps until an append is queued or a close or hang-up is pending.
+    /// Sleeps until an append someone waits for is queued, appends nobody waits for have been
+    /// queued for [`Rules::unawaited`], a group is full, or a close or hang-up is pending.
     pub(crate) fn wait(&self) {
         let mut p = self.pending.lock();
-        while p.reqs.is_empty() && p.close.is_none() && !p.hung_up {
+        while p.close.is_none() && !p.hung_up && !self.ready(&p, 1) {
             p.want = 1;
-            self.wake.wait(&mut p);
+            match p.first_at {
+                Some(first) if !p.reqs.is_empty() => {
+                    let deadline = first + self.rules.unawaited;
+                    if Instant::now() >= deadline {
+                        break;
+                    }
+                    let _ = self.wake.wait_until(&mut p, deadline);
+                }
+                _ => self.wake.wait(&mut p),
+            }
         }
         p.want = 0;
     }
@@ -196,6 +249,7 @@ impl WriteQueue {
             p.stopped = true;
             p.bytes = 0;
             p.first_at = None;
+            p.nudged = false;
             (std::mem::take(&mut p.reqs), p.close.take())
         };
         drop(reqs);
@@ -218,6 +272,7 @@ impl WriteQueue {
         p.bytes -= bytes;
         let group = if count == p.reqs.len() {
             p.first_at = None;
+            p.nudged = false;
             Vec::from(std::mem::take(&mut p.reqs))
         } else {
             // The rest were queued by now: they count as arrived now.
@@ -230,6 +285,7 @@ impl WriteQueue {
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -239,8 +295,8 @@ mod tests {
     use crate::ack::{self, AckRx};
     use crate::event::Event;
 
-    fn req(seq: u64, len: usize) -> (WriteReq, AckRx) {
-        let (ack, rx) = ack::channel();
+    fn req(q: &Arc<WriteQueue>, seq: u64, len: usize) -> (WriteReq, AckRx) {
+        let (ack, rx) = ack::channel(q);
         let req = WriteReq {
             seq,
             event: Arc::new(Event::turn_start(1)),
@@ -250,9 +306,19 @@ mod tests {
         (req, rx)
     }
 
-    fn push(q: &WriteQueue, seq: u64, len: usize) -> AckRx {
-        let (r, rx) = req(seq, len);
+    /// Queues an append nobody waits for yet.
+    fn push_unawaited(q: &Arc<WriteQueue>, seq: u64, len: usize) -> AckRx {
+        let (r, rx) = req(q, seq, len);
         assert!(q.push(r).is_ok());
+        rx
+    }
+
+    /// Queues an append and waits for it (polls its acknowledgement once).
+    fn push(q: &Arc<WriteQueue>, seq: u64, len: usize) -> AckRx {
+        let mut rx = push_unawaited(q, seq, len);
+        let waited = std::pin::Pin::new(&mut rx)
+            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        assert!(waited.is_pending());
         rx
     }
 
@@ -269,12 +335,13 @@ mod tests {
     const LATER: Duration = Duration::from_secs(30);
 
     /// Waits long enough that a test would time out rather than pass by accident.
-    fn patient() -> WriteQueue {
-        WriteQueue::with_rules(Rules {
+    fn patient() -> Arc<WriteQueue> {
+        Arc::new(WriteQueue::with_rules(Rules {
             gather: LATER,
             idle: LATER,
+            unawaited: LATER,
             ..Rules::default()
-        })
+        }))
     }
 
     #[test]
@@ -288,7 +355,7 @@ mod tests {
 
     #[test]
     fn a_group_waits_for_as_many_appends_as_the_last_one_held() {
-        let q = Arc::new(patient());
+        let q = patient();
         let pusher = {
             let q = q.clone();
             std::thread::spawn(move || {
@@ -308,11 +375,12 @@ mod tests {
 
     #[test]
     fn a_partial_group_goes_once_the_gather_wait_after_its_first_append_has_passed() {
-        let q = WriteQueue::with_rules(Rules {
+        let q = Arc::new(WriteQueue::with_rules(Rules {
             gather: Duration::from_millis(20),
             idle: LATER,
+            unawaited: LATER,
             ..Rules::default()
-        });
+        }));
         let acked = Instant::now();
         let _rxs = [push(&q, 0, 1), push(&q, 1, 1)];
         assert_eq!(group(q.next(10, acked)), [0, 1]);
@@ -322,11 +390,12 @@ mod tests {
 
     #[test]
     fn an_append_after_the_appenders_went_idle_goes_at_once() {
-        let q = WriteQueue::with_rules(Rules {
+        let q = Arc::new(WriteQueue::with_rules(Rules {
             gather: LATER,
             idle: Duration::from_millis(2),
+            unawaited: LATER,
             ..Rules::default()
-        });
+        }));
         let acked = Instant::now();
         std::thread::sleep(Duration::from_millis(5));
         let _rx = push(&q, 0, 1);
@@ -340,6 +409,7 @@ mod tests {
         let q = Arc::new(WriteQueue::with_rules(Rules {
             gather: LATER,
             idle: Duration::from_millis(2),
+            unawaited: LATER,
             ..Rules::default()
         }));
         assert!(q.next(10, Instant::now()).is_none());
@@ -353,6 +423,68 @@ mod tests {
         q.wait();
         assert_eq!(group(q.next(1, Instant::now())), [7]);
         drop(pusher.join());
+    }
+
+    #[test]
+    fn appends_nobody_waits_for_go_with_the_first_one_waited_for() {
+        let q = patient();
+        let writer = {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                q.wait();
+                group(q.next(1, Instant::now()))
+            })
+        };
+        let _rxs = [
+            push_unawaited(&q, 0, 10),
+            push_unawaited(&q, 1, 10),
+            push_unawaited(&q, 2, 10),
+        ];
+        // Only a wait starts the group: with `unawaited` 30 s, an early group would hold 0-2.
+        let _waited = push(&q, 3, 10);
+        assert_eq!(writer.join().ok(), Some(vec![0, 1, 2, 3]));
+    }
+
+    #[test]
+    fn waiting_for_an_append_already_queued_wakes_the_writer() {
+        let q = patient();
+        let mut rx = push_unawaited(&q, 0, 10);
+        let writer = {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                q.wait();
+                (group(q.next(1, Instant::now())), start.elapsed())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(5));
+        let waker = std::task::Waker::noop();
+        let polled = std::pin::Pin::new(&mut rx).poll(&mut std::task::Context::from_waker(waker));
+        assert!(polled.is_pending());
+        let (taken, took) = writer.join().unwrap_or_else(|_| panic!("the writer"));
+        assert_eq!(taken, [0]);
+        assert!(took < LATER / 2, "{took:?}");
+    }
+
+    #[test]
+    fn appends_nobody_waits_for_are_written_once_they_have_waited_the_unawaited_time() {
+        let unawaited = Duration::from_millis(20);
+        let q = Arc::new(WriteQueue::with_rules(Rules {
+            gather: LATER,
+            idle: LATER,
+            unawaited,
+            ..Rules::default()
+        }));
+        let pushed = Instant::now();
+        let _rxs = [push_unawaited(&q, 0, 1), push_unawaited(&q, 1, 1)];
+        q.wait();
+        assert!(pushed.elapsed() >= unawaited);
+        assert_eq!(group(q.next(1, Instant::now())), [0, 1]);
+        let pushed = Instant::now();
+        let _rx = push_unawaited(&q, 2, 1);
+        assert_eq!(group(q.next(5, Instant::now())), [2]);
+        let waited = pushed.elapsed();
+        assert!(waited >= unawaited && waited < LATER / 2, "{waited:?}");
     }
 
     #[test]
@@ -373,10 +505,10 @@ mod tests {
 
     #[test]
     fn once_stopped_pushes_are_refused_and_queued_appends_resolve_as_closed() {
-        let q = WriteQueue::default();
+        let q = Arc::new(WriteQueue::default());
         let rx = push(&q, 0, 1);
         q.stop();
-        assert!(q.push(req(1, 1).0).is_err());
+        assert!(q.push(req(&q, 1, 1).0).is_err());
         let result = futures::executor::block_on(rx);
         assert!(matches!(result, Err(crate::error::SessionError::Closed)));
     }
@@ -391,7 +523,7 @@ mod tests {
             bytes in 1usize..64,
             rounds in prop::collection::vec(prop::collection::vec(1usize..24, 0..10), 1..12),
         ) {
-            let q = WriteQueue::with_rules(Rules { appends, bytes, ..Rules::default() });
+            let q = Arc::new(WriteQueue::with_rules(Rules { appends, bytes, ..Rules::default() }));
             let mut pushed = 0u64;
             let mut taken = Vec::new();
             let mut rxs = Vec::new();

@@ -316,6 +316,33 @@ impl Session {
         }
     }
 
+    /// Appends an event like [`Session::append`], saying at once whether it was refused (the
+    /// refusals `append` reports without waiting: a malformed event, one the invariant checks
+    /// reject, a closed or failed session); the future returned resolves with its seq once it
+    /// is durable.
+    ///
+    /// Unlike polling `append`'s future once to learn the same, this does not count as
+    /// waiting for the event: a durable session writes an event nobody waits for with the next
+    /// append somebody does wait for (one sync for both), or shortly after
+    /// (`crate::queue::Rules::unawaited`, 2 ms). Dropping the future does not withdraw the
+    /// event; a failure to write it is logged and fails the next append.
+    pub fn enqueue(
+        &self,
+        event: Event,
+    ) -> Result<impl Future<Output = Result<u64, SessionError>> + Send + 'static, SessionError>
+    {
+        let submitted = match self.submit(event) {
+            Submitted::Ready(Err(e)) => return Err(e),
+            accepted => accepted,
+        };
+        Ok(async move {
+            match submitted {
+                Submitted::Ready(result) => result,
+                Submitted::Waiting(rx) => rx.await,
+            }
+        })
+    }
+
     fn submit(&self, event: Event) -> Submitted {
         if let Some(message) = event.shape_error() {
             return Submitted::Ready(Err(SessionError::InvalidEvent(message)));
@@ -354,7 +381,7 @@ impl Session {
         }
         match (&self.inner.writer, line) {
             (Some(queue), Some(line)) => {
-                let (ack, rx) = ack::channel();
+                let (ack, rx) = ack::channel(queue);
                 let req = WriteReq {
                     seq,
                     event,

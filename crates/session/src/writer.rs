@@ -112,8 +112,14 @@ impl Writer {
             drop(leader.take());
             match next {
                 Next::Group(group, bytes) => {
-                    target = group.len();
-                    leader = self.write_group(group, bytes);
+                    // The next group waits for the appenders that were waiting for this one:
+                    // they come back with their next append. Appends whose callers were not
+                    // waiting yet (a caller that appends several events, then waits for the
+                    // last) bring nobody back, and a group that waited for them would only
+                    // sit out the gathering time.
+                    let answered = self.write_group(group, bytes);
+                    target = answered.waiting.max(1);
+                    leader = answered.leader;
                     acked = Instant::now();
                 }
                 Next::Close(ack) => {
@@ -148,8 +154,8 @@ impl Writer {
         self.poisoned = Some(reason);
     }
 
-    /// Writes and syncs one group, then answers its members; returns the member woken.
-    fn write_group(&mut self, group: Vec<WriteReq>, bytes: usize) -> Option<Leader> {
+    /// Writes and syncs one group, then answers its members.
+    fn write_group(&mut self, group: Vec<WriteReq>, bytes: usize) -> ack::Acked {
         if let Some(reason) = &self.poisoned {
             let error = SessionError::Poisoned(reason.clone());
             return ack::acknowledge(group.into_iter().map(|r| (r.ack, Err(error.clone()))));
