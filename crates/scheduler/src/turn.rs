@@ -15,8 +15,11 @@
 //! Call ids are unique per session (an exported history with two calls of one id is refused by
 //! the providers): a message reusing an id the session already holds (or holding one twice) has
 //! that call renamed before it is logged, to `<id>-<n>` with the smallest `n >= 2` not yet used,
-//! and the block keeps the model's own id as `originalId`. The renaming is reversible from the
-//! log alone, and the model sees the unique id from then on.
+//! and the block keeps the model's own id as `originalId`. A call the model gave no id (the key
+//! missing, `null` or `""`: some OpenAI-compatible servers stream calls so) gets a fresh one,
+//! `dsh-call-<n>` with the smallest free `n >= 1`, and `originalId: ""`; without it the call
+//! could not be paired with its result, and providers refuse an empty `tool_call_id`. The
+//! renaming is reversible from the log alone, and the model sees the unique id from then on.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -32,6 +35,9 @@ use crate::inbox::Inbox;
 use crate::runtime::Runtime;
 use crate::source::{Next, PreStep, Script, SourceContext, StepInput, StepSource};
 use crate::step::{DEFAULT_MAX_PARALLEL, StepContext, StepOutcome};
+
+/// The prefix of the id given to a call the model sent without one (`dsh-call-1`, ...).
+const GENERATED_ID_PREFIX: &str = "dsh-call-";
 
 /// How a turn ended.
 #[derive(Clone, Debug, PartialEq)]
@@ -119,22 +125,22 @@ impl TurnDriver {
         }
     }
 
-    /// The message with every call id unique in the session (see the module docs); the ids are
-    /// recorded as used.
+    /// The message with every call id unique in the session and non-empty (see the module
+    /// docs); the ids are recorded as used.
     fn unique_ids(&mut self, message: Json) -> Json {
-        let clashes = message
+        let needs_renaming = message
             .value()
             .get("content")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
             .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool-call"))
-            .filter_map(|b| b.get("id").and_then(Value::as_str))
+            .map(|b| b.get("id").and_then(Value::as_str).unwrap_or_default())
             .scan(HashSet::new(), |seen, id| {
-                Some(!seen.insert(id) || self.used_ids.contains(id))
+                Some(id.is_empty() || !seen.insert(id) || self.used_ids.contains(id))
             })
-            .any(|clash| clash);
-        if !clashes {
+            .any(|rename| rename);
+        if !needs_renaming {
             for block in tool_calls_of(&message) {
                 self.used_ids.insert(block.call_id.clone());
             }
@@ -146,16 +152,24 @@ impl TurnDriver {
                 if block.get("type").and_then(Value::as_str) != Some("tool-call") {
                     continue;
                 }
-                let Some(id) = block.get("id").and_then(Value::as_str).map(str::to_owned) else {
-                    continue;
-                };
-                if self.used_ids.insert(Arc::from(id.as_str())) {
+                let id = block
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                if !id.is_empty() && self.used_ids.insert(Arc::from(id.as_str())) {
                     continue;
                 }
-                let fresh = (2u64..)
-                    .map(|n| format!("{id}-{n}"))
-                    .find(|c| !self.used_ids.contains(c.as_str()))
-                    .unwrap_or_else(|| format!("{id}-x"));
+                let fresh = if id.is_empty() {
+                    (1u64..)
+                        .map(|n| format!("{GENERATED_ID_PREFIX}{n}"))
+                        .find(|c| !self.used_ids.contains(c.as_str()))
+                } else {
+                    (2u64..)
+                        .map(|n| format!("{id}-{n}"))
+                        .find(|c| !self.used_ids.contains(c.as_str()))
+                }
+                .unwrap_or_else(|| format!("{id}-x"));
                 self.used_ids.insert(Arc::from(fresh.as_str()));
                 if let Some(obj) = block.as_object_mut() {
                     obj.insert("id".into(), Value::from(fresh));

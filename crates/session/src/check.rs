@@ -3,7 +3,8 @@
 //! It reports bad lines (not UTF-8, bad JSON, too deep), a header of an unknown version, calls
 //! without results, results without calls, results whose `sourceEventSeqs[0]` is not their
 //! call's seq (or is out of range), pairs split across steps or turns, duplicate results,
-//! duplicate call ids within a step, and `sourceEventSeqs` pointing forward. It never changes
+//! duplicate call ids within a step, empty call ids (in a `tool/call` or an assistant message's
+//! `tool-call` block), and `sourceEventSeqs` pointing forward. It never changes
 //! anything: repair (spec I4) is [`crate::repair_bytes`].
 
 use std::collections::{BTreeSet, HashMap};
@@ -141,7 +142,15 @@ impl Scan {
     /// problem (an exported history would hold two calls with one id).
     fn assistant(&mut self, line: usize, event: &Event) {
         for call in calls_of(line, event) {
-            if let Some(&first) = self.visible_ids.get(&call.call_id) {
+            if call.call_id.is_empty() {
+                self.problem(
+                    line,
+                    format!(
+                        "the model's call of \"{}\" has an empty id: its result cannot name it, and providers refuse an empty tool_call_id",
+                        call.name
+                    ),
+                );
+            } else if let Some(&first) = self.visible_ids.get(&call.call_id) {
                 let message = if first == line {
                     format!(
                         "call id \"{}\" appears twice in this assistant message",
@@ -191,6 +200,12 @@ impl Scan {
                 return;
             }
         };
+        if call_id.is_empty() {
+            self.problem(
+                line,
+                "tool/call has an empty callId: its result cannot name it, and providers refuse an empty tool_call_id".to_owned(),
+            );
+        }
         let (turn, step) = (event.data_u64("turn"), event.data_u64("step"));
         if let Some(at) = self.visible.iter().position(|c| {
             *c.call_id == *call_id

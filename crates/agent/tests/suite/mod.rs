@@ -1,3 +1,4 @@
+mod call_ids;
 mod cancel;
 mod history;
 mod hooks;

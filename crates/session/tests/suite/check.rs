@@ -223,3 +223,31 @@ fn events_in_memory_are_checked_as_their_file_lines() {
     let problems = check_events(events.iter().enumerate().map(|(i, e)| (i as u64, e)));
     assert_eq!(lines(&problems), [2]);
 }
+
+/// A call id left empty by the model (some OpenAI-compatible servers stream calls without one)
+/// is reported in the assistant message and in the `tool/call`: no result can name the call, and
+/// providers refuse an empty `tool_call_id` in the history sent back.
+#[test]
+fn an_empty_call_id_in_a_tool_call_or_an_assistant_message_is_reported() {
+    let assistant = j(json!({"role": "assistant", "content": [
+        {"type": "tool-call", "id": "", "name": "bash", "arguments": "{}"},
+        {"type": "tool-call", "name": "echo", "arguments": "{}"},
+    ]}));
+    let text = log(&[
+        Event::turn_start(1),
+        Event::step_start(1, 1),
+        Event::assistant_message(1, 1, assistant),
+        Event::tool_call(1, 1, "", "bash", "{}"),
+        result("", 4, 1, 1),
+        Event::step_end(1, 1),
+        Event::turn_end(1, completed()),
+    ]);
+    let problems = check_log(&text);
+    one(&problems, 4, "the model's call of \"bash\" has an empty id");
+    one(&problems, 4, "the model's call of \"echo\" has an empty id");
+    one(&problems, 5, "tool/call has an empty callId");
+    assert!(
+        !problems.iter().any(|p| p.message.contains("appears twice")),
+        "two empty ids are not also reported as a duplicate: {problems:?}"
+    );
+}
