@@ -5,9 +5,11 @@
 //! Guarantees: a call never goes to a connection known to be closed; a server that died is
 //! started again for the next call (at most [`MAX_RESTARTS`] times, waiting 200 ms, 400 ms, ...
 //! up to 5 s before each), and a call it died under fails naming the server, its exit status
-//! and its last words on stderr; the process is killed when the link is dropped. The tool list
-//! is read again after each restart and on each `notifications/tools/list_changed`, and the
-//! new list replaces the server's tools in the registry they were registered in.
+//! and its last words on stderr; the process and everything it started (its process group:
+//! `SIGTERM`, a short grace, then `SIGKILL`) end when the link is dropped or the server is
+//! started again. The tool list is read again after each restart and on each
+//! `notifications/tools/list_changed`, and the new list replaces the server's tools in the
+//! registry they were registered in.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -58,6 +60,128 @@ pub(crate) struct Link {
 struct Live {
     service: Service,
     child: Option<tokio::process::Child>,
+    /// The process group the server leads (ended when this connection is replaced or dropped;
+    /// declared after `child` so it is dropped after it).
+    _group: Option<Group>,
+}
+
+/// How long the members of a server's process group have, after `SIGTERM`, before `SIGKILL`.
+const GROUP_GRACE: Duration = Duration::from_millis(500);
+
+/// The process group of a stdio server (started with `process_group(0)`, so it leads a group
+/// holding everything it starts). Dropped (the server stopped, restarted or its link dropped),
+/// it sends the whole group `SIGTERM` (and `SIGCONT`, for a stopped member), then `SIGKILL`
+/// after [`GROUP_GRACE`] to whatever is left; without a runtime to wait on (or when the runtime
+/// shuts down first), `SIGKILL` at once. Nothing a server started outlives it.
+struct Group(Pgid);
+
+/// A process group's id (the leader's pid).
+#[derive(Clone, Copy)]
+struct Pgid(rustix::process::Pid);
+
+impl Group {
+    /// The group led by the child whose pid is `pid`.
+    fn of(pid: Option<u32>) -> Option<Group> {
+        let pgid = i32::try_from(pid?).ok().filter(|p| *p > 1)?;
+        rustix::process::Pid::from_raw(pgid).map(|pid| Group(Pgid(pid)))
+    }
+}
+
+impl Pgid {
+    fn signal(self, sig: rustix::process::Signal) {
+        // A group with no member left is not an error.
+        let _ = rustix::process::kill_process_group(self.0, sig);
+    }
+
+    /// Whether no process at all is in the group, not even a zombie.
+    fn is_gone(self) -> bool {
+        rustix::process::test_kill_process_group(self.0) == Err(rustix::io::Errno::SRCH)
+    }
+
+    /// Whether no live member is left: none at all, or only zombies (read from `/proc`;
+    /// blocking).
+    fn is_empty_blocking(self) -> bool {
+        if self.is_gone() {
+            return true;
+        }
+        let pgid = self.0.as_raw_nonzero().get();
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return false;
+        };
+        !dir.filter_map(Result::ok)
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter_map(|stat| parse_stat(&stat))
+            .any(|(state, pgrp)| pgrp == pgid && state != 'Z' && state != 'X')
+    }
+
+    async fn is_empty(self) -> bool {
+        tokio::task::spawn_blocking(move || self.is_empty_blocking())
+            .await
+            .unwrap_or(false)
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let pgid = self.0;
+        if pgid.is_gone() {
+            return;
+        }
+        pgid.signal(rustix::process::Signal::TERM);
+        pgid.signal(rustix::process::Signal::CONT);
+        let last = KillOnDrop(Some(pgid));
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // `last` sends SIGKILL now
+        };
+        // A task dropped unfinished (the runtime shutting down) still drops `last`: SIGKILL.
+        runtime.spawn(async move {
+            let until = tokio::time::Instant::now() + GROUP_GRACE;
+            let mut pause = Duration::from_millis(2);
+            while tokio::time::Instant::now() < until {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+                if pgid.is_empty().await {
+                    last.disarm();
+                    return;
+                }
+            }
+            drop(last);
+        });
+    }
+}
+
+/// Sends the group `SIGKILL` when dropped, unless disarmed (`None`).
+struct KillOnDrop(Option<Pgid>);
+
+impl KillOnDrop {
+    /// The group has ended: nothing to do on drop.
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            pgid.signal(rustix::process::Signal::KILL);
+        }
+    }
+}
+
+/// `(state, pgrp)` from a `/proc/<pid>/stat` line; the command name may hold spaces and parens,
+/// so fields are counted after its last `)`.
+fn parse_stat(stat: &str) -> Option<(char, i32)> {
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
 }
 
 impl Link {
@@ -283,9 +407,9 @@ async fn connect(
         detail: e.to_string(),
     };
     let started = tokio::time::timeout(budget, async {
-        let (service, child) = match (&config.command, &config.url) {
+        let (service, child, group) = match (&config.command, &config.url) {
             (Some(command), _) => {
-                let mut child = spawn(name, command, config, stderr)?;
+                let (mut child, group) = spawn(name, command, config, stderr)?;
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                     return Err(handshake(&"its stdin and stdout could not be opened"));
                 };
@@ -295,14 +419,14 @@ async fn connect(
                     .serve((stdout, stdin))
                     .await
                     .map_err(|e| handshake(&e))?;
-                (service, Some(child))
+                (service, Some(child), group)
             }
             (None, Some(url)) => {
                 let service = client
                     .serve(http(name, url, config)?)
                     .await
                     .map_err(|e| handshake(&e))?;
-                (service, None)
+                (service, None, None)
             }
             (None, None) => {
                 return Err(McpError::Config {
@@ -323,6 +447,7 @@ async fn connect(
             Live {
                 service: Arc::new(service),
                 child,
+                _group: group,
             },
             tools,
         ))
@@ -351,20 +476,21 @@ async fn connect(
     }
 }
 
-/// Starts `command` with piped stdio (killed when dropped), its stderr's last lines kept.
+/// Starts `command` with piped stdio in a process group of its own (ended, whole, when the
+/// [`Group`] is dropped), its stderr's last lines kept.
 fn spawn(
     name: &str,
     command: &str,
     config: &ServerConfig,
     lines: &Arc<Mutex<VecDeque<String>>>,
-) -> Result<tokio::process::Child, McpError> {
+) -> Result<(tokio::process::Child, Option<Group>), McpError> {
     let mut cmd = tokio::process::Command::new(command);
     cmd.args(&config.args)
         .envs(&config.env)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
+        .process_group(0);
     if let Some(cwd) = &config.cwd {
         cmd.current_dir(cwd);
     }
@@ -373,6 +499,7 @@ fn spawn(
         command: command.to_owned(),
         source,
     })?;
+    let group = Group::of(child.id());
     if let Some(stderr) = child.stderr.take() {
         let keep = lines.clone();
         let server = name.to_owned();
@@ -389,7 +516,7 @@ fn spawn(
             }
         });
     }
-    Ok(child)
+    Ok((child, group))
 }
 
 /// The streamable HTTP transport to `url`, with the table's headers and bearer token.

@@ -1,0 +1,75 @@
+//! How upstream servers are started and ended: against `tests/mcp/upstream.py`, a plain
+//! JSON-RPC stdio server (no SDK) that misbehaves on request.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use dsh_mcp::{McpServer, ServerConfig};
+
+fn upstream() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/mcp/upstream.py")
+        .display()
+        .to_string()
+}
+
+/// A fresh directory for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dsh-mcp-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Whether `pid` is running (a zombie waiting for its parent counts as ended).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let rest = stat[stat.rfind(')')? + 1..].trim_start().to_owned();
+            rest.chars().next()
+        })
+        .is_some_and(|state| state != 'Z' && state != 'X')
+}
+
+/// Waits (at most `limit`) for `done`; whether it came.
+async fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    done()
+}
+
+#[tokio::test]
+async fn mcp_a_dropped_server_takes_its_own_children_with_it_even_when_they_ignore_sigterm() {
+    let dir = scratch("grandchild");
+    let pidfile = dir.join("sleep.pid");
+    let config = ServerConfig::command(
+        "python3",
+        [
+            upstream(),
+            "--grandchild".to_owned(),
+            pidfile.display().to_string(),
+        ],
+    );
+    let server = McpServer::connect("up", &config).await.unwrap();
+    assert_eq!(server.tools().unwrap().len(), 1);
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(pid), "the grandchild runs while the server does");
+    drop(server);
+    assert!(
+        eventually(Duration::from_secs(10), || !alive(pid)).await,
+        "the server's child `sleep 301` (pid {pid}) outlived the server"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
