@@ -17,6 +17,10 @@
 //! Nothing but the protocol goes to stdout: call lines and warnings go to stderr. Over HTTP, a
 //! request without the bearer token (when one is set) is answered 401 before it reaches the
 //! MCP service, and a non-loopback address without a token is refused at start.
+//! SIGINT, SIGTERM or SIGHUP cancels the calls in progress and closes the log once each is
+//! recorded (a second signal exits at once); a client that goes away (stdin closed) has its
+//! calls in progress cancelled the same way before the log is closed, so the log a stopped
+//! gateway leaves checks clean (`mcp_stop`). Exit 130 when calls were cancelled, else 0.
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -41,6 +45,7 @@ use serde_json::Value;
 
 use super::Exit;
 use super::mcp_rounds;
+use super::mcp_stop::{self, InFlight, Stops};
 use super::run::{Approve, HookSources, ModeArg, Prepared, Setup, prepare};
 
 /// `dsh mcp ...`.
@@ -161,6 +166,10 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
     )
     .with_max_parallel(harness.policy().max_parallel_tool_calls);
     let next_id = next_call_number(harness.session());
+    // Installed before the first call can arrive: from here a signal stops, it does not kill.
+    let stops = Stops::install()
+        .map_err(|e| Exit::internal(format!("installing the signal handlers: {e}")))?;
+    let in_flight = Arc::new(InFlight::default());
     let clients = Arc::new(Clients::new());
     *elicit.clients.lock() = Some(clients.clone());
     #[cfg(feature = "mcp")]
@@ -171,34 +180,62 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
         next_id: Arc::new(AtomicU64::new(next_id)),
         clients,
         rounds: mcp_rounds::Rounds::new(std::time::Duration::from_secs(args.ask_ttl_secs)),
+        in_flight: in_flight.clone(),
     };
     let prepared = gateway.prepared.clone();
-    match args.http {
-        Some(addr) => http(gateway, addr, args.token).await?,
-        None => {
-            let service = gateway
-                .serve(rmcp::transport::stdio())
-                .await
-                .map_err(|e| Exit::internal(format!("starting the MCP server: {e}")))?;
-            if let Err(e) = service.waiting().await {
-                return Err(Exit::internal(format!("the MCP server stopped: {e}")));
+    let (stop_transport, stopped) = tokio::sync::oneshot::channel();
+    let (hard_stop, hard_stopped) = tokio::sync::oneshot::channel();
+    let watcher = mcp_stop::watch(stops, in_flight.clone(), stop_transport, hard_stop);
+    let serving = async {
+        match args.http {
+            Some(addr) => http(gateway, addr, args.token, stopped).await,
+            None => {
+                let service = gateway
+                    .serve(rmcp::transport::stdio())
+                    .await
+                    .map_err(|e| Exit::internal(format!("starting the MCP server: {e}")))?;
+                let token = service.cancellation_token();
+                let stopper = tokio::spawn(async move {
+                    if stopped.await.is_ok() {
+                        token.cancel();
+                    }
+                });
+                let waited = service.waiting().await;
+                stopper.abort();
+                waited
+                    .map(|_| ())
+                    .map_err(|e| Exit::internal(format!("the MCP server stopped: {e}")))
             }
         }
-    }
+    };
+    let served = tokio::select! {
+        served = serving => served,
+        Ok(()) = hard_stopped => return Err(Exit { code: 130, message: None }),
+    };
+    // The client is gone or a signal stopped the server: calls still in progress are cancelled
+    // and recorded before the log is closed under them.
+    in_flight.stop();
+    in_flight.idle().await;
+    watcher.abort();
+    served?;
     let closed = prepared.harness.session().close().await;
     if let Err(e) = closed {
         return Err(Exit::internal(format!("closing {}: {e}", log.display())));
     }
     eprintln!("{}", prepared.renderer.summary());
     eprintln!("log: {}", log.display());
-    Ok(0)
+    // Calls cancelled by the stop make it an interruption (130); a stop with nothing in
+    // progress is the server's normal end.
+    Ok(if in_flight.cancelled() > 0 { 130 } else { 0 })
 }
 
-/// Serves streamable HTTP at `addr` until Ctrl-C; with a token, a request without it gets 401.
+/// Serves streamable HTTP at `addr` until `stop` is answered; with a token, a request without
+/// it gets 401.
 async fn http(
     gateway: Gateway,
     addr: std::net::SocketAddr,
     token: Option<String>,
+    stop: tokio::sync::oneshot::Receiver<&'static str>,
 ) -> Result<(), Exit> {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{
@@ -216,7 +253,7 @@ async fn http(
         let host = bound.ip().to_string();
         config = config.with_allowed_hosts([host.clone(), format!("{host}:{}", bound.port())]);
     }
-    let stop = config.cancellation_token.clone();
+    let cancel = config.cancellation_token.clone();
     let service = StreamableHttpService::new(
         move || Ok(gateway.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -251,8 +288,8 @@ async fn http(
     eprintln!("dsh mcp serve: listening on http://{bound}/mcp");
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
-            let _ = tokio::signal::ctrl_c().await;
-            stop.cancel();
+            let _ = stop.await;
+            cancel.cancel();
         })
         .await
         .map_err(|e| Exit::internal(format!("the MCP server stopped: {e}")))
@@ -424,6 +461,8 @@ struct Gateway {
     clients: Arc<Clients>,
     /// Calls parked at an ask of a client that takes MRTR rounds.
     rounds: Arc<mcp_rounds::Rounds<Result<CallToolResult, ErrorData>>>,
+    /// The calls in progress, cancelled and waited for when the gateway stops.
+    in_flight: Arc<InFlight>,
 }
 
 impl Gateway {
@@ -518,7 +557,9 @@ impl Gateway {
         let clients = self.clients.clone();
         let lanes = self.lanes.clone();
         let signal = controller.signal();
+        let admitted = self.in_flight.admit(&id, &controller);
         let result = tokio::spawn(async move {
+            let _admitted = admitted;
             let _entry = CallEntry {
                 clients: &clients,
                 id: id.clone(),

@@ -17,6 +17,8 @@ mod logs;
 mod mcp;
 #[cfg(feature = "mcp-serve")]
 mod mcp_rounds;
+#[cfg(feature = "mcp-serve")]
+mod mcp_stop;
 #[cfg(feature = "agent")]
 mod model_config;
 mod options;

@@ -29,7 +29,7 @@ fn server_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/server.py")
 }
 
-fn require_python_mcp() {
+pub(super) fn require_python_mcp() {
     let probe = std::process::Command::new("python3")
         .args(["-c", "import mcp.server.mcpserver"])
         .output()

@@ -28,6 +28,7 @@ mod lifetime;
 mod logs;
 mod mcp_client;
 mod mcp_concurrent;
+mod mcp_stop;
 mod mcp_conformance;
 mod mcp_everything;
 mod mcp_inspector;

@@ -1,0 +1,143 @@
+//! How `dsh mcp serve` stops (stdio, driven by the official Rust SDK's client): SIGINT, SIGTERM
+//! and SIGHUP cancel the calls in progress, a call waiting for an exclusive one included, and
+//! the log is closed once each has its result: exit 130 and a log that checks clean without a
+//! repair. The upstream is the Python SDK's test server (tests/mcp/server.py).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+use super::mcp_concurrent::{Probe, args, runtime};
+use super::support::*;
+
+fn server_script() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/server.py")
+}
+
+/// Waits (at most 20 s) until the events file holds `line`.
+async fn wait_for_line(events: &Path, line: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(events).unwrap_or_default();
+        if text.lines().any(|l| l == line) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the events file never held {line:?}: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Starts the gateway in front of the test server, calls `hold` (read-only) and, once it runs,
+/// an exclusive `slow`, which waits for `hold` to end before it may start; then sends `signal`
+/// and returns the gateway's exit code and the log.
+fn stopped_by(signal: &str) -> (Option<i32>, std::path::PathBuf, tempfile::TempDir) {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = ws.path().join("gateway.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[mcp.servers.py]\ncommand = \"python3\"\nargs = [{:?}]\n",
+            server_script().display().to_string()
+        ),
+    )
+    .unwrap();
+    let log = ws.path().join("gateway.jsonl");
+    let events = ws.path().join("events.txt");
+    let code = runtime().block_on(async {
+        let mut cmd: tokio::process::Command = dsh().into();
+        cmd.args(["mcp", "serve", "--workspace", s(ws.path())])
+            .args(["--session", s(&log), "--policy", s(&policy)])
+            .env("DSH_TEST_EVENTS", &events)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().expect("dsh starts");
+        let pid = child.id().expect("a pid");
+        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let client = Arc::new(
+            Probe::default()
+                .serve((stdout, stdin))
+                .await
+                .expect("the MCP handshake"),
+        );
+        let call = |name: &'static str, a: Value| {
+            let peer = client.peer().clone();
+            tokio::spawn(async move {
+                peer.call_tool(CallToolRequestParams::new(name).with_arguments(args(a)))
+                    .await
+            })
+        };
+        let held = call("mcp__py__hold", json!({"seconds": 60, "tag": "a"}));
+        wait_for_line(&events, "started a").await;
+        let waiting = call("mcp__py__slow", json!({"seconds": 60}));
+        // Requests are read in order: once this answer is back, `slow` has been received.
+        client.peer().list_all_tools().await.expect("tools/list");
+        let sent = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+            .await
+            .expect("dsh ends after the signal")
+            .expect("its status");
+        // Both calls were answered before the gateway ended.
+        for answered in [held, waiting] {
+            let result = answered.await.expect("the call's task");
+            assert!(result.is_ok(), "{result:?}");
+        }
+        status.code()
+    });
+    (code, log, ws)
+}
+
+#[test]
+fn mcp_gateway_stopped_by_a_signal_cancels_its_calls_and_closes_a_log_that_checks_clean() {
+    super::mcp_concurrent::require_python_mcp();
+    for signal in ["INT", "TERM", "HUP"] {
+        let (code, log, _ws) = stopped_by(signal);
+        assert_eq!(code, Some(130), "SIG{signal}: exit 130");
+        let check = dsh_run(&["check", s(&log)]);
+        assert_eq!(check.code, 0, "SIG{signal}: {}", check.both());
+        let ev = events(&log);
+        let calls = of_type(&ev, "tool/call");
+        let results = of_type(&ev, "tool/result");
+        assert_eq!(calls.len(), 2, "SIG{signal}: both calls recorded");
+        assert_eq!(results.len(), 2, "SIG{signal}: each with its result");
+        // Each call's result, found by its id (the results may be logged in either order).
+        let result_of = |tool: &str| -> String {
+            let id = calls
+                .iter()
+                .find(|c| c["data"]["name"] == tool)
+                .map(|c| c["data"]["callId"].clone())
+                .unwrap_or_else(|| panic!("SIG{signal}: no call of {tool}"));
+            results
+                .iter()
+                .find(|r| r.to_string().contains(&format!("\"callId\":{id}")))
+                .map(|r| r["data"].to_string())
+                .unwrap_or_else(|| panic!("SIG{signal}: no result for {tool}"))
+        };
+        let (held, waiting) = (result_of("mcp__py__hold"), result_of("mcp__py__slow"));
+        assert!(
+            held.contains("\"ABORTED\""),
+            "SIG{signal}: the running call is aborted: {held}"
+        );
+        assert!(
+            waiting.contains("ABORTED_BEFORE_DISPATCH"),
+            "SIG{signal}: the waiting call never started: {waiting}"
+        );
+        assert_eq!(
+            of_type(&ev, "turn/end").len(),
+            of_type(&ev, "turn/start").len()
+        );
+    }
+}
