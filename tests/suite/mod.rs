@@ -29,6 +29,7 @@ mod logs;
 mod mcp_client;
 mod mcp_concurrent;
 mod mcp_stop;
+mod mcp_upstream;
 mod mcp_conformance;
 mod mcp_everything;
 mod mcp_inspector;

@@ -41,7 +41,6 @@ pub(crate) type Service = Arc<RunningService<RoleClient, Client>>;
 pub(crate) struct Link {
     name: Arc<str>,
     pub(crate) config: ServerConfig,
-    stderr: Arc<Mutex<VecDeque<String>>>,
     live: tokio::sync::Mutex<Live>,
     restarts: AtomicU32,
     pub(crate) hub: Arc<Hub>,
@@ -60,10 +59,15 @@ pub(crate) struct Link {
 struct Live {
     service: Service,
     child: Option<tokio::process::Child>,
+    /// The last lines this process (not an earlier one) wrote on stderr.
+    stderr: Tail,
     /// The process group the server leads (ended when this connection is replaced or dropped;
     /// declared after `child` so it is dropped after it).
     _group: Option<Group>,
 }
+
+/// A process's last lines on stderr.
+type Tail = Arc<Mutex<VecDeque<String>>>;
 
 /// How long the members of a server's process group have, after `SIGTERM`, before `SIGKILL`.
 const GROUP_GRACE: Duration = Duration::from_millis(500);
@@ -188,14 +192,12 @@ impl Link {
     /// Connects for the first time, the server's tools listed.
     pub(crate) async fn open(name: &str, config: &ServerConfig) -> Result<Arc<Link>, McpError> {
         config.check(name)?;
-        let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let hub = Arc::new(Hub::default());
-        let (live, tools) = connect(name, config, &stderr, &hub).await?;
+        let (live, tools) = connect(name, config, &hub).await?;
         let service = live.service.clone();
         let link = Arc::new(Link {
             name: Arc::from(name),
             config: config.clone(),
-            stderr,
             live: tokio::sync::Mutex::new(live),
             restarts: AtomicU32::new(0),
             hub,
@@ -320,8 +322,9 @@ impl Link {
         let n = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
         if n > MAX_RESTARTS {
             return Err(Failure::new(format!(
-                "MCP server `{}` has died {MAX_RESTARTS} times and is not started again",
-                self.name
+                "MCP server `{}` has died {} times and is not started again",
+                self.name,
+                MAX_RESTARTS + 1
             )));
         }
         let wait = Duration::from_millis(200u64 << (n - 1).min(5)).min(Duration::from_secs(5));
@@ -334,7 +337,7 @@ impl Link {
             )
         );
         tokio::time::sleep(wait).await;
-        match connect(&self.name, &self.config, &self.stderr, &self.hub).await {
+        match connect(&self.name, &self.config, &self.hub).await {
             Ok((fresh, tools)) => {
                 *live = fresh;
                 let service = live.service.clone();
@@ -354,18 +357,27 @@ impl Link {
     /// What a call that failed on the connection should say: the server's exit status when it
     /// has exited, and its last words.
     pub(crate) async fn why(&self, error: &rmcp::ServiceError) -> String {
-        let exited = {
+        let (exited, stderr) = {
             let mut live = self.live.lock().await;
-            match live.child.as_mut() {
+            let exited = match live.child.as_mut() {
                 // Give a dying process a moment to be reaped, so its status can be named.
                 Some(child) => tokio::time::timeout(Duration::from_millis(200), child.wait())
                     .await
                     .ok()
                     .and_then(Result::ok),
                 None => None,
-            }
+            };
+            (exited, live.stderr.clone())
         };
-        let said = last_lines(&self.stderr);
+        let said = last_lines(&stderr);
+        let next = if self.restarts.load(Ordering::Relaxed) >= MAX_RESTARTS {
+            format!(
+                "it has been started again {MAX_RESTARTS} times already and is not started \
+                 again: its tools fail from now on"
+            )
+        } else {
+            "the server is started again for the next call".to_owned()
+        };
         let said = if said.is_empty() {
             String::new()
         } else {
@@ -374,14 +386,13 @@ impl Link {
         if let Some(broke) = self.hub.broken() {
             return format!(
                 "MCP server `{}` broke the protocol: {broke}; the connection is closed, the call \
-                 fails, and the server is started again for the next call{said}",
+                 fails, and {next}{said}",
                 self.name
             );
         }
         match exited {
             Some(status) => format!(
-                "MCP server `{}` exited ({status}) during the call{said}; it is started again \
-                 for the next call",
+                "MCP server `{}` exited ({status}) during the call{said}; {next}",
                 self.name
             ),
             None => format!("MCP server `{}` failed the call: {error}{said}", self.name),
@@ -394,9 +405,10 @@ impl Link {
 async fn connect(
     name: &str,
     config: &ServerConfig,
-    stderr: &Arc<Mutex<VecDeque<String>>>,
     hub: &Arc<Hub>,
 ) -> Result<(Live, Vec<rmcp::model::Tool>), McpError> {
+    // Each process has its own: an earlier one's last words would tell the wrong story.
+    let stderr: &Tail = &Arc::new(Mutex::new(VecDeque::new()));
     let client = Client {
         server: Arc::from(name),
         hub: hub.clone(),
@@ -447,6 +459,7 @@ async fn connect(
             Live {
                 service: Arc::new(service),
                 child,
+                stderr: stderr.clone(),
                 _group: group,
             },
             tools,

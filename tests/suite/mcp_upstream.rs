@@ -1,0 +1,70 @@
+//! How `dsh` reports on the upstream MCP servers of a policy: what a crashing server said,
+//! whether it will be started again, bad `[mcp]` tables, and `dsh tools`' warnings.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::support::*;
+
+fn mcp_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
+}
+
+/// `policy.toml` in `dir` holding `text`.
+fn policy_file(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("policy.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn mcp_a_crash_quotes_only_that_process_s_stderr_and_the_last_one_says_no_restart_follows() {
+    let ws = tmp();
+    let policy = policy_file(
+        ws.path(),
+        &format!(
+            "[mcp.servers.py]\ncommand = \"python3\"\nargs = [{:?}]\n",
+            mcp_dir().join("server.py").display().to_string()
+        ),
+    );
+    let log = ws.path().join("log.jsonl");
+    let max = 5; // dsh_mcp::MAX_RESTARTS
+    let mut steps: Vec<String> = (1..=max + 2)
+        .map(|i| openai("", &[call(&format!("c{i}"), "mcp__py__crash", json!({}))]))
+        .collect();
+    steps.push(openai("done", &[]));
+    let script = script(ws.path(), "s.jsonl", &steps);
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let ev = events(&log);
+    for i in 1..=max {
+        let r = result_of(&ev, &format!("c{i}"));
+        assert!(r.is_error, "{r:?}");
+        assert_eq!(
+            r.text.matches("crashing on purpose").count(),
+            1,
+            "call {i} quotes its own process's last words, once: {r:?}"
+        );
+        assert!(
+            r.text.contains("started again for the next call"),
+            "call {i}: {r:?}"
+        );
+    }
+    let last = result_of(&ev, &format!("c{}", max + 1));
+    assert_eq!(
+        last.text.matches("crashing on purpose").count(),
+        1,
+        "{last:?}"
+    );
+    assert!(
+        !last.text.contains("started again for the next call")
+            && last.text.contains("is not started again"),
+        "the crash that reaches the cap says no restart follows: {last:?}"
+    );
+    let after = result_of(&ev, &format!("c{}", max + 2));
+    assert!(
+        after.is_error && after.text.contains("is not started again"),
+        "{after:?}"
+    );
+}
