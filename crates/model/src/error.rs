@@ -85,7 +85,10 @@ pub enum ModelError {
         message: String,
     },
     /// The server could not be reached at all (refused, no route, DNS).
-    #[error("cannot connect to {url}: is the server running and the base URL right?")]
+    #[error(
+        "cannot connect to {url} ({}): is the server running and the base URL right?",
+        causes(source)
+    )]
     Connect {
         /// The URL that was requested.
         url: String,
@@ -107,17 +110,20 @@ pub enum ModelError {
         /// The first characters of the page.
         excerpt: String,
     },
-    /// The request failed before a response arrived, for another transport reason.
-    #[error("request to {url} failed")]
+    /// The request failed before a response arrived, for another transport reason (the
+    /// connection closed or reset before the response started, which is retried as a 5xx is).
+    #[error("request to {url} failed ({attempts} {}): {}", attempts_word(*attempts), causes(source))]
     Transport {
         /// The URL that was requested.
         url: String,
-        /// The transport's error.
+        /// Attempts made, the first included.
+        attempts: u32,
+        /// The transport's error (of the last attempt).
         #[source]
         source: reqwest::Error,
     },
     /// The connection broke while the response was streaming.
-    #[error("the response stream from {url} was cut")]
+    #[error("the response stream from {url} was cut: {}", causes(source))]
     StreamCut {
         /// The URL that was requested.
         url: String,
@@ -224,6 +230,30 @@ pub enum ModelError {
     /// A watchdog misuse (see [`WatchdogError`]).
     #[error(transparent)]
     Watchdog(#[from] WatchdogError),
+}
+
+/// The messages of `error`'s source chain, joined by `": "`; reqwest's own message (which only
+/// repeats the URL) is left out when there is a deeper cause. A message that repeats the one
+/// before it is said once.
+fn causes(error: &reqwest::Error) -> String {
+    let mut messages: Vec<String> = Vec::new();
+    let mut next = std::error::Error::source(error);
+    while let Some(cause) = next {
+        let message = cause.to_string();
+        if messages.last() != Some(&message) {
+            messages.push(message);
+        }
+        next = cause.source();
+    }
+    if messages.is_empty() {
+        error.to_string()
+    } else {
+        messages.join(": ")
+    }
+}
+
+fn attempts_word(attempts: u32) -> &'static str {
+    if attempts == 1 { "attempt" } else { "attempts" }
 }
 
 fn retry_hint(after: Option<Duration>) -> String {

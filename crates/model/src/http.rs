@@ -1,11 +1,12 @@
 //! The HTTP side every adapter shares: one process-wide `reqwest::Client`, the timeouts of a
 //! request ([`HttpSettings`]), and `open`, which sends a request and turns an unsuccessful
-//! status into a [`ModelError`] a user can act on, retrying 429 and 5xx.
+//! status into a [`ModelError`] a user can act on, retrying 429, 5xx and a connection closed
+//! before the response started.
 //!
-//! Guarantees: a request is retried only on a 429 or 5xx status, at most as often as the policy
-//! allows, waiting what `Retry-After` asks; never once a response with a success status came
-//! back (its stream belongs to the caller); every wait and send stays within the whole-request
-//! deadline.
+//! Guarantees: a request is retried only on a 429 or 5xx status or a connection closed or reset
+//! before the response started, at most as often as the policy allows, waiting what
+//! `Retry-After` asks; never once a response with a success status came back (its stream
+//! belongs to the caller); every wait and send stays within the whole-request deadline.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -25,7 +26,7 @@ pub struct HttpSettings {
     pub idle_timeout: Duration,
     /// The whole request, retries and streaming included, must end within this.
     pub deadline: Option<Duration>,
-    /// Retries of 429 and 5xx answers.
+    /// Retries of 429 and 5xx answers and of connections closed before the response started.
     pub retry: RetryPolicy,
 }
 
@@ -114,9 +115,27 @@ pub(crate) async fn open(
             .headers(headers.clone())
             .body(body.clone())
             .send();
-        let response = within(deadline, send)
-            .await?
-            .map_err(|source| transport_error(target.url, source))?;
+        let response = match within(deadline, send).await? {
+            Ok(response) => response,
+            Err(source) => {
+                if closed_before_response(&source)
+                    && attempt < settings.retry.max_attempts
+                    && let Some(delay) = retry_delay(settings, attempt, None, deadline)
+                {
+                    tracing::debug!(
+                        provider = target.provider,
+                        error = %source,
+                        attempt,
+                        ?delay,
+                        "retrying after the connection closed"
+                    );
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                    continue;
+                }
+                return Err(transport_error(target.url, source, attempt));
+            }
+        };
         let status = response.status().as_u16();
         let content_type = response
             .headers()
@@ -147,27 +166,46 @@ pub(crate) async fn open(
         } else {
             error_message(&text)
         };
-        if retryable && attempt < settings.retry.max_attempts {
-            let delay = settings.retry.delay(attempt, wait);
-            let fits = deadline.is_none_or(|(at, _)| Instant::now() + delay < at);
-            if fits {
-                tracing::debug!(
-                    provider = target.provider,
-                    status,
-                    attempt,
-                    ?delay,
-                    "retrying"
-                );
-                tokio::time::sleep(delay).await;
-                attempt += 1;
-                continue;
-            }
+        if retryable
+            && attempt < settings.retry.max_attempts
+            && let Some(delay) = retry_delay(settings, attempt, wait, deadline)
+        {
+            tracing::debug!(
+                provider = target.provider,
+                status,
+                attempt,
+                ?delay,
+                "retrying"
+            );
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+            continue;
         }
         return Err(status_error(target, status, attempt, wait, message));
     }
 }
 
-fn transport_error(url: &str, source: reqwest::Error) -> ModelError {
+/// The wait before retry number `attempt`, if it ends before the deadline.
+fn retry_delay(
+    settings: &HttpSettings,
+    attempt: u32,
+    wait: Option<Duration>,
+    deadline: Option<(Instant, Duration)>,
+) -> Option<Duration> {
+    let delay = settings.retry.delay(attempt, wait);
+    deadline
+        .is_none_or(|(at, _)| Instant::now() + delay < at)
+        .then_some(delay)
+}
+
+/// Whether a failed send broke on a connection that was reached (closed or reset by the server
+/// or a proxy before the response's first byte), not on reaching it: no response started, so
+/// nothing of it was acted on, and sending again is as safe as after a 5xx.
+fn closed_before_response(source: &reqwest::Error) -> bool {
+    source.is_request() && !source.is_connect() && !source.is_timeout()
+}
+
+fn transport_error(url: &str, source: reqwest::Error, attempts: u32) -> ModelError {
     if source.is_connect() {
         ModelError::Connect {
             url: url.to_owned(),
@@ -176,6 +214,7 @@ fn transport_error(url: &str, source: reqwest::Error) -> ModelError {
     } else {
         ModelError::Transport {
             url: url.to_owned(),
+            attempts,
             source,
         }
     }

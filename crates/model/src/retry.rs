@@ -1,7 +1,8 @@
 //! When to try a refused request again: exponential backoff with jitter, and the server's
 //! `Retry-After` (seconds or an HTTP date, or OpenAI's `retry-after-ms`) honoured as given.
 //!
-//! Guarantees: only a status answer (429, 5xx) is ever retried, never a stream that opened; the
+//! Guarantees: only a status answer (429, 5xx) or a connection closed before the response
+//! started is ever retried, never a stream that opened; the
 //! number of attempts never exceeds [`RetryPolicy::max_attempts`]; a computed backoff lies in
 //! `[delay/2, delay]` for `delay = min(max_delay, base_delay * 2^(retry-1))`.
 

@@ -2,6 +2,7 @@
 
 mod anthropic;
 mod assemble;
+mod closed;
 mod failures;
 mod openai;
 mod retry;

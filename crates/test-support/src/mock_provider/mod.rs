@@ -48,6 +48,10 @@ pub enum Reply {
         /// The body.
         body: String,
     },
+    /// Read the request, then close the connection without sending a byte of a response (a
+    /// proxy or a server that drops the connection; the client sees it closed or reset before
+    /// the response started).
+    Close,
 }
 
 impl Reply {

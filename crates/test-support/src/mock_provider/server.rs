@@ -1,17 +1,25 @@
 //! The HTTP server: one axum router on a random port of 127.0.0.1, the checks, the recording
-//! and the streaming of scripted frames.
+//! and the streaming of scripted frames; each connection can be dropped by its handler
+//! ([`Reply::Close`]) through a flag its socket checks before every write.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::connect_info::Connected;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, Response, StatusCode, Uri};
 use axum::routing::post;
+use axum::serve::{IncomingStream, Listener};
 use futures::StreamExt;
 use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 
 use super::{Frame, Recorded, Reply, Shared, anthropic, openai};
 
@@ -38,6 +46,8 @@ impl MockProvider {
             .with_state(Arc::clone(&shared));
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
+        let listener = Droppable(listener);
+        let app = app.into_make_service_with_connect_info::<DropSwitch>();
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 eprintln!("mock provider stopped: {e}");
@@ -97,6 +107,104 @@ impl MockProvider {
     }
 }
 
+/// The listener: TCP connections whose sockets a handler can drop.
+struct Droppable(TcpListener);
+
+/// A connection's switch: once on, its socket refuses every write, so the server drops the
+/// connection without writing a byte of the response.
+#[derive(Clone, Default)]
+struct DropSwitch(Arc<AtomicBool>);
+
+/// A TCP stream with its [`DropSwitch`].
+struct DroppableStream {
+    inner: TcpStream,
+    switch: DropSwitch,
+}
+
+impl Listener for Droppable {
+    type Io = DroppableStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        let (inner, addr) = Listener::accept(&mut self.0).await;
+        let stream = DroppableStream {
+            inner,
+            switch: DropSwitch::default(),
+        };
+        (stream, addr)
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.0.local_addr()
+    }
+}
+
+impl Connected<IncomingStream<'_, Droppable>> for DropSwitch {
+    fn connect_info(stream: IncomingStream<'_, Droppable>) -> Self {
+        stream.io().switch.clone()
+    }
+}
+
+impl DroppableStream {
+    fn dropped(&self) -> Option<std::io::Error> {
+        self.switch.0.load(Ordering::SeqCst).then(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "mock provider: connection dropped",
+            )
+        })
+    }
+}
+
+impl AsyncRead for DroppableStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for DroppableStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.dropped() {
+            Some(e) => Poll::Ready(Err(e)),
+            None => Pin::new(&mut self.inner).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.dropped() {
+            Some(e) => Poll::Ready(Err(e)),
+            None => Pin::new(&mut self.inner).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.dropped() {
+            Some(e) => Poll::Ready(Err(e)),
+            None => Pin::new(&mut self.inner).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 fn status_reply(reply: &Reply) -> Response<Body> {
     let mut builder = Response::builder();
     let body = match reply {
@@ -118,6 +226,8 @@ fn status_reply(reply: &Reply) -> Response<Body> {
             }
             Body::from(body.clone())
         }
+        // The handler has turned the connection's switch on: nothing of this is written.
+        Reply::Close => Body::empty(),
         Reply::Stream(frames) => {
             builder = builder
                 .status(StatusCode::OK)
@@ -158,6 +268,7 @@ fn frame_stream(
 
 async fn handle(
     State(shared): State<Arc<Shared>>,
+    ConnectInfo(switch): ConnectInfo<DropSwitch>,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
@@ -213,5 +324,8 @@ async fn handle(
             )
         }
     });
+    if reply == Reply::Close {
+        switch.0.store(true, Ordering::SeqCst);
+    }
     status_reply(&reply)
 }
