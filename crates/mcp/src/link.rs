@@ -421,6 +421,9 @@ async fn connect(
     let started = tokio::time::timeout(budget, async {
         let (service, child, group) = match (&config.command, &config.url) {
             (Some(command), _) => {
+                if let Some(cwd) = &config.cwd {
+                    check_cwd(name, cwd).await?;
+                }
                 let (mut child, group) = spawn(name, command, config, stderr)?;
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                     return Err(handshake(&"its stdin and stdout could not be opened"));
@@ -487,6 +490,23 @@ async fn connect(
             after: budget,
         }),
     }
+}
+
+/// Refuses a `cwd` that is not a directory, naming it (the spawn itself would only say "No
+/// such file or directory", as if the command were missing).
+async fn check_cwd(name: &str, cwd: &std::path::Path) -> Result<(), McpError> {
+    let problem = match tokio::fs::metadata(cwd).await {
+        Ok(meta) if meta.is_dir() => return Ok(()),
+        Ok(_) => format!("its cwd {} is not a directory", cwd.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            format!("its cwd {} does not exist", cwd.display())
+        }
+        Err(e) => format!("its cwd {} cannot be used: {e}", cwd.display()),
+    };
+    Err(McpError::Config {
+        server: name.to_owned(),
+        problem,
+    })
 }
 
 /// Starts `command` with piped stdio in a process group of its own (ended, whole, when the

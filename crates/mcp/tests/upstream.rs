@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use dsh_mcp::{McpServer, ServerConfig};
+use dsh_mcp::{McpError, McpServer, ServerConfig};
 
 fn upstream() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -70,6 +70,41 @@ async fn mcp_a_dropped_server_takes_its_own_children_with_it_even_when_they_igno
     assert!(
         eventually(Duration::from_secs(10), || !alive(pid)).await,
         "the server's child `sleep 301` (pid {pid}) outlived the server"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn mcp_a_cwd_that_is_missing_or_not_a_directory_is_named_as_the_problem() {
+    let dir = scratch("cwd");
+    let mut config = ServerConfig::command("python3", [upstream()]);
+    config.cwd = Some(dir.join("nonexistent/dir"));
+    let e = McpServer::connect("a", &config).await.unwrap_err();
+    assert!(matches!(e, McpError::Config { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "MCP server `a`: its cwd {} does not exist",
+            dir.join("nonexistent/dir").display()
+        )
+    );
+    let file = dir.join("file");
+    std::fs::write(&file, "").unwrap();
+    config.cwd = Some(file.clone());
+    let e = McpServer::connect("a", &config).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "MCP server `a`: its cwd {} is not a directory",
+            file.display()
+        )
+    );
+    config.cwd = Some(dir.clone());
+    let server = McpServer::connect("a", &config).await.unwrap();
+    assert_eq!(
+        server.tools().unwrap().len(),
+        1,
+        "a directory that exists works"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
