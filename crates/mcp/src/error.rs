@@ -32,12 +32,14 @@ pub enum McpError {
         detail: String,
     },
     /// The server did not answer in time.
-    #[error("MCP server `{server}` did not start within {after:?}")]
+    #[error("MCP server `{server}` did not start within {after:?}{}", said_suffix(.said))]
     Timeout {
         /// The server's name.
         server: String,
         /// The budget.
         after: std::time::Duration,
+        /// Its last lines on stderr, on one line (empty when it said nothing).
+        said: String,
     },
     /// Listing its tools failed.
     #[error("MCP server `{server}`: listing its tools failed")]
@@ -79,4 +81,13 @@ pub enum McpError {
         #[source]
         source: dsh_core::CoreError,
     },
+}
+
+/// `; it said: ...`, or nothing when the server said nothing.
+fn said_suffix(said: &str) -> String {
+    if said.is_empty() {
+        String::new()
+    } else {
+        format!("; it said: {said}")
+    }
 }

@@ -488,6 +488,8 @@ async fn connect(
         Err(_) => Err(McpError::Timeout {
             server: name.to_owned(),
             after: budget,
+            // Why it hangs is often on its stderr (a prompt, a missing setting).
+            said: last_lines(stderr),
         }),
     }
 }

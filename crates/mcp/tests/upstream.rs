@@ -108,3 +108,16 @@ async fn mcp_a_cwd_that_is_missing_or_not_a_directory_is_named_as_the_problem() 
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn mcp_a_server_that_never_answers_initialize_times_out_quoting_its_stderr() {
+    let mut config = ServerConfig::command("python3", [upstream(), "--silent-start".to_owned()]);
+    config.startup_timeout_ms = Some(1500);
+    let e = McpServer::connect("slow", &config).await.unwrap_err();
+    assert!(matches!(e, McpError::Timeout { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "MCP server `slow` did not start within 1.5s; it said: waiting for a licence key that \
+         never comes"
+    );
+}
