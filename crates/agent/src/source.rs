@@ -36,7 +36,7 @@ pub fn failure_json(error: &ModelError) -> Value {
         ModelError::Unauthorized { .. } => "AUTH",
         ModelError::ModelNotFound { .. } => "NOT_FOUND",
         ModelError::BadRequest { .. } => "BAD_REQUEST",
-        ModelError::NotTheApi { .. } => "NOT_THE_API",
+        ModelError::NotTheApi { .. } | ModelError::NotAStream { .. } => "NOT_THE_API",
         ModelError::RateLimited { .. } => "RATE_LIMIT",
         ModelError::Server { .. } => "SERVER",
         ModelError::Connect { .. }

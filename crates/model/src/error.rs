@@ -110,6 +110,17 @@ pub enum ModelError {
         /// The first characters of the page.
         excerpt: String,
     },
+    /// A success status with a JSON body where the event stream was asked for: the server (or
+    /// a proxy) ignored `stream: true`, so it cannot be used for streamed requests.
+    #[error(
+        "{url} answered with a JSON body ({content_type}) instead of an event stream (text/event-stream): the server does not support streaming (`stream: true`), which dsh needs"
+    )]
+    NotAStream {
+        /// The URL that was requested.
+        url: String,
+        /// The response's `content-type`, as sent.
+        content_type: String,
+    },
     /// The request failed before a response arrived, for another transport reason (the
     /// connection closed or reset before the response started, which is retried as a 5xx is).
     #[error("request to {url} failed ({attempts} {}): {}", attempts_word(*attempts), causes(source))]

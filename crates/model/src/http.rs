@@ -6,7 +6,8 @@
 //! Guarantees: a request is retried only on a 429 or 5xx status or a connection closed or reset
 //! before the response started, at most as often as the policy allows, waiting what
 //! `Retry-After` asks; never once a response with a success status came back (its stream
-//! belongs to the caller); every wait and send stays within the whole-request deadline.
+//! belongs to the caller; a success answered with a JSON body instead of an event stream is
+//! [`ModelError::NotAStream`]); every wait and send stays within the whole-request deadline.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -146,6 +147,12 @@ pub(crate) async fn open(
         let html = content_type.to_ascii_lowercase().starts_with("text/html");
         let retryable = status == 429 || (500..600).contains(&status);
         if response.status().is_success() && !html {
+            if is_json(&content_type) {
+                return Err(ModelError::NotAStream {
+                    url: target.url.to_owned(),
+                    content_type,
+                });
+            }
             return Ok(response);
         }
         let wait = retry_after(response.headers(), SystemTime::now());
@@ -183,6 +190,19 @@ pub(crate) async fn open(
         }
         return Err(status_error(target, status, attempt, wait, message));
     }
+}
+
+/// Whether a `content-type` names JSON (`application/json`, `application/<x>+json`), never an
+/// event stream.
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 /// The wait before retry number `attempt`, if it ends before the deadline.

@@ -7,6 +7,7 @@ mod lifecycle;
 mod observers;
 mod order;
 mod plugins;
+mod provider_errors;
 mod stream;
 mod support;
 mod turns;

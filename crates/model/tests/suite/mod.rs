@@ -4,6 +4,7 @@ mod anthropic;
 mod assemble;
 mod closed;
 mod failures;
+mod not_a_stream;
 mod openai;
 mod retry;
 mod watchdog;
