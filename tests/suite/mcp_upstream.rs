@@ -68,3 +68,52 @@ fn mcp_a_crash_quotes_only_that_process_s_stderr_and_the_last_one_says_no_restar
         "{after:?}"
     );
 }
+
+/// `dsh tools --policy` with `policy` in a fresh workspace.
+fn dsh_tools(policy: &str) -> Out {
+    let ws = tmp();
+    let path = policy_file(ws.path(), policy);
+    dsh_run(&["tools", "--workspace", s(ws.path()), "--policy", s(&path)])
+}
+
+#[test]
+fn mcp_values_that_cannot_work_are_refused_naming_the_server_and_the_key() {
+    let cases = [
+        (
+            "[mcp.servers.a]\ncommand = \"\"\n",
+            "mcp.servers.a",
+            "`command` is empty",
+        ),
+        (
+            "[mcp.servers.a]\ncommand = \"python3\"\ntimeout_ms = 0\n",
+            "mcp.servers.a",
+            "`timeout_ms` is 0",
+        ),
+        (
+            "[mcp.servers.a]\ncommand = \"python3\"\nstartup_timeout_ms = 0\n",
+            "mcp.servers.a",
+            "`startup_timeout_ms` is 0",
+        ),
+        (
+            "[mcp.servers.x]\ncommand = \"python3\"\n[mcp.servers.x__y]\ncommand = \"python3\"\n",
+            "mcp.servers.x__y",
+            "may not hold `__`",
+        ),
+    ];
+    for (policy, server, problem) in cases {
+        let out = dsh_tools(policy);
+        assert_eq!(out.code, 2, "{policy}: {}", out.both());
+        assert!(
+            out.stderr.contains(server) && out.stderr.contains(problem),
+            "{policy}: {}",
+            out.both()
+        );
+        assert!(out.stdout.is_empty(), "{}", out.both());
+    }
+    let out = dsh_tools("[mcp.servers.x__y]\ncommand = \"python3\"\n");
+    assert!(
+        out.stderr.contains("mcp__<server>__<tool>") && !out.stderr.contains("register_scoped"),
+        "the refusal says why `__` is refused: {}",
+        out.both()
+    );
+}

@@ -74,8 +74,43 @@ impl ServerConfig {
     }
 
     /// Checks that the table says how to reach the server: `command` or `url`, not both, and
-    /// what a command server cannot use (`headers`, `bearer_token_env`) only with `url`.
+    /// what a command server cannot use (`headers`, `bearer_token_env`) only with `url`; that
+    /// `command` is not empty and neither budget is 0; and that the server's name keeps tool
+    /// names unambiguous (no `__` in it, no `_` at its end).
     pub fn check(&self, server: &str) -> Result<(), crate::McpError> {
+        let refuse = |problem: String| {
+            Err(crate::McpError::Config {
+                server: server.to_owned(),
+                problem,
+            })
+        };
+        if server.contains("__") || server.ends_with('_') {
+            return refuse(format!(
+                "a server's name may not hold `__` or end with `_`: its tools are named \
+                 `mcp__<server>__<tool>`, which must say which server a tool is of (servers \
+                 `x` with a tool `y__hello` and `x__y` with a tool `hello` would both give \
+                 `mcp__x__y__hello`); rename `{server}`"
+            ));
+        }
+        if self.command.as_deref().is_some_and(|c| c.trim().is_empty()) {
+            return refuse(
+                "`command` is empty: name the program that starts the server".to_owned(),
+            );
+        }
+        if self.timeout_ms == Some(0) {
+            return refuse(
+                "`timeout_ms` is 0, which would time every call out at once: give each call's \
+                 budget in milliseconds (default 60000)"
+                    .to_owned(),
+            );
+        }
+        if self.startup_timeout_ms == Some(0) {
+            return refuse(
+                "`startup_timeout_ms` is 0, which would give the server no time to start: give \
+                 its start-up budget in milliseconds (default 30000)"
+                    .to_owned(),
+            );
+        }
         let problem = match (&self.command, &self.url) {
             (Some(_), Some(_)) => Some("give `command` (stdio) or `url` (HTTP), not both"),
             (None, None) => Some("give `command` (stdio) or `url` (HTTP)"),
@@ -93,10 +128,7 @@ impl ServerConfig {
             _ => None,
         };
         match problem {
-            Some(p) => Err(crate::McpError::Config {
-                server: server.to_owned(),
-                problem: p.to_owned(),
-            }),
+            Some(p) => refuse(p.to_owned()),
             None => Ok(()),
         }
     }

@@ -35,3 +35,18 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_server_name_that_would_make_tool_names_ambiguous_is_refused_saying_why() {
+    let config = dsh_mcp::ServerConfig::command("python3", ["server.py"]);
+    for name in ["x__y", "x_"] {
+        let e = config.check(name).unwrap_err();
+        assert!(
+            matches!(&e, McpError::Config { server, problem }
+                if server == name && problem.contains("mcp__<server>__<tool>")),
+            "{e}"
+        );
+    }
+    assert!(config.check("x_y").is_ok());
+    assert!(config.check("_x-y").is_ok());
+}
