@@ -2,7 +2,10 @@
 //! allows once; `s` allows it and every call the rule shown covers for the rest of the
 //! session; `a` does so always in this workspace, written to the person's grants file; `n`
 //! rejects, and words after it (`n: use the test database`) go to the model with the refusal;
-//! anything else rejects; end of input means no channel: unavailable).
+//! anything else rejects; end of input means no channel: unavailable). A question cancelled
+//! while its line is being read (Ctrl-C during the question) leaves that read to whoever reads
+//! the terminal next ([`take_unclaimed`]): the chat's prompt, or the next question, gets the
+//! line the person types next, which a read left behind would otherwise swallow.
 
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -13,6 +16,55 @@ use dsh::Grants;
 use dsh::guard::GuardError;
 use dsh::guard::{AnswerNext, Answerer, ApprovalOutcome, ApprovalRequest};
 use tokio::sync::Mutex;
+
+/// A line read from stdin: bytes read (0 at the end of input) and the line.
+pub type ReadLine = std::io::Result<(usize, String)>;
+
+/// A read of stdin started for a question that was cancelled before the person answered.
+static UNCLAIMED: parking_lot::Mutex<Option<tokio::sync::oneshot::Receiver<ReadLine>>> =
+    parking_lot::Mutex::new(None);
+
+/// The read of stdin a cancelled question left under way, if any: its line is the next one the
+/// person types, and belongs to whoever reads the terminal next.
+pub fn take_unclaimed() -> Option<tokio::sync::oneshot::Receiver<ReadLine>> {
+    UNCLAIMED.lock().take()
+}
+
+/// A read of stdin a question is waiting on: dropped before its line came (the question was
+/// cancelled, or the call dropped), it is left to the next reader ([`take_unclaimed`]).
+struct Reading(Option<tokio::sync::oneshot::Receiver<ReadLine>>);
+
+impl Reading {
+    /// The line, once read (a read whose thread died reads as the end of input).
+    async fn line(&mut self) -> ReadLine {
+        let Some(rx) = self.0.as_mut() else {
+            return Ok((0, String::new()));
+        };
+        let read = rx.await;
+        self.0 = None;
+        read.unwrap_or(Ok((0, String::new())))
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        if let Some(rx) = self.0.take() {
+            *UNCLAIMED.lock() = Some(rx);
+        }
+    }
+}
+
+/// Reads the next line of stdin on a thread of its own (a read cannot be cancelled; see
+/// [`take_unclaimed`]).
+fn read_next_line() -> tokio::sync::oneshot::Receiver<ReadLine> {
+    let (line, read) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let n = std::io::stdin().lock().read_line(&mut text);
+        let _ = line.send(n.map(|n| (n, text)));
+    });
+    read
+}
 
 /// Asks the person at the terminal, one question at a time.
 pub struct TerminalApprover {
@@ -102,24 +154,19 @@ impl Answerer for TerminalApprover {
             .as_ref()
             .and_then(|g| g.file().map(Path::to_path_buf));
         let question = question(req, &rules, file.as_deref());
-        let read = tokio::task::spawn_blocking(move || {
-            let mut err = std::io::stderr();
-            let _ = err.write_all(question.as_bytes());
-            let _ = err.flush();
-            let mut line = String::new();
-            std::io::stdin()
-                .lock()
-                .read_line(&mut line)
-                .map(|n| (n, line))
-        });
+        let mut err = std::io::stderr();
+        let _ = err.write_all(question.as_bytes());
+        let _ = err.flush();
+        // Cancelled (or dropped) before the line came, the read goes on: its line is the next
+        // reader's, not this question's.
+        let mut reading = Reading(Some(take_unclaimed().unwrap_or_else(read_next_line)));
         tokio::select! {
-            r = read => match r {
-                Ok(Ok((0, _))) => Ok(ApprovalOutcome::Unavailable),
-                Ok(Ok((_, line))) => {
+            r = reading.line() => match r {
+                Ok((0, _)) | Err(_) => Ok(ApprovalOutcome::Unavailable),
+                Ok((_, line)) => {
                     let answer = read_answer(&line, !rules.is_empty(), file.is_some());
                     Ok(self.settle(req, answer, &rules).await)
                 }
-                _ => Ok(ApprovalOutcome::Unavailable),
             },
             _ = req.signal.aborted() => Ok(ApprovalOutcome::Cancelled),
         }

@@ -85,6 +85,22 @@ impl Reader {
         let (requests, incoming) = mpsc::channel::<(String, tokio::sync::oneshot::Sender<Line>)>();
         std::thread::spawn(move || {
             for (prompt, answer) in incoming {
+                // A question cancelled during the last turn left its read of the terminal under
+                // way: the line typed next is that read's, so it is this prompt's line.
+                if let Some(read) = super::approve::take_unclaimed() {
+                    use std::io::Write;
+                    let mut out = std::io::stdout();
+                    let _ = out.write_all(prompt.as_bytes());
+                    let _ = out.flush();
+                    let line = match read.blocking_recv() {
+                        Ok(Ok((n, text))) if n > 0 => {
+                            Line::Text(joined(text.trim_end_matches(['\n', '\r'])))
+                        }
+                        _ => Line::End,
+                    };
+                    let _ = answer.send(line);
+                    continue;
+                }
                 let line = match editor.readline(&prompt) {
                     Ok(text) => {
                         if !text.trim().is_empty() {

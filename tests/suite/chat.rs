@@ -215,3 +215,51 @@ fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
     let check = dsh_run(&["check", s(&log)]);
     assert_eq!(check.code, 0, "{}", check.both());
 }
+
+#[test]
+fn chat_ctrl_c_at_an_approval_question_leaves_the_next_line_typed_to_the_chat() {
+    let srv = mock_server();
+    // Turn 1: the model reads a file (the rules ask); the person cancels at the question.
+    srv.mock.push(read_call("call_1"));
+    // Turn 2: the next line typed is a turn of its own, answered.
+    srv.mock.push(openai::text_reply(&["Got it."]));
+    let ws = workspace();
+    let state = tempfile::tempdir().unwrap();
+    let policy = ws.path().join("policy.toml");
+    std::fs::write(&policy, "[permissions]\nask = [\"read\"]\n").unwrap();
+    let mut chat = chat_on_a_terminal(
+        ws.path(),
+        state.path(),
+        &srv.mock.openai_base_url(),
+        &policy,
+    );
+    let mut screen = String::new();
+    let expect = |chat: &mut expectrl::session::OsSession, needle: &str, screen: &mut String| {
+        let found = chat
+            .expect(needle)
+            .unwrap_or_else(|e| panic!("waiting for {needle:?}: {e}\nscreen so far:\n{screen}"));
+        screen.push_str(&String::from_utf8_lossy(found.before()));
+        screen.push_str(needle);
+    };
+    expect(&mut chat, "> ", &mut screen);
+    chat.send_line("what does notes.txt say?").unwrap();
+    expect(&mut chat, "allow this call? [y/s/a/N]", &mut screen);
+    chat.send(ControlCode::EndOfText).unwrap();
+    expect(&mut chat, "cancelled", &mut screen);
+    expect(&mut chat, "> ", &mut screen);
+    // The question's read of the terminal was under way when it was cancelled: this line is
+    // the chat's, not swallowed by it.
+    chat.send_line("something else then").unwrap();
+    expect(&mut chat, "Got it.", &mut screen);
+    expect(&mut chat, "> ", &mut screen);
+    chat.send_line("/exit").unwrap();
+    expect(&mut chat, "log: ", &mut screen);
+    let bodies = srv.mock.bodies();
+    assert_eq!(bodies.len(), 2, "{bodies:#?}");
+    let last = bodies[1]["messages"].to_string();
+    assert!(last.contains("something else then"), "{last}");
+    assert!(
+        !screen.contains("rejected"),
+        "the line was no answer to the question: {screen}"
+    );
+}
