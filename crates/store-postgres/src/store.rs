@@ -205,7 +205,14 @@ impl PgStore {
                 .map_err(|_| StoreError::WriterGone(name.clone()))?;
         let (session, repair) = resumed.map_err(|e| row_error(&name, &acquired.rows, e))?;
         if !repair.is_clean() {
-            tracing::warn!(session = %id, ?repair, "the session was repaired on takeover");
+            // The caller gets the report (the CLI prints it); this is only a trace of it.
+            tracing::debug!(
+                session = %id,
+                interrupted_calls = repair.interrupted_calls.len(),
+                appended_events = repair.appended_events(),
+                torn_tail = repair.torn_tail.is_some(),
+                "the session was repaired on takeover"
+            );
         }
         Ok(Opened {
             session,
