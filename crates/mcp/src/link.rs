@@ -73,21 +73,49 @@ type Tail = Arc<Mutex<VecDeque<String>>>;
 const GROUP_GRACE: Duration = Duration::from_millis(500);
 
 /// The process group of a stdio server (started with `process_group(0)`, so it leads a group
-/// holding everything it starts). Dropped (the server stopped, restarted or its link dropped),
-/// it sends the whole group `SIGTERM` (and `SIGCONT`, for a stopped member), then `SIGKILL`
-/// after [`GROUP_GRACE`] to whatever is left; without a runtime to wait on (or when the runtime
-/// shuts down first), `SIGKILL` at once. Nothing a server started outlives it.
-struct Group(Pgid);
+/// holding everything it starts), watched by a task of its own. Dropped (the server stopped,
+/// restarted or its link dropped), the task sends the whole group `SIGTERM` (and `SIGCONT`, for
+/// a stopped member), then `SIGKILL` after [`GROUP_GRACE`] to whatever is left. When the
+/// runtime shuts down first (dsh exiting: a link its own tools keep alive is never dropped), the
+/// task is dropped, and with it a guard that sends `SIGKILL` at once. Nothing a server started
+/// outlives it.
+struct Group {
+    /// Dropping it tells the watching task to end the group.
+    _end: tokio::sync::oneshot::Sender<()>,
+}
 
 /// A process group's id (the leader's pid).
 #[derive(Clone, Copy)]
 struct Pgid(rustix::process::Pid);
 
 impl Group {
-    /// The group led by the child whose pid is `pid`.
+    /// The group led by the child whose pid is `pid`, watched from now on (call within the
+    /// runtime).
     fn of(pid: Option<u32>) -> Option<Group> {
         let pgid = i32::try_from(pid?).ok().filter(|p| *p > 1)?;
-        rustix::process::Pid::from_raw(pgid).map(|pid| Group(Pgid(pid)))
+        let pgid = Pgid(rustix::process::Pid::from_raw(pgid)?);
+        let (end, ended) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            // Dropped with the runtime, this sends SIGKILL.
+            let last = KillOnDrop(Some(pgid));
+            let _ = ended.await;
+            if pgid.is_gone() {
+                return last.disarm();
+            }
+            pgid.signal(rustix::process::Signal::TERM);
+            pgid.signal(rustix::process::Signal::CONT);
+            let until = tokio::time::Instant::now() + GROUP_GRACE;
+            let mut pause = Duration::from_millis(2);
+            while tokio::time::Instant::now() < until {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+                if pgid.is_empty().await {
+                    return last.disarm();
+                }
+            }
+            drop(last);
+        });
+        Some(Group { _end: end })
     }
 }
 
@@ -127,35 +155,6 @@ impl Pgid {
         tokio::task::spawn_blocking(move || self.is_empty_blocking())
             .await
             .unwrap_or(false)
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        let pgid = self.0;
-        if pgid.is_gone() {
-            return;
-        }
-        pgid.signal(rustix::process::Signal::TERM);
-        pgid.signal(rustix::process::Signal::CONT);
-        let last = KillOnDrop(Some(pgid));
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return; // `last` sends SIGKILL now
-        };
-        // A task dropped unfinished (the runtime shutting down) still drops `last`: SIGKILL.
-        runtime.spawn(async move {
-            let until = tokio::time::Instant::now() + GROUP_GRACE;
-            let mut pause = Duration::from_millis(2);
-            while tokio::time::Instant::now() < until {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(50));
-                if pgid.is_empty().await {
-                    last.disarm();
-                    return;
-                }
-            }
-            drop(last);
-        });
     }
 }
 
