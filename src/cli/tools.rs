@@ -39,7 +39,8 @@ pub struct ToolsArgs {
     pub demo_tools: bool,
 }
 
-/// Prints the definitions (or, with `--system`, the prompt text); nothing is written to disk.
+/// Prints the definitions (or, with `--system`, the prompt text) on stdout, and the harness's
+/// warnings (an MCP server that did not start) on stderr; nothing is written to disk.
 pub async fn tools(args: ToolsArgs) -> Result<i32, Exit> {
     let policy = super::options::load_policy(
         args.pipeline.policy.as_deref(),
@@ -72,6 +73,10 @@ pub async fn tools(args: ToolsArgs) -> Result<i32, Exit> {
             | dsh::HarnessError::Hooks(_) => Exit::usage(e.to_string()),
             other => Exit::internal(other.to_string()),
         })?;
+    // As `dsh run` says them: an MCP server that did not start is why its tools are missing.
+    for w in harness.warnings() {
+        eprintln!("dsh: warning: {}", super::render::sanitize(w));
+    }
     let agent = harness.agent().clone();
     let code = code_mode_offer(&harness, &agent)?;
     if args.system {

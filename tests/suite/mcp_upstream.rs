@@ -117,3 +117,73 @@ fn mcp_values_that_cannot_work_are_refused_naming_the_server_and_the_key() {
         out.both()
     );
 }
+
+#[test]
+fn dsh_tools_warns_on_stderr_about_a_server_that_did_not_start_and_prints_the_rest() {
+    let ws = tmp();
+    let policy = policy_file(
+        ws.path(),
+        &format!(
+            "[mcp.servers.ok]\ncommand = \"python3\"\nargs = [{:?}]\n\
+             [mcp.servers.broken]\ncommand = \"python3\"\nargs = [{:?}, \"--die-at-start\"]\n",
+            mcp_dir().join("upstream.py").display().to_string(),
+            mcp_dir().join("server.py").display().to_string(),
+        ),
+    );
+    let out = dsh_run(&["tools", "--workspace", s(ws.path()), "--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    assert!(
+        out.stderr.contains("dsh: warning: MCP server `broken`")
+            && out.stderr.contains("giving up")
+            && out.stderr.contains("its tools are not available"),
+        "the warning names the server and what it said: {}",
+        out.both()
+    );
+    let tools: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(names.contains(&"mcp__ok__hello"), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("mcp__broken")),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn mcp_a_server_s_children_do_not_outlive_dsh() {
+    let ws = tmp();
+    let pidfile = ws.path().join("sleep.pid");
+    let policy = policy_file(
+        ws.path(),
+        &format!(
+            "[mcp.servers.up]\ncommand = \"python3\"\nargs = [{:?}, \"--grandchild\", {:?}]\n",
+            mcp_dir().join("upstream.py").display().to_string(),
+            pidfile.display().to_string(),
+        ),
+    );
+    let out = dsh_run(&["tools", "--workspace", s(ws.path()), "--policy", s(&policy)]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    assert!(out.stdout.contains("mcp__up__hello"), "{}", out.both());
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    let stat = format!("/proc/{}/stat", pid.trim());
+    // Bounded: SIGKILL of the group was sent before dsh exited; the kernel may take a moment.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let alive = || {
+        std::fs::read_to_string(&stat).is_ok_and(|st| {
+            let state = st.rsplit(')').next().unwrap_or("").trim_start();
+            !(state.starts_with('Z') || state.starts_with('X'))
+        })
+    };
+    while alive() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        !alive(),
+        "the server's child `sleep 301` (pid {}) outlived dsh",
+        pid.trim()
+    );
+}
