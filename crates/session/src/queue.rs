@@ -85,6 +85,9 @@ struct Pending {
     nudged: bool,
     /// While the writer sleeps: how many queued appends wake it (0 while it is awake).
     want: usize,
+    /// The writer sleeps with nothing queued and no deadline: the first append must wake it
+    /// even if nobody waits for it yet, so that it is written within [`Rules::unawaited`].
+    untimed: bool,
 }
 
 impl WriteQueue {
@@ -113,13 +116,15 @@ impl WriteQueue {
         if p.stopped {
             return Err(req);
         }
-        if p.reqs.is_empty() {
+        let first = p.reqs.is_empty();
+        if first {
             p.first_at = Some(Instant::now());
         }
         p.bytes += req.line.len();
         p.reqs.push_back(req);
-        if p.want > 0 && self.ready(&p, p.want) {
+        if p.want > 0 && (self.ready(&p, p.want) || (first && p.untimed)) {
             p.want = 0;
+            p.untimed = false;
             self.wake.notify_one();
         }
         Ok(())
@@ -137,6 +142,7 @@ impl WriteQueue {
         // it goes by have changed: it looks again.
         if p.want > 0 {
             p.want = 0;
+            p.untimed = false;
             self.wake.notify_one();
         }
     }
@@ -235,7 +241,11 @@ impl WriteQueue {
                     }
                     let _ = self.wake.wait_until(&mut p, deadline);
                 }
-                _ => self.wake.wait(&mut p),
+                _ => {
+                    p.untimed = true;
+                    self.wake.wait(&mut p);
+                    p.untimed = false;
+                }
             }
         }
         p.want = 0;
@@ -483,6 +493,31 @@ mod tests {
         let pushed = Instant::now();
         let _rx = push_unawaited(&q, 2, 1);
         assert_eq!(group(q.next(5, Instant::now())), [2]);
+        let waited = pushed.elapsed();
+        assert!(waited >= unawaited && waited < LATER / 2, "{waited:?}");
+    }
+
+    #[test]
+    fn an_append_nobody_waits_for_reaching_an_idle_writer_is_written_after_the_unawaited_time() {
+        let unawaited = Duration::from_millis(20);
+        let q = Arc::new(WriteQueue::with_rules(Rules {
+            gather: LATER,
+            idle: LATER,
+            unawaited,
+            ..Rules::default()
+        }));
+        let writer = {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                // Asleep with nothing queued when the append comes.
+                q.wait();
+                group(q.next(1, Instant::now()))
+            })
+        };
+        std::thread::sleep(Duration::from_millis(5));
+        let pushed = Instant::now();
+        let _rx = push_unawaited(&q, 0, 1);
+        assert_eq!(writer.join().ok(), Some(vec![0]));
         let waited = pushed.elapsed();
         assert!(waited >= unawaited && waited < LATER / 2, "{waited:?}");
     }
