@@ -45,8 +45,9 @@ use serde_json::Value;
 
 use super::Exit;
 use super::mcp_rounds;
-use super::mcp_stop::{self, InFlight, Stops};
+use super::mcp_stop::{self, InFlight};
 use super::run::{Approve, HookSources, ModeArg, Prepared, Setup, prepare};
+use super::signals::Stops;
 
 /// `dsh mcp ...`.
 #[derive(Args, Debug)]

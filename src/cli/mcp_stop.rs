@@ -10,8 +10,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::signals::Stops;
 use dsh::core::{AbortController, AbortReason, CancelCause};
-use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// The gateway's calls in progress, by call id.
 #[derive(Default)]
@@ -95,34 +95,6 @@ impl InFlight {
                 return;
             }
             woken.await;
-        }
-    }
-}
-
-/// The signals that stop the gateway, installed when this is made (from then on they no
-/// longer kill the process outright).
-pub(super) struct Stops {
-    interrupt: Signal,
-    terminate: Signal,
-    hang_up: Signal,
-}
-
-impl Stops {
-    /// Installs the handlers of SIGINT, SIGTERM and SIGHUP.
-    pub(super) fn install() -> std::io::Result<Stops> {
-        Ok(Stops {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
-            hang_up: signal(SignalKind::hangup())?,
-        })
-    }
-
-    /// The next of them to arrive, by name.
-    pub(super) async fn next(&mut self) -> &'static str {
-        tokio::select! {
-            _ = self.interrupt.recv() => "SIGINT",
-            _ = self.terminate.recv() => "SIGTERM",
-            _ = self.hang_up.recv() => "SIGHUP",
         }
     }
 }

@@ -28,6 +28,7 @@ mod render;
 mod run;
 mod sandbox;
 mod sessions;
+mod signals;
 mod store;
 #[cfg(feature = "agent")]
 mod stream_view;

@@ -335,13 +335,13 @@ async fn check_settings(workspace: &Path, explicit: Option<PathBuf>) -> Result<(
     .map_err(|e| Exit::usage(e.to_string()))
 }
 
-/// The Ctrl-C handler of a run: the first Ctrl-C calls `cancel`; a second kills every command
-/// dsh started and fires `hard_stop`, for the caller to exit at once (from `main`, never from
-/// inside a task).
+/// The stop handler of a run: the first Ctrl-C (or SIGTERM, or SIGHUP: `super::signals`)
+/// calls `cancel`; a second kills every command dsh started and fires `hard_stop`, for the
+/// caller to exit at once (from `main`, never from inside a task).
 pub struct Interrupts {
     /// The handler; abort it (or drop this) once the run is over.
     pub task: tokio::task::JoinHandle<()>,
-    /// Fires on the second Ctrl-C.
+    /// Fires on the second signal.
     pub hard_stop: tokio::sync::oneshot::Receiver<()>,
 }
 
@@ -351,36 +351,39 @@ impl Drop for Interrupts {
     }
 }
 
-/// Installs the Ctrl-C handler, and returns once it is installed (so a Ctrl-C at any point of
-/// what follows cancels instead of killing the process).
+/// Installs the stop handler; once it returns, a Ctrl-C, SIGTERM or SIGHUP at any point of what
+/// follows cancels instead of killing the process.
 pub async fn on_interrupts(cancel: impl FnOnce() + Send + 'static) -> Interrupts {
-    let (installed, is_installed) = tokio::sync::oneshot::channel();
     let (hard_stop, hard_stopped) = tokio::sync::oneshot::channel::<()>();
+    let stops = match super::signals::Stops::install() {
+        Ok(stops) => Some(stops),
+        Err(e) => {
+            eprintln!(
+                "dsh: warning: cannot handle Ctrl-C, SIGTERM or SIGHUP ({e}): each kills dsh"
+            );
+            None
+        }
+    };
     let task = tokio::spawn(async move {
-        // The handler is installed on the first poll: poll once, then let the turn start.
-        let first = tokio::signal::ctrl_c();
-        tokio::pin!(first);
-        let early = futures::poll!(&mut first);
-        let _ = installed.send(());
-        let first = match early {
-            std::task::Poll::Ready(r) => r,
-            std::task::Poll::Pending => first.await,
+        let Some(mut stops) = stops else {
+            return;
         };
-        if first.is_ok() {
-            cancel();
+        let first = stops.next().await;
+        cancel();
+        if first == "SIGINT" {
             eprintln!(
                 "dsh: interrupted; finishing started calls (press Ctrl-C again to exit at once)"
             );
-            if tokio::signal::ctrl_c().await.is_ok() {
-                // Exiting at once: nothing this process started may outlive it, even a command
-                // that ignores SIGTERM and SIGINT.
-                #[cfg(feature = "bash")]
-                dsh::bash::kill_all_live_groups();
-                let _ = hard_stop.send(());
-            }
+        } else {
+            eprintln!("dsh: {first}: finishing started calls (a second signal exits at once)");
         }
+        stops.next().await;
+        // Exiting at once: nothing this process started may outlive it, even a command that
+        // ignores SIGTERM and SIGINT.
+        #[cfg(feature = "bash")]
+        dsh::bash::kill_all_live_groups();
+        let _ = hard_stop.send(());
     });
-    let _ = is_installed.await;
     Interrupts {
         task,
         hard_stop: hard_stopped,

@@ -135,3 +135,53 @@ fn can_ctrl_c_cancels_the_turn_and_exits_130_with_a_clean_log() {
         "aborted"
     );
 }
+
+#[test]
+fn a_sigterm_or_a_sighup_stops_a_run_as_ctrl_c_does_exit_130_and_a_clean_log() {
+    for signal in ["TERM", "HUP"] {
+        let t = tmp();
+        let sc = script(
+            t.path(),
+            "s.jsonl",
+            &[anthropic(
+                "",
+                &[call("long", "sleep", json!({"ms": 10_000}))],
+            )],
+        );
+        let log = t.path().join("log.jsonl");
+        let mut live = Live::spawn(dsh().args([
+            "run",
+            s(&sc),
+            "--workspace",
+            s(t.path()),
+            "--session",
+            s(&log),
+            "--demo-tools",
+            "--json",
+        ]));
+        live.until(|l| l.contains("\"tool/call\""));
+        let pid = live.child.id().to_string();
+        let kill = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let code = wait(live.child);
+        assert_eq!(code, 130, "SIG{signal}");
+        assert_checks_clean(&log);
+        let ev = events(&log);
+        let long = result_of(&ev, "long");
+        assert!(
+            matches!(
+                long.code.as_deref(),
+                Some("ABORTED" | "ABORTED_BEFORE_DISPATCH")
+            ),
+            "SIG{signal}: {long:?}"
+        );
+        assert_eq!(
+            of_type(&ev, "turn/end")[0]["data"]["reason"]["kind"],
+            "aborted",
+            "SIG{signal}"
+        );
+    }
+}
