@@ -48,7 +48,7 @@ use clap::{Parser, Subcommand, ValueEnum};
     version,
     about = "Run an agent's tool calls through the dsh pipeline, and check, repair or read its session logs",
     long_about = None,
-    after_help = "Start with `dsh demo`.\n\nExit codes: 0 done (tool failures are results), 1 internal error or (check) a log with problems, 2 bad usage (arguments, script, policy), 130 interrupted or cancelled (the log still checks clean)."
+    after_help = "Start with `dsh demo`.\n\nExit codes: 0 done (tool failures are results), 1 internal error or (check) a log with problems, 2 bad usage (arguments, script, policy), 130 interrupted or cancelled by Ctrl-C, SIGTERM or SIGHUP (the log still checks clean; a second signal exits at once and leaves the log for `dsh repair` or the next open)."
 )]
 pub struct Cli {
     #[command(subcommand)]

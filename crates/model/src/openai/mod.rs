@@ -39,7 +39,8 @@ pub struct OpenAiConfig {
     /// Which member carries the output limit.
     pub max_tokens_field: MaxTokensField,
     /// Whether an assistant message's reasoning is sent back as `reasoning_content` (DeepSeek's
-    /// thinking mode with tool calls wants it within a turn; most servers refuse or ignore it).
+    /// thinking mode requires it after tool calls: [`OpenAiConfig::deepseek`] sets it; most
+    /// other servers refuse or ignore it).
     pub reasoning_in_history: bool,
     /// Extra headers (OpenRouter's `HTTP-Referer`, `X-Title`, ...).
     pub headers: Vec<(String, String)>,
@@ -77,13 +78,19 @@ impl OpenAiConfig {
         }
     }
 
-    /// DeepSeek (`DEEPSEEK_API_KEY`; reasoning arrives as `reasoning_content`).
+    /// DeepSeek (`DEEPSEEK_API_KEY`; reasoning arrives as `reasoning_content` and is sent back
+    /// the same way: in thinking mode, the default, an assistant message that called tools must
+    /// carry its `reasoning_content` in every later request, or the API answers 400; in one
+    /// without tool calls it is ignored).
     pub fn deepseek() -> OpenAiConfig {
-        OpenAiConfig::new(
-            "deepseek",
-            "https://api.deepseek.com/v1",
-            "DEEPSEEK_API_KEY",
-        )
+        OpenAiConfig {
+            reasoning_in_history: true,
+            ..OpenAiConfig::new(
+                "deepseek",
+                "https://api.deepseek.com/v1",
+                "DEEPSEEK_API_KEY",
+            )
+        }
     }
 
     /// OpenRouter (`OPENROUTER_API_KEY`).

@@ -374,3 +374,41 @@ async fn pictures_go_as_pictures_only_to_a_model_that_takes_images() {
         }
     }
 }
+
+#[tokio::test]
+async fn deepseek_is_sent_back_the_reasoning_of_a_message_that_called_tools() {
+    // DeepSeek's thinking mode answers 400 when an assistant message that called tools comes
+    // back without its `reasoning_content`.
+    let server = MockProvider::start().await.unwrap();
+    server.push(wire::text_reply(&["ok"]));
+    let config = dsh_model::OpenAiConfig::deepseek()
+        .with_base_url(&server.openai_base_url())
+        .with_api_key("sk-test")
+        .with_http(super::fast_http());
+    let provider = dsh_model::OpenAiProvider::new(config).unwrap();
+    let history = vec![
+        Message::user("read x"),
+        Message::Assistant {
+            blocks: vec![
+                AssistantBlock::Reasoning {
+                    text: "I should read x.".into(),
+                    signature: None,
+                    redacted: None,
+                },
+                AssistantBlock::ToolCall(ToolCall {
+                    id: "call_1".into(),
+                    name: "read".into(),
+                    arguments: "{}".into(),
+                }),
+            ],
+        },
+        Message::tool_result("call_1", "contents"),
+    ];
+    let request = Request::new("deepseek-chat", history);
+    let (_, error) = collect(provider.stream(Arc::new(request)).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    let body = &server.bodies()[0];
+    assert_eq!(body["messages"][1]["role"], "assistant");
+    assert_eq!(body["messages"][1]["reasoning_content"], "I should read x.");
+    assert_eq!(body["messages"][1]["tool_calls"][0]["id"], "call_1");
+}
