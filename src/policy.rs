@@ -148,6 +148,46 @@ struct ToolTable {
     timeout_ms: toml::Spanned<toml::Value>,
 }
 
+/// Appends to `path` the keys leading from `value` to the key or value at `offset` (nothing
+/// when none is there); array items are `[i]`.
+#[cfg(feature = "mcp")]
+fn key_path(
+    value: &toml::Spanned<toml::de::DeValue<'_>>,
+    offset: usize,
+    path: &mut Vec<String>,
+) -> bool {
+    match value.get_ref() {
+        toml::de::DeValue::Table(table) => {
+            for (k, v) in table.iter() {
+                path.push(k.get_ref().to_string());
+                if k.span().contains(&offset) || key_path(v, offset, path) {
+                    return true;
+                }
+                if v.span().contains(&offset) {
+                    return true;
+                }
+                path.pop();
+            }
+            false
+        }
+        toml::de::DeValue::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                if let Some(last) = path.last_mut() {
+                    last.push_str(&format!("[{i}]"));
+                    if key_path(v, offset, path) || v.span().contains(&offset) {
+                        return true;
+                    }
+                    if let Some(last) = path.last_mut() {
+                        last.truncate(last.len() - format!("[{i}]").len());
+                    }
+                }
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
 fn line_at(text: &str, offset: usize) -> usize {
     text.get(..offset)
         .map_or(1, |t| t.matches('\n').count() + 1)
@@ -243,8 +283,7 @@ impl Policy {
             policy.tool_timeouts.insert(name.clone(), ms);
         }
         if let Some(mcp) = file.mcp {
-            let at = mcp.span().start;
-            policy.set_mcp(mcp.into_inner(), |m| invalid(at, m))?;
+            policy.set_mcp(text, mcp.span().start, invalid)?;
         }
         if file.permissions.is_some() {
             policy.has_permissions = true;
@@ -295,38 +334,73 @@ impl Policy {
         }
     }
 
-    /// Reads `[mcp]`: `servers.<name>` tables, each a server to start (refused in a build
-    /// without the MCP client, and for a name a tool name cannot carry).
+    /// Reads `[mcp]` of the policy `text` (which starts at offset `at`): `servers.<name>`
+    /// tables, each a server to start (refused in a build without the MCP client, and for a
+    /// name a tool name cannot carry). It is read again from `text` with the spans of its keys,
+    /// so an error names the line and the path of the key at fault (`mcp.servers.two.timeout_ms`).
     fn set_mcp(
         &mut self,
-        table: toml::Value,
-        invalid: impl Fn(String) -> PolicyError,
+        text: &str,
+        at: usize,
+        invalid: impl Fn(usize, String) -> PolicyError,
     ) -> Result<(), PolicyError> {
         #[cfg(feature = "mcp")]
         {
+            use serde::de::Deserialize as _;
+
             #[derive(Deserialize)]
             #[serde(deny_unknown_fields)]
             struct Mcp {
                 #[serde(default)]
                 servers: BTreeMap<String, dsh_mcp::ServerConfig>,
             }
-            let mcp: Mcp = table
-                .try_into()
-                .map_err(|e: toml::de::Error| invalid(format!("mcp: {}", e.message())))?;
+            let root = toml::de::DeTable::parse(text)
+                .map_err(|e| invalid(e.span().map_or(at, |s| s.start), e.message().to_owned()))?;
+            let root = root.into_inner();
+            let Some((_, table)) = root.iter().find(|(k, _)| k.get_ref() == "mcp") else {
+                return Ok(());
+            };
+            let mcp = Mcp::deserialize(toml::de::ValueDeserializer::from(table.clone())).map_err(
+                |e| match e.span() {
+                    Some(span) => {
+                        let mut path = vec!["mcp".to_owned()];
+                        key_path(table, span.start, &mut path);
+                        invalid(span.start, format!("{}: {}", path.join("."), e.message()))
+                    }
+                    None => invalid(at, format!("mcp: {}", e.message())),
+                },
+            )?;
+            let servers = table.get_ref().get("servers");
             for (name, config) in &mcp.servers {
-                dsh_mcp::tool_name(name, "x")
-                    .map_err(|_| invalid(format!("mcp.servers.{name}: a server's name may hold only letters, digits, `_` and `-`")))?;
+                // The line of the server's own table.
+                let at = servers
+                    .and_then(|t| match t.get_ref() {
+                        toml::de::DeValue::Table(t) => {
+                            t.iter().find(|(k, _)| k.get_ref() == name.as_str())
+                        }
+                        _ => None,
+                    })
+                    .map_or(at, |(k, _)| k.span().start);
+                dsh_mcp::tool_name(name, "x").map_err(|_| {
+                    invalid(
+                        at,
+                        format!(
+                            "mcp.servers.{name}: a server's name may hold only letters, digits, `_` and `-`"
+                        ),
+                    )
+                })?;
                 config
                     .check(name)
-                    .map_err(|e| invalid(format!("mcp.servers.{name}: {e}")))?;
+                    .map_err(|e| invalid(at, format!("mcp.servers.{name}: {e}")))?;
             }
             self.mcp_servers = mcp.servers;
             Ok(())
         }
         #[cfg(not(feature = "mcp"))]
         {
-            let _ = (self, table);
+            let _ = (self, text);
             Err(invalid(
+                at,
                 "mcp: this build has no MCP client (feature \"mcp\")".to_owned(),
             ))
         }

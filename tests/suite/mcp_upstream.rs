@@ -187,3 +187,37 @@ fn mcp_a_server_s_children_do_not_outlive_dsh() {
         pid.trim()
     );
 }
+
+#[test]
+fn mcp_an_error_inside_mcp_names_the_line_and_the_path_of_the_key_at_fault() {
+    let out = dsh_tools(
+        "mode = \"native\"\n\n\
+         [mcp.servers.one]\ncommand = \"python3\"\nargs = [\"a.py\"]\ntimeout_ms = 5000\n\n\
+         [mcp.servers.two]\ncommand = \"python3\"\nargs = [\"b.py\"]\ntimeout_ms = \"5000\"\n",
+    );
+    assert_eq!(out.code, 2, "{}", out.both());
+    assert!(
+        out.stderr.contains(
+            "line 11: mcp.servers.two.timeout_ms: invalid type: string \"5000\", expected u64"
+        ),
+        "{}",
+        out.both()
+    );
+    let out = dsh_tools("[mcp.servers.a]\ncommand = \"python3\"\nargz = [\"x\"]\n");
+    assert_eq!(out.code, 2, "{}", out.both());
+    assert!(
+        out.stderr
+            .contains("line 3: mcp.servers.a.argz: unknown field `argz`"),
+        "{}",
+        out.both()
+    );
+    // A value the table's checks refuse names the line of the server's table.
+    let out =
+        dsh_tools("mode = \"native\"\n\n[mcp.servers.a]\ncommand = \"python3\"\ntimeout_ms = 0\n");
+    assert_eq!(out.code, 2, "{}", out.both());
+    assert!(
+        out.stderr.contains("line 3: mcp.servers.a: "),
+        "{}",
+        out.both()
+    );
+}
