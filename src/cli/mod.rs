@@ -179,8 +179,12 @@ fn install_tracing() -> Option<Telemetry> {
         },
         _ => (EnvFilter::new("warn"), None),
     };
+    // Colour only on a terminal (and never with NO_COLOR): a log file or a pipe gets plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_target(false)
         .without_time()
         .with_filter(filter);

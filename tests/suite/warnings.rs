@@ -101,6 +101,8 @@ fn hook_points_dsh_does_not_run_are_named_at_load() {
         .unwrap_or_else(|| panic!("no warning: {}", out.both()));
     assert!(warning.contains("Stop"), "{warning}");
     assert!(!warning.contains("PreToolUse"), "{warning}");
+    // stderr is a pipe here: the warning is plain text, no colour escapes.
+    assert!(!out.stderr.contains('\u{1b}'), "{:?}", out.stderr);
 }
 
 #[test]
