@@ -88,8 +88,10 @@ fn cancel_after_the_turn_ended_changes_nothing() {
     assert_eq!(result_of(&events(&log), "c").text, "quick");
 }
 
-#[test]
-fn can_ctrl_c_cancels_the_turn_and_exits_130_with_a_clean_log() {
+/// Runs a step of one 10 s `sleep` call, sends `signal` once its `tool/call` is logged, and
+/// checks that dsh exits 130 with a log that checks clean, the call aborted and the turn ended
+/// as aborted.
+fn a_run_stopped_by(signal: &str) {
     let t = tmp();
     let sc = script(
         t.path(),
@@ -113,75 +115,37 @@ fn can_ctrl_c_cancels_the_turn_and_exits_130_with_a_clean_log() {
     live.until(|l| l.contains("\"tool/call\""));
     let pid = live.child.id().to_string();
     let kill = std::process::Command::new("kill")
-        .args(["-INT", &pid])
+        .args([&format!("-{signal}"), &pid])
         .status()
         .unwrap();
     assert!(kill.success());
     let code = wait(live.child);
-    assert_eq!(code, 130);
+    assert_eq!(code, 130, "SIG{signal}");
     assert_checks_clean(&log);
     let ev = events(&log);
-    // The interrupt may land before or after the body starts.
+    // The signal may land before or after the body starts.
     let long = result_of(&ev, "long");
     assert!(
         matches!(
             long.code.as_deref(),
             Some("ABORTED" | "ABORTED_BEFORE_DISPATCH")
         ),
-        "{long:?}"
+        "SIG{signal}: {long:?}"
     );
     assert_eq!(
         of_type(&ev, "turn/end")[0]["data"]["reason"]["kind"],
-        "aborted"
+        "aborted",
+        "SIG{signal}"
     );
 }
 
 #[test]
+fn can_ctrl_c_cancels_the_turn_and_exits_130_with_a_clean_log() {
+    a_run_stopped_by("INT");
+}
+
+#[test]
 fn a_sigterm_or_a_sighup_stops_a_run_as_ctrl_c_does_exit_130_and_a_clean_log() {
-    for signal in ["TERM", "HUP"] {
-        let t = tmp();
-        let sc = script(
-            t.path(),
-            "s.jsonl",
-            &[anthropic(
-                "",
-                &[call("long", "sleep", json!({"ms": 10_000}))],
-            )],
-        );
-        let log = t.path().join("log.jsonl");
-        let mut live = Live::spawn(dsh().args([
-            "run",
-            s(&sc),
-            "--workspace",
-            s(t.path()),
-            "--session",
-            s(&log),
-            "--demo-tools",
-            "--json",
-        ]));
-        live.until(|l| l.contains("\"tool/call\""));
-        let pid = live.child.id().to_string();
-        let kill = std::process::Command::new("kill")
-            .args([&format!("-{signal}"), &pid])
-            .status()
-            .unwrap();
-        assert!(kill.success());
-        let code = wait(live.child);
-        assert_eq!(code, 130, "SIG{signal}");
-        assert_checks_clean(&log);
-        let ev = events(&log);
-        let long = result_of(&ev, "long");
-        assert!(
-            matches!(
-                long.code.as_deref(),
-                Some("ABORTED" | "ABORTED_BEFORE_DISPATCH")
-            ),
-            "SIG{signal}: {long:?}"
-        );
-        assert_eq!(
-            of_type(&ev, "turn/end")[0]["data"]["reason"]["kind"],
-            "aborted",
-            "SIG{signal}"
-        );
-    }
+    a_run_stopped_by("TERM");
+    a_run_stopped_by("HUP");
 }

@@ -101,6 +101,15 @@ fn chat_on_a_terminal(
     session
 }
 
+/// Waits for `needle` on the chat's terminal, adding what came before it and itself to `screen`.
+fn expect(chat: &mut expectrl::session::OsSession, needle: &str, screen: &mut String) {
+    let found = chat
+        .expect(needle)
+        .unwrap_or_else(|e| panic!("waiting for {needle:?}: {e}\nscreen so far:\n{screen}"));
+    screen.push_str(&String::from_utf8_lossy(found.before()));
+    screen.push_str(needle);
+}
+
 #[test]
 fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
     let srv = mock_server();
@@ -133,13 +142,6 @@ fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
         &policy,
     );
     let mut screen = String::new();
-    let expect = |chat: &mut expectrl::session::OsSession, needle: &str, screen: &mut String| {
-        let found = chat
-            .expect(needle)
-            .unwrap_or_else(|e| panic!("waiting for {needle:?}: {e}\nscreen so far:\n{screen}"));
-        screen.push_str(&String::from_utf8_lossy(found.before()));
-        screen.push_str(needle);
-    };
     expect(&mut chat, "> ", &mut screen);
     chat.send_line("what does notes.txt say?").unwrap();
     expect(&mut chat, "allow this call? [y/s/a/N]", &mut screen);
@@ -234,13 +236,6 @@ fn chat_ctrl_c_at_an_approval_question_leaves_the_next_line_typed_to_the_chat() 
         &policy,
     );
     let mut screen = String::new();
-    let expect = |chat: &mut expectrl::session::OsSession, needle: &str, screen: &mut String| {
-        let found = chat
-            .expect(needle)
-            .unwrap_or_else(|e| panic!("waiting for {needle:?}: {e}\nscreen so far:\n{screen}"));
-        screen.push_str(&String::from_utf8_lossy(found.before()));
-        screen.push_str(needle);
-    };
     expect(&mut chat, "> ", &mut screen);
     chat.send_line("what does notes.txt say?").unwrap();
     expect(&mut chat, "allow this call? [y/s/a/N]", &mut screen);

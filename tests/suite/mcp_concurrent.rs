@@ -43,7 +43,7 @@ pub(super) fn require_python_mcp() {
 }
 
 /// A policy with the test server as `py`, and `extra` after it.
-fn gateway_policy(dir: &Path, extra: &str) -> PathBuf {
+pub(super) fn gateway_policy(dir: &Path, extra: &str) -> PathBuf {
     let policy = dir.join("gateway.toml");
     std::fs::write(
         &policy,
@@ -193,7 +193,7 @@ pub(super) fn text(result: &CallToolResult) -> String {
 }
 
 /// Waits (at most 20 s) until the events file holds every one of `lines`.
-async fn wait_for_lines(events: &Path, lines: &[&str]) {
+pub(super) async fn wait_for_lines(events: &Path, lines: &[&str]) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let text = std::fs::read_to_string(events).unwrap_or_default();

@@ -3,7 +3,6 @@
 //! the log is closed once each has its result: exit 130 and a log that checks clean without a
 //! repair. The upstream is the Python SDK's test server (tests/mcp/server.py).
 
-use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,43 +11,15 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use super::mcp_concurrent::{Probe, args, runtime};
+use super::mcp_concurrent::{Probe, args, gateway_policy, runtime, wait_for_lines};
 use super::support::*;
-
-fn server_script() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/server.py")
-}
-
-/// Waits (at most 20 s) until the events file holds `line`.
-async fn wait_for_line(events: &Path, line: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let text = std::fs::read_to_string(events).unwrap_or_default();
-        if text.lines().any(|l| l == line) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the events file never held {line:?}: {text}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 /// Starts the gateway in front of the test server, calls `hold` (read-only) and, once it runs,
 /// an exclusive `slow`, which waits for `hold` to end before it may start; then sends `signal`
 /// and returns the gateway's exit code and the log.
 fn stopped_by(signal: &str) -> (Option<i32>, std::path::PathBuf, tempfile::TempDir) {
     let ws = tempfile::tempdir().unwrap();
-    let policy = ws.path().join("gateway.toml");
-    std::fs::write(
-        &policy,
-        format!(
-            "[mcp.servers.py]\ncommand = \"python3\"\nargs = [{:?}]\n",
-            server_script().display().to_string()
-        ),
-    )
-    .unwrap();
+    let policy = gateway_policy(ws.path(), "");
     let log = ws.path().join("gateway.jsonl");
     let events = ws.path().join("events.txt");
     let code = runtime().block_on(async {
@@ -77,7 +48,7 @@ fn stopped_by(signal: &str) -> (Option<i32>, std::path::PathBuf, tempfile::TempD
             })
         };
         let held = call("mcp__py__hold", json!({"seconds": 60, "tag": "a"}));
-        wait_for_line(&events, "started a").await;
+        wait_for_lines(&events, &["started a"]).await;
         let waiting = call("mcp__py__slow", json!({"seconds": 60}));
         // Requests are read in order: once this answer is back, `slow` has been received.
         client.peer().list_all_tools().await.expect("tools/list");
