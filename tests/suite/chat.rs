@@ -101,6 +101,23 @@ fn chat_on_a_terminal(
     session
 }
 
+/// `dsh chat` on a pseudo-terminal in a fresh workspace whose rules ask before every `read`;
+/// the workspace and the state directory live as long as the returned guards.
+fn chat_asking_for_reads(
+    url: &str,
+) -> (
+    tempfile::TempDir,
+    tempfile::TempDir,
+    expectrl::session::OsSession,
+) {
+    let ws = workspace();
+    let state = tempfile::tempdir().unwrap();
+    let policy = ws.path().join("policy.toml");
+    std::fs::write(&policy, "[permissions]\nask = [\"read\"]\n").unwrap();
+    let chat = chat_on_a_terminal(ws.path(), state.path(), url, &policy);
+    (ws, state, chat)
+}
+
 /// Waits for `needle` on the chat's terminal, adding what came before it and itself to `screen`.
 fn expect(chat: &mut expectrl::session::OsSession, needle: &str, screen: &mut String) {
     let found = chat
@@ -131,16 +148,7 @@ fn chat_on_a_terminal_asks_approval_cancels_a_turn_with_ctrl_c_and_goes_on() {
     // Turn 4: a file the grant does not cover is asked about, and refused.
     srv.mock.push(read_of("call_3", "other.txt"));
     srv.mock.push(openai::text_reply(&["Understood."]));
-    let ws = workspace();
-    let state = tempfile::tempdir().unwrap();
-    let policy = ws.path().join("policy.toml");
-    std::fs::write(&policy, "[permissions]\nask = [\"read\"]\n").unwrap();
-    let mut chat = chat_on_a_terminal(
-        ws.path(),
-        state.path(),
-        &srv.mock.openai_base_url(),
-        &policy,
-    );
+    let (_ws, _state, mut chat) = chat_asking_for_reads(&srv.mock.openai_base_url());
     let mut screen = String::new();
     expect(&mut chat, "> ", &mut screen);
     chat.send_line("what does notes.txt say?").unwrap();
@@ -225,16 +233,7 @@ fn chat_ctrl_c_at_an_approval_question_leaves_the_next_line_typed_to_the_chat() 
     srv.mock.push(read_call("call_1"));
     // Turn 2: the next line typed is a turn of its own, answered.
     srv.mock.push(openai::text_reply(&["Got it."]));
-    let ws = workspace();
-    let state = tempfile::tempdir().unwrap();
-    let policy = ws.path().join("policy.toml");
-    std::fs::write(&policy, "[permissions]\nask = [\"read\"]\n").unwrap();
-    let mut chat = chat_on_a_terminal(
-        ws.path(),
-        state.path(),
-        &srv.mock.openai_base_url(),
-        &policy,
-    );
+    let (_ws, _state, mut chat) = chat_asking_for_reads(&srv.mock.openai_base_url());
     let mut screen = String::new();
     expect(&mut chat, "> ", &mut screen);
     chat.send_line("what does notes.txt say?").unwrap();

@@ -140,9 +140,7 @@ pub(super) async fn stdio_gateway(args: &[&str], events: &Path, probe: Probe) ->
     let mut child = cmd.spawn().expect("dsh starts");
     let pid = child.id().expect("a pid");
     let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-    let exited = tokio::spawn(async move {
-        let _ = child.wait().await;
-    });
+    let exited = tokio::spawn(async move { child.wait().await.ok().and_then(|st| st.code()) });
     // A client on 2026-07-28 starts with `server/discover` (that protocol has no `initialize`).
     let client = match probe.protocol.clone() {
         Some(v) if v >= ProtocolVersion::V_2026_07_28 => {
@@ -163,8 +161,9 @@ pub(super) async fn stdio_gateway(args: &[&str], events: &Path, probe: Probe) ->
 /// A running `dsh mcp serve` and its client.
 pub(super) struct Gateway {
     pub(super) client: Client,
-    pid: u32,
-    exited: tokio::task::JoinHandle<()>,
+    pub(super) pid: u32,
+    /// dsh's exit code once it ended (`None`: killed by a signal, or its status unread).
+    exited: tokio::task::JoinHandle<Option<i32>>,
 }
 
 impl Gateway {
@@ -176,6 +175,14 @@ impl Gateway {
             .await
             .expect("dsh ended once its client left")
             .unwrap();
+    }
+
+    /// Waits (at most 30 s) for dsh to end on its own, and returns its exit code.
+    pub(super) async fn exit_code(self) -> Option<i32> {
+        tokio::time::timeout(Duration::from_secs(30), self.exited)
+            .await
+            .expect("dsh ended")
+            .unwrap()
     }
 }
 

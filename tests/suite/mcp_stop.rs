@@ -3,15 +3,10 @@
 //! the log is closed once each has its result: exit 130 and a log that checks clean without a
 //! repair. The upstream is the Python SDK's test server (tests/mcp/server.py).
 
-use std::process::Stdio;
-use std::sync::Arc;
-use std::time::Duration;
-
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use super::mcp_concurrent::{Probe, args, gateway_policy, runtime, wait_for_lines};
+use super::mcp_concurrent::{Probe, args, gateway_policy, runtime, stdio_gateway, wait_for_lines};
 use super::support::*;
 
 /// Starts the gateway in front of the test server, calls `hold` (read-only) and, once it runs,
@@ -23,23 +18,20 @@ fn stopped_by(signal: &str) -> (Option<i32>, std::path::PathBuf, tempfile::TempD
     let log = ws.path().join("gateway.jsonl");
     let events = ws.path().join("events.txt");
     let code = runtime().block_on(async {
-        let mut cmd: tokio::process::Command = dsh().into();
-        cmd.args(["mcp", "serve", "--workspace", s(ws.path())])
-            .args(["--session", s(&log), "--policy", s(&policy)])
-            .env("DSH_TEST_EVENTS", &events)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().expect("dsh starts");
-        let pid = child.id().expect("a pid");
-        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-        let client = Arc::new(
-            Probe::default()
-                .serve((stdout, stdin))
-                .await
-                .expect("the MCP handshake"),
-        );
+        let gateway = stdio_gateway(
+            &[
+                "--workspace",
+                s(ws.path()),
+                "--session",
+                s(&log),
+                "--policy",
+                s(&policy),
+            ],
+            &events,
+            Probe::default(),
+        )
+        .await;
+        let (client, pid) = (gateway.client.clone(), gateway.pid);
         let call = |name: &'static str, a: Value| {
             let peer = client.peer().clone();
             tokio::spawn(async move {
@@ -57,16 +49,13 @@ fn stopped_by(signal: &str) -> (Option<i32>, std::path::PathBuf, tempfile::TempD
             .status()
             .unwrap();
         assert!(sent.success());
-        let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
-            .await
-            .expect("dsh ends after the signal")
-            .expect("its status");
+        let code = gateway.exit_code().await;
         // Both calls were answered before the gateway ended.
         for answered in [held, waiting] {
             let result = answered.await.expect("the call's task");
             assert!(result.is_ok(), "{result:?}");
         }
-        status.code()
+        code
     });
     (code, log, ws)
 }

@@ -301,7 +301,8 @@ impl Session {
     /// The seq is assigned when `append` is CALLED (so seqs follow call order even if the
     /// futures are awaited in another order). The future resolves once the event is durable
     /// (for a file store: written and synced, in a group commit) and every subscriber has seen
-    /// it. An event rejected by the invariant checks, a malformed chunk run, or data nested
+    /// it. Awaiting it is what asks a durable session to write now: an event whose future
+    /// nobody awaits yet is written with the next awaited one, or 2 ms after it was appended. An event rejected by the invariant checks, a malformed chunk run, or data nested
     /// deeper than the JSON limit is refused and not appended.
     pub fn append(
         &self,
