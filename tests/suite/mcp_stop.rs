@@ -1,7 +1,9 @@
 //! How `dsh mcp serve` stops (stdio, driven by the official Rust SDK's client): SIGINT, SIGTERM
 //! and SIGHUP cancel the calls in progress, a call waiting for an exclusive one included, and
 //! the log is closed once each has its result: exit 130 and a log that checks clean without a
-//! repair. The upstream is the Python SDK's test server (tests/mcp/server.py).
+//! repair. Killed outright (SIGKILL) while a call waits for an exclusive one, it leaves that
+//! call in the log for repair to answer as never started. The upstream is the Python SDK's test
+//! server (tests/mcp/server.py).
 
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -100,4 +102,83 @@ fn mcp_gateway_stopped_by_a_signal_cancels_its_calls_and_closes_a_log_that_check
             of_type(&ev, "turn/start").len()
         );
     }
+}
+
+#[test]
+fn mcp_gateway_killed_while_a_call_waits_for_an_exclusive_slot_leaves_it_in_the_log_answered_as_never_started()
+ {
+    super::mcp_concurrent::require_python_mcp();
+    let ws = tempfile::tempdir().unwrap();
+    let policy = gateway_policy(ws.path(), "");
+    let log = ws.path().join("gateway.jsonl");
+    let printed = ws.path().join("events.txt");
+    runtime().block_on(async {
+        let gateway = stdio_gateway(
+            &[
+                "--workspace",
+                s(ws.path()),
+                "--session",
+                s(&log),
+                "--policy",
+                s(&policy),
+            ],
+            &printed,
+            Probe::default(),
+        )
+        .await;
+        let (client, pid) = (gateway.client.clone(), gateway.pid);
+        for (name, a) in [
+            ("mcp__py__hold", json!({"seconds": 60, "tag": "a"})),
+            ("mcp__py__slow", json!({"seconds": 60})),
+        ] {
+            let peer = client.peer().clone();
+            tokio::spawn(async move {
+                let _ = peer
+                    .call_tool(CallToolRequestParams::new(name).with_arguments(args(a)))
+                    .await;
+            });
+            if name == "mcp__py__hold" {
+                wait_for_lines(&printed, &["started a"]).await;
+            }
+        }
+        // `slow` is exclusive: it waits for `hold`, recorded in the log while it waits.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("\"assistant/message\"") && l.contains("mcp__py__slow"))
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the waiting call never reached the log"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        drop(client);
+        drop(gateway);
+    });
+    let repair = dsh_run(&["repair", s(&log)]);
+    assert_eq!(repair.code, 0, "{}", repair.both());
+    let check = dsh_run(&["check", s(&log)]);
+    assert_eq!(check.code, 0, "{}", check.both());
+    let ev = events(&log);
+    let slow = of_type(&ev, "tool/call")
+        .into_iter()
+        .find(|c| c["data"]["name"] == "mcp__py__slow")
+        .map(|c| c["data"]["callId"].clone())
+        .expect("the waiting call is in the log");
+    let result = of_type(&ev, "tool/result")
+        .into_iter()
+        .map(|r| r.to_string())
+        .find(|r| r.contains(&format!("\"callId\":{slow}")))
+        .expect("the waiting call has its result");
+    assert!(
+        result.contains("did not run"),
+        "answered as never started: {result}"
+    );
 }

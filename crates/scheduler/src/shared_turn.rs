@@ -11,6 +11,9 @@
 //! - every call is recorded (`tool/call`, durable) before any policy runs, and gets exactly one
 //!   `tool/result` in its own step; a call cancelled before it could start still gets its pair
 //!   (`ABORTED_BEFORE_DISPATCH`);
+//! - a call that must wait for admission (behind an exclusive one, or an exclusive one behind
+//!   calls in progress) waits only once its step's `assistant/message` holding it is durable,
+//!   so a process killed while it waits leaves it for repair to answer as never started;
 //! - each call has its own signal: cancelling one never touches another;
 //! - a call the registry classifies as exclusive runs with no other call of this adapter in
 //!   progress, and none starts until its step has ended; parallel-safe calls overlap (each step
@@ -142,19 +145,14 @@ impl SharedTurn {
             &Arguments::from_raw(arguments),
         );
         // Admission: an exclusive call waits for every call in progress, and holds off the
-        // rest. A call cancelled while it waits goes on without it: its step records the call
-        // and answers it as aborted before dispatch, running nothing.
+        // rest. A call admitted at once goes straight on; one that must wait is recorded first
+        // (below), then waits.
         let (mut _alone, mut _beside) = (None, None);
-        match mode {
-            ExecutionMode::Exclusive => tokio::select! {
-                guard = self.admission.write() => _alone = Some(guard),
-                _ = signal.aborted() => {}
-            },
-            _ => tokio::select! {
-                guard = self.admission.read() => _beside = Some(guard),
-                _ = signal.aborted() => {}
-            },
+        let admitted = match mode {
+            ExecutionMode::Exclusive => self.admission.try_write().map(|g| _alone = Some(g)),
+            _ => self.admission.try_read().map(|g| _beside = Some(g)),
         }
+        .is_ok();
         let mut pending: Vec<Ack> = Vec::new();
         let (block, message, turn, step) = {
             let mut st = self.state.lock().await;
@@ -204,6 +202,30 @@ impl SharedTurn {
                     Event::assistant_message(turn, step, message),
                 )
             });
+        // A call that must wait is durable before it waits: its step's `assistant/message`
+        // holds it, so a process killed meanwhile leaves it in the log, and repair answers it
+        // as never started (spec I4). A call cancelled while it waits goes on without
+        // admission: its step records it and answers it as aborted before dispatch, running
+        // nothing.
+        let opened = match opened {
+            Ok(()) if !admitted => {
+                let durable = wait_all(&mut pending).await;
+                if durable.is_ok() {
+                    match mode {
+                        ExecutionMode::Exclusive => tokio::select! {
+                            guard = self.admission.write() => _alone = Some(guard),
+                            _ = signal.aborted() => {}
+                        },
+                        _ => tokio::select! {
+                            guard = self.admission.read() => _beside = Some(guard),
+                            _ = signal.aborted() => {}
+                        },
+                    }
+                }
+                durable
+            }
+            other => other,
+        };
         let ran = match opened {
             Ok(()) => {
                 let cx = StepContext {
@@ -221,12 +243,10 @@ impl SharedTurn {
             Err(e) => Err(e),
         };
         let mut ran = ran;
-        for ack in pending.drain(..) {
-            if let Err(e) = ack.await
-                && ran.is_ok()
-            {
-                ran = Err(e.into());
-            }
+        if let Err(e) = wait_all(&mut pending).await
+            && ran.is_ok()
+        {
+            ran = Err(e);
         }
         match ran {
             Ok(outcome) => {
@@ -301,18 +321,7 @@ impl SharedTurn {
         // if none comes), and a failure to write them is logged by the session and fails the
         // next append. Waiting here, even in a task of its own, would sync them alone.
         drop(later);
-        let mut first = None;
-        for ack in acks {
-            if let Err(e) = ack.await
-                && first.is_none()
-            {
-                first = Some(e);
-            }
-        }
-        match first {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
+        wait_all(&mut acks).await
     }
 }
 
@@ -331,6 +340,23 @@ enum Wait {
 fn submit(pending: &mut Vec<Ack>, session: &Session, event: Event) -> Result<(), SchedulerError> {
     pending.push(Box::pin(session.enqueue(event)?));
     Ok(())
+}
+
+/// Waits for every acknowledgement in `pending` (all of them, even after a failure); the
+/// first failure is the error.
+async fn wait_all(pending: &mut Vec<Ack>) -> Result<(), SchedulerError> {
+    let mut first = None;
+    for ack in pending.drain(..) {
+        if let Err(e) = ack.await
+            && first.is_none()
+        {
+            first = Some(e);
+        }
+    }
+    match first {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 /// `id` when the session does not hold it yet, else `<id>-<n>` with the smallest free `n >= 2`

@@ -21,6 +21,7 @@ mod sch_barriers;
 mod sch_pool;
 mod sch_stages;
 mod session_audit;
+mod shared_turn;
 mod step_source;
 mod step_timing;
 mod support;
