@@ -331,8 +331,8 @@ fn the_npm_filesystem_server_reads_inside_its_roots_refuses_outside_and_writes_o
     assert_eq!(check.code, 0, "{}", check.both());
 }
 
-#[test]
-fn a_python_sdk_server_over_streamable_http_serves_its_tools() {
+/// The Python test server over streamable HTTP on a free port, ended when dropped; its port.
+pub(super) fn http_server() -> (impl Drop, u16) {
     require_python_mcp();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -363,7 +363,12 @@ fn a_python_sdk_server_over_streamable_http_serves_its_tools() {
         assert!(server.try_wait().unwrap().is_none(), "the server exited");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let _server = Kill(server);
+    (Kill(server), port)
+}
+
+#[test]
+fn a_python_sdk_server_over_streamable_http_serves_its_tools() {
+    let (_server, port) = http_server();
     let ws = tempfile::tempdir().unwrap();
     let policy = ws.path().join("policy.toml");
     std::fs::write(
@@ -799,3 +804,4 @@ fn mcp_invalid_json_rpc_from_a_server_fails_the_call_naming_the_server_without_w
         );
     }
 }
+

@@ -31,6 +31,7 @@ mod mcp_concurrent;
 mod mcp_conformance;
 mod mcp_everything;
 mod mcp_inspector;
+mod mcp_progress;
 mod mcp_rounds;
 mod mcp_serve;
 mod mcp_stop;

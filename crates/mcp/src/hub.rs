@@ -3,8 +3,10 @@
 //! again and re-registered).
 //!
 //! Guarantees: a progress notification reaches the observer with the call it belongs to (its
-//! progress token is the one sent with the call); one for no running call is ignored; a list
-//! change is handled off the connection's reading loop, one re-listing at a time.
+//! progress token is the one sent with the call), in the order it was read and before the
+//! call's answer (it is taken from the transport as it is read: `in_order.rs`); one for no
+//! running call is ignored; a list change is handled off the connection's reading loop, one
+//! re-listing at a time.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -111,7 +113,8 @@ impl Hub {
         }
     }
 
-    fn progress(&self, server: &str, p: ProgressNotificationParam) {
+    /// Gives a progress notification to the observer, with the call its token belongs to.
+    pub(crate) fn progress(&self, server: &str, p: ProgressNotificationParam) {
         let call = self
             .running
             .lock()
@@ -160,15 +163,9 @@ pub(crate) struct Client {
     pub(crate) hub: Arc<Hub>,
 }
 
+/// Progress is not heard here: rmcp calls these handlers in tasks of their own, which may run
+/// after the call's answer; the transport gives it to the hub as it is read (`in_order.rs`).
 impl ClientHandler for Client {
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.hub.progress(&self.server, params);
-    }
-
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         tracing::debug!(server = %self.server, "MCP server: tools/list_changed");
         self.hub.list_changed();

@@ -61,6 +61,7 @@ mod content;
 mod error;
 mod guarded;
 mod hub;
+mod in_order;
 mod link;
 mod long;
 mod server;

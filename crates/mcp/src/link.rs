@@ -19,6 +19,7 @@ use std::time::Duration;
 use dsh_core::{Failure, ToolRegistry};
 use rmcp::ServiceExt;
 use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
 };
@@ -27,6 +28,7 @@ use tokio::io::AsyncBufReadExt;
 use crate::config::ServerConfig;
 use crate::error::McpError;
 use crate::hub::{Client, Hub};
+use crate::in_order::InOrder;
 
 /// At most this many of a server's last stderr lines are kept, to say why it failed.
 const STDERR_LINES: usize = 20;
@@ -429,15 +431,17 @@ async fn connect(
                 };
                 hub.mend();
                 let stdout = crate::guarded::Guarded::new(stdout, hub.clone());
+                let transport = AsyncRwTransport::new_client(stdout, stdin);
                 let service = client
-                    .serve((stdout, stdin))
+                    .serve(InOrder::new(transport, Arc::from(name), hub.clone()))
                     .await
                     .map_err(|e| handshake(&e))?;
                 (service, Some(child), group)
             }
             (None, Some(url)) => {
+                let transport = http(name, url, config)?;
                 let service = client
-                    .serve(http(name, url, config)?)
+                    .serve(InOrder::new(transport, Arc::from(name), hub.clone()))
                     .await
                     .map_err(|e| handshake(&e))?;
                 (service, None, None)
