@@ -804,4 +804,3 @@ fn mcp_invalid_json_rpc_from_a_server_fails_the_call_naming_the_server_without_w
         );
     }
 }
-
