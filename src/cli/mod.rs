@@ -166,8 +166,11 @@ impl From<anyhow::Error> for Exit {
 /// Runs the program; returns the exit code.
 /// Warnings (a hook that cannot run, times out or answers garbage; a hook point dsh does not
 /// run) go to stderr: `warn` and above by default, `RUST_LOG` honoured (`RUST_LOG=dsh=debug`).
-/// An unparsable `RUST_LOG` falls back to `warn` and says so.
+/// The MCP library's own warnings (a broken stream, in its internal types' words) are left out
+/// by default: the call they break fails saying so. An unparsable `RUST_LOG` falls back to the
+/// default and says so.
 fn install_tracing() -> Option<Telemetry> {
+    const DEFAULT_LOG: &str = "warn,rmcp=error";
     use tracing_subscriber::EnvFilter;
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
@@ -175,9 +178,9 @@ fn install_tracing() -> Option<Telemetry> {
     let (filter, bad) = match std::env::var("RUST_LOG") {
         Ok(v) if !v.trim().is_empty() => match EnvFilter::try_new(&v) {
             Ok(f) => (f, None),
-            Err(e) => (EnvFilter::new("warn"), Some(format!("{v:?}: {e}"))),
+            Err(e) => (EnvFilter::new(DEFAULT_LOG), Some(format!("{v:?}: {e}"))),
         },
-        _ => (EnvFilter::new("warn"), None),
+        _ => (EnvFilter::new(DEFAULT_LOG), None),
     };
     // Colour only on a terminal (and never with NO_COLOR): a log file or a pipe gets plain text.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
@@ -206,7 +209,7 @@ fn install_tracing() -> Option<Telemetry> {
         .try_init()
         .is_ok();
     if let (true, Some(bad)) = (installed, bad) {
-        tracing::warn!("RUST_LOG ignored, using \"warn\": {bad}");
+        tracing::warn!("RUST_LOG ignored, using {DEFAULT_LOG:?}: {bad}");
     }
     if let Some(problem) = otel_problem {
         eprintln!("dsh: OpenTelemetry: {problem}");

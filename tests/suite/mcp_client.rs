@@ -804,3 +804,47 @@ fn mcp_invalid_json_rpc_from_a_server_fails_the_call_naming_the_server_without_w
         );
     }
 }
+
+#[test]
+fn mcp_an_http_server_that_dies_mid_call_fails_that_call_and_the_next_in_words_naming_its_url() {
+    let (_server, port) = http_server();
+    let ws = tempfile::tempdir().unwrap();
+    let policy = ws.path().join("policy.toml");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    std::fs::write(&policy, format!("[mcp.servers.web]\nurl = \"{url}\"\n")).unwrap();
+    let log = ws.path().join("log.jsonl");
+    let script = script(
+        ws.path(),
+        "s.jsonl",
+        &[
+            openai("", &[call("c1", "mcp__web__crash", json!({}))]),
+            openai("", &[call("c2", "mcp__web__add", json!({"a": 1, "b": 2}))]),
+            openai("done", &[]),
+        ],
+    );
+    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    let ev = events(&log);
+    let (died, next) = (result_of(&ev, "c1"), result_of(&ev, "c2"));
+    assert!(
+        died.is_error
+            && died.text.contains(&format!(
+                "its connection over streamable HTTP at {url} closed"
+            )),
+        "{died:?}"
+    );
+    assert!(
+        next.is_error && next.text.contains(&url) && next.text.contains("Connection refused"),
+        "{next:?}"
+    );
+    for said in [&died.text, &next.text, &out.stderr] {
+        assert!(
+            !said.contains("rmcp::") && !said.contains("Transport ["),
+            "no library type names: {said}"
+        );
+    }
+    assert!(
+        !out.stderr.contains("WARN"),
+        "the library's own warnings are not shown: {}",
+        out.stderr
+    );
+}

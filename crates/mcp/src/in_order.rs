@@ -47,18 +47,16 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for InOrder<T> {
         self.inner.send(item)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        async move {
-            let message = self.inner.receive().await?;
-            if let JsonRpcMessage::Notification(JsonRpcNotification {
-                notification: ServerNotification::ProgressNotification(progress),
-                ..
-            }) = &message
-            {
-                self.hub.progress(&self.server, progress.params.clone());
-            }
-            Some(message)
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await?;
+        if let JsonRpcMessage::Notification(JsonRpcNotification {
+            notification: ServerNotification::ProgressNotification(progress),
+            ..
+        }) = &message
+        {
+            self.hub.progress(&self.server, progress.params.clone());
         }
+        Some(message)
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {

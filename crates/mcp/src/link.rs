@@ -21,7 +21,7 @@ use rmcp::ServiceExt;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::{
-    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+    StreamableHttpClientTransport, StreamableHttpClientTransportConfig, StreamableHttpError,
 };
 use tokio::io::AsyncBufReadExt;
 
@@ -396,9 +396,58 @@ impl Link {
                 "MCP server `{}` exited ({status}) during the call{said}; {next}",
                 self.name
             ),
-            None => format!("MCP server `{}` failed the call: {error}{said}", self.name),
+            None => format!(
+                "MCP server `{}` failed the call: {}{said}",
+                self.name,
+                plain(error, &self.config)
+            ),
         }
     }
+}
+
+/// What went wrong on a server's connection, in words (rmcp's own say "Transport [<a Rust type
+/// name>] error" or "Mcp error"): how the server is reached, then the cause.
+fn plain(error: &rmcp::ServiceError, config: &ServerConfig) -> String {
+    use rmcp::ServiceError as E;
+    let wire = match (&config.command, &config.url) {
+        (None, Some(url)) => format!("over streamable HTTP at {url}"),
+        _ => "over stdio".to_owned(),
+    };
+    match error {
+        E::TransportClosed => format!("its connection {wire} closed"),
+        E::TransportSend(e) => {
+            // The cause, without the transport's type name; an HTTP client's error with its
+            // own causes ("connection refused" is three levels down).
+            let text = match e
+                .error
+                .downcast_ref::<StreamableHttpError<reqwest::Error>>()
+            {
+                Some(StreamableHttpError::Client(client)) => chain(client),
+                _ => chain(&*e.error),
+            };
+            format!("the request could not be sent {wire}: {text}")
+        }
+        E::McpError(e) => format!(
+            "it answered with a JSON-RPC error {}: {}",
+            e.code.0, e.message
+        ),
+        E::Timeout { timeout } => format!("no answer {wire} within {timeout:?}"),
+        other => format!("{other} ({wire})"),
+    }
+}
+
+/// An error and its causes on one line, each said once.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Starts the server (or opens the endpoint), completes the handshake and lists its tools,
