@@ -1,7 +1,10 @@
 //! Reading a Chat Completions stream (`data: {chunk}` lines, then `data: [DONE]`) into chunks.
 //!
 //! Guarantees: tool-call fragments are routed by their `index` (fragments of different calls may
-//! interleave) and their `arguments` pieces are passed on untouched; reasoning comes from
+//! interleave), except that a fragment bringing an `id` other than the one of the call
+//! assembled at its index starts a new call (servers that send every call at index 0, each
+//! with its own id); calls keep the order they arrived in and their `arguments` pieces are
+//! passed on untouched; reasoning comes from
 //! `reasoning_content` (DeepSeek, vLLM) or `reasoning` (OpenRouter, newer vLLM); text and
 //! reasoning blocks end when the other kind starts, tool-call blocks when `finish_reason` comes;
 //! `usage` (the chunk with empty `choices`) is passed on before `finish`, which is sent at
@@ -119,8 +122,9 @@ pub(crate) struct OpenAiDecoder {
     next_index: usize,
     /// The open text or reasoning block.
     open: Option<(BlockKind, usize)>,
-    /// Wire `index` of a tool call to its block, and the blocks in start order.
-    calls: HashMap<usize, usize>,
+    /// Wire `index` of a tool call to its block and the id it brought (if any yet), and the
+    /// blocks in start order.
+    calls: HashMap<usize, (usize, Option<String>)>,
     call_order: Vec<usize>,
     finish: Option<FinishReason>,
 }
@@ -172,21 +176,29 @@ impl OpenAiDecoder {
     }
 
     fn call(&mut self, delta: &CallDelta<'_>, out: &mut VecDeque<Chunk>) {
-        // A server that leaves `index` out sends each call whole or in order: a fragment with a
-        // new id starts a call, one without continues the last.
-        let wire = delta.index.unwrap_or_else(|| {
-            let last = self.call_order.len().checked_sub(1);
-            match (&delta.id, last) {
-                (None, Some(last)) => last,
-                _ => self.call_order.len(),
+        // A server that leaves `index` out sends each call whole or in order, as if all were at
+        // one index: a fragment with a new id starts a call, one without continues the last.
+        let wire = delta.index.unwrap_or(usize::MAX);
+        // An empty id says nothing (some servers send `"id": ""` on every later fragment).
+        let id = delta.id.as_deref().filter(|id| !id.is_empty());
+        let index = match self.calls.get_mut(&wire) {
+            // Another id at the same index: another call (some servers send every call at
+            // index 0, each with its own id), not more of this one.
+            Some((_, Some(known))) if id.is_some_and(|id| id != known) => None,
+            Some((index, known)) => {
+                if known.is_none() {
+                    *known = id.map(str::to_owned);
+                }
+                Some(*index)
             }
-        });
-        let index = match self.calls.get(&wire) {
-            Some(&index) => index,
+            None => None,
+        };
+        let index = match index {
+            Some(index) => index,
             None => {
                 self.close_open(out);
                 let index = self.start(BlockKind::ToolCall, out);
-                self.calls.insert(wire, index);
+                self.calls.insert(wire, (index, id.map(str::to_owned)));
                 self.call_order.push(index);
                 index
             }

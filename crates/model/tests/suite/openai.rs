@@ -412,3 +412,92 @@ async fn deepseek_is_sent_back_the_reasoning_of_a_message_that_called_tools() {
     assert_eq!(body["messages"][1]["reasoning_content"], "I should read x.");
     assert_eq!(body["messages"][1]["tool_calls"][0]["id"], "call_1");
 }
+
+/// A tool call's fragments as a server sends them: `call` is the `tool_calls` entry.
+fn call_frame(call: serde_json::Value) -> dsh_test_support::mock_provider::Frame {
+    wire::data(&wire::chunk(json!({"tool_calls": [call]}), None))
+}
+
+/// The calls of a streamed answer, assembled, as `(id, name, arguments)`.
+async fn calls_of(frames: Vec<dsh_test_support::mock_provider::Frame>) -> Vec<[String; 3]> {
+    let server = MockProvider::start().await.unwrap();
+    server.push(Reply::Stream(frames));
+    let request = Request::new("deepseek-chat", vec![Message::user("read a and b")])
+        .with_tools(vec![tool("read"), tool("grep")]);
+    let message = assemble(openai(&server).stream(Arc::new(request)).await.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(message.finish, Some(FinishReason::ToolCalls));
+    message
+        .tool_calls()
+        .map(|c| [c.id.clone(), c.name.clone(), c.arguments.clone()])
+        .collect()
+}
+
+fn owned(calls: &[[&str; 3]]) -> Vec<[String; 3]> {
+    calls.iter().map(|c| c.map(str::to_owned)).collect()
+}
+
+/// Some OpenAI-compatible servers send every call at index 0, each with its own id: a fragment
+/// bringing another id starts another call (arguments kept as raw text, calls in the order they
+/// came), and a server that repeats a call's id on each fragment still makes one call.
+#[tokio::test]
+async fn calls_sent_at_one_index_with_their_own_ids_stay_separate_calls_in_order() {
+    let mut frames = vec![wire::role()];
+    frames.extend(wire::tool_call(
+        0,
+        "call_a",
+        "read",
+        &["{\"path\": ", "\"a.txt\"}"],
+    ));
+    frames.extend(wire::tool_call(
+        0,
+        "call_b",
+        "read",
+        &["{\"path\":\"b.txt\"", "}"],
+    ));
+    frames.push(call_frame(
+        json!({"index": 0, "id": "call_c", "type": "function",
+        "function": {"name": "grep", "arguments": ""}}),
+    ));
+    frames.push(call_frame(
+        json!({"index": 0, "id": "call_c", "function": {"arguments": "{ }"}}),
+    ));
+    frames.push(call_frame(
+        json!({"index": 0, "id": "", "function": {"arguments": " "}}),
+    ));
+    frames.extend(wire::finish("tool_calls", 30, 20));
+    assert_eq!(
+        calls_of(frames).await,
+        owned(&[
+            ["call_a", "read", "{\"path\": \"a.txt\"}"],
+            ["call_b", "read", "{\"path\":\"b.txt\"}"],
+            ["call_c", "grep", "{ } "],
+        ])
+    );
+}
+
+/// A server that leaves `index` out: a fragment with a new id starts a call, one without (or
+/// with an empty id) continues the last.
+#[tokio::test]
+async fn calls_without_an_index_are_told_apart_by_their_ids() {
+    let mut frames = vec![wire::role()];
+    frames.push(call_frame(
+        json!({"id": "call_a", "function": {"name": "read", "arguments": ""}}),
+    ));
+    frames.push(call_frame(
+        json!({"id": "", "function": {"arguments": "{\"path\":"}}),
+    ));
+    frames.push(call_frame(json!({"function": {"arguments": "\"a\"}"}})));
+    frames.push(call_frame(
+        json!({"id": "call_b", "function": {"name": "read", "arguments": "{}"}}),
+    ));
+    frames.extend(wire::finish("tool_calls", 30, 20));
+    assert_eq!(
+        calls_of(frames).await,
+        owned(&[
+            ["call_a", "read", "{\"path\":\"a\"}"],
+            ["call_b", "read", "{}"]
+        ])
+    );
+}
