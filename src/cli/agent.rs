@@ -233,7 +233,9 @@ pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
 }
 
 /// The exit code of a turn's end: 0 completed, 130 cancelled, 2 what the user has to fix (the
-/// key, the model, the URL, the server), 1 anything else; each failure is one sentence.
+/// key, the model, the URL, the server, a status no retry changes such as 501), 1 anything
+/// else (a 429 or 5xx still failing after the last attempt, a stream that stalled); each
+/// failure is one sentence.
 pub fn end_code(end: &TurnEnd, log: &std::path::Path) -> Result<i32, Exit> {
     match end {
         TurnEnd::Completed => Ok(0),
@@ -244,7 +246,9 @@ pub fn end_code(end: &TurnEnd, log: &std::path::Path) -> Result<i32, Exit> {
                 .as_str()
                 .unwrap_or("the model request failed");
             let code = match error["code"].as_str() {
-                Some("AUTH" | "NOT_FOUND" | "BAD_REQUEST" | "NETWORK" | "NOT_THE_API") => 2,
+                Some(
+                    "AUTH" | "NOT_FOUND" | "BAD_REQUEST" | "STATUS" | "NETWORK" | "NOT_THE_API",
+                ) => 2,
                 _ => 1,
             };
             Err(Exit {

@@ -7,6 +7,7 @@ mod adversarial_pipeline;
 mod adversarial_terminal;
 mod agent_cli;
 mod agent_log;
+mod agent_model;
 mod agent_policy;
 mod agent_session;
 mod approval;

@@ -39,6 +39,9 @@ pub fn failure_json(error: &ModelError) -> Value {
         ModelError::NotTheApi { .. } | ModelError::NotAStream { .. } => "NOT_THE_API",
         ModelError::RateLimited { .. } => "RATE_LIMIT",
         ModelError::Server { .. } => "SERVER",
+        // A status no retry changes (501, 505, 402, 405, ...): the request or the server has
+        // to change.
+        ModelError::Status { .. } => "STATUS",
         ModelError::Connect { .. }
         | ModelError::Transport { .. }
         | ModelError::StreamCut { .. } => "NETWORK",

@@ -62,7 +62,8 @@ pub enum ModelError {
         /// The API's own message.
         message: String,
     },
-    /// 5xx after every attempt the retry policy allows.
+    /// A 5xx that may pass (not 501, 505, ...: those are [`ModelError::Status`]) after every
+    /// attempt the retry policy allows.
     #[error("{provider} failed with HTTP {status} ({attempts} attempts): {message}")]
     Server {
         /// The adapter's name.
@@ -74,7 +75,9 @@ pub enum ModelError {
         /// The API's own message.
         message: String,
     },
-    /// Any other unsuccessful status.
+    /// Any other unsuccessful status, never retried: one no retry can change (501 Not
+    /// Implemented, 505 HTTP Version Not Supported, ...) or one of no other variant (402, 405,
+    /// ...).
     #[error("{provider} answered HTTP {status}: {message}")]
     Status {
         /// The adapter's name.
@@ -96,18 +99,20 @@ pub enum ModelError {
         #[source]
         source: reqwest::Error,
     },
-    /// A web page instead of the API's answer, whatever the status but a 429 or 5xx (which are
-    /// retried): a proxy's or a login page, a site's 404 page at a base URL that is not the
-    /// API root.
+    /// A web page instead of the API's answer, whatever the status but one that is retried (a
+    /// 429, a 5xx that may pass): a proxy's or a login page, a site's 404 page at a base URL
+    /// that is not the API root, a web server's 501 page for a POST it does not implement.
     #[error(
-        "{url} answered with a web page ({content_type}), not the API: is the base URL the API root (OpenAI-compatible ones end in /v1)? It began: {excerpt:?}"
+        "{url} answered HTTP {status} with a web page ({content_type}), not the API's JSON: is the base URL the API root (OpenAI-compatible ones end in /v1)? It began: {excerpt:?}"
     )]
     NotTheApi {
         /// The URL that was requested.
         url: String,
+        /// The response's status.
+        status: u16,
         /// The response's `content-type`.
         content_type: String,
-        /// The first characters of the page.
+        /// The start of the page's text (its tags left out).
         excerpt: String,
     },
     /// A success status with a JSON body where the event stream was asked for: the server (or
@@ -298,7 +303,8 @@ impl ModelError {
             ModelError::Unauthorized { status, .. }
             | ModelError::BadRequest { status, .. }
             | ModelError::Server { status, .. }
-            | ModelError::Status { status, .. } => Some(*status),
+            | ModelError::Status { status, .. }
+            | ModelError::NotTheApi { status, .. } => Some(*status),
             ModelError::ModelNotFound { .. } => Some(404),
             ModelError::RateLimited { .. } => Some(429),
             _ => None,

@@ -3,8 +3,9 @@
 //! status into a [`ModelError`] a user can act on, retrying 429, 5xx and a connection closed
 //! before the response started.
 //!
-//! Guarantees: a request is retried only on a 429 or 5xx status or a connection closed or reset
-//! before the response started, at most as often as the policy allows, waiting what
+//! Guarantees: a request is retried only on a 429 or a 5xx status that may pass (never 501,
+//! 505 or another 5xx no retry can change) or a connection closed or reset before the response
+//! started, at most as often as the policy allows, waiting what
 //! `Retry-After` asks; never once a response with a success status came back (its stream
 //! belongs to the caller; a success answered with a JSON body instead of an event stream is
 //! [`ModelError::NotAStream`]); every wait and send stays within the whole-request deadline.
@@ -17,7 +18,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use tokio::time::Instant;
 
 use crate::error::ModelError;
-use crate::retry::{RetryPolicy, retry_after};
+use crate::retry::{RetryPolicy, retry_after, retryable_status};
 
 /// The timeouts and retries of one model request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,7 +28,8 @@ pub struct HttpSettings {
     pub idle_timeout: Duration,
     /// The whole request, retries and streaming included, must end within this.
     pub deadline: Option<Duration>,
-    /// Retries of 429 and 5xx answers and of connections closed before the response started.
+    /// Retries of 429 and 5xx answers (but those no retry can change, such as 501) and of
+    /// connections closed before the response started.
     pub retry: RetryPolicy,
 }
 
@@ -100,7 +102,7 @@ pub(crate) async fn within<T>(
 }
 
 /// Sends `body` to the target and returns the response once its status is a success,
-/// retrying 429 and 5xx answers as the policy allows.
+/// retrying 429 and the 5xx answers that may pass as the policy allows.
 pub(crate) async fn open(
     client: &reqwest::Client,
     target: &Target<'_>,
@@ -145,7 +147,7 @@ pub(crate) async fn open(
             .unwrap_or_default()
             .to_owned();
         let html = content_type.to_ascii_lowercase().starts_with("text/html");
-        let retryable = status == 429 || (500..600).contains(&status);
+        let retryable = retryable_status(status);
         if response.status().is_success() && !html {
             if is_json(&content_type) {
                 return Err(ModelError::NotAStream {
@@ -159,17 +161,21 @@ pub(crate) async fn open(
         let text = within(deadline, response.text()).await?.unwrap_or_default();
         if html && !retryable {
             // A web page where the API should answer, whatever its status (a site's 404 page
-            // at a base URL that is not the API root, a proxy's login page). A 5xx page (a
-            // proxy in front of a real API) is retried as any 5xx is.
-            let excerpt: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            // at a base URL that is not the API root, a proxy's login page, a web server's 501
+            // page for a POST it does not implement). A 5xx page that may pass (a proxy in
+            // front of a real API) is retried as any such 5xx is.
             return Err(ModelError::NotTheApi {
                 url: target.url.to_owned(),
+                status,
                 content_type,
-                excerpt: excerpt.chars().take(80).collect(),
+                excerpt: page_text(&text).chars().take(120).collect(),
             });
         }
         let message = if html {
-            format!("a web page ({content_type}) instead of the API's error")
+            format!(
+                "{} answered with a web page ({content_type}), not the API's JSON error",
+                target.url
+            )
         } else {
             error_message(&text)
         };
@@ -190,6 +196,38 @@ pub(crate) async fn open(
         }
         return Err(status_error(target, status, attempt, wait, message));
     }
+}
+
+/// The words a browser would show of an HTML page: its tags, scripts and styles left out,
+/// whitespace runs made one space (entities are kept as written).
+fn page_text(html: &str) -> String {
+    let mut text = String::new();
+    let mut rest = html;
+    while let Some(open) = rest.find('<') {
+        text.push_str(&rest[..open]);
+        text.push(' ');
+        let tag = &rest[open..];
+        let lower = tag.get(..7).unwrap_or(tag).to_ascii_lowercase();
+        let close = if lower.starts_with("<script") {
+            "</script"
+        } else if lower.starts_with("<style") {
+            "</style"
+        } else {
+            ""
+        };
+        // Past the element's end tag (a script or a style), else past this tag.
+        let skip_to = if close.is_empty() {
+            0
+        } else {
+            tag.to_ascii_lowercase().find(close).unwrap_or(tag.len())
+        };
+        rest = match tag[skip_to..].find('>') {
+            Some(end) => &tag[skip_to + end + 1..],
+            None => "",
+        };
+    }
+    text.push_str(rest);
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Whether a `content-type` names JSON (`application/json`, `application/<x>+json`), never an
@@ -271,7 +309,8 @@ fn status_error(
             retry_after,
             message,
         },
-        500..=599 => ModelError::Server {
+        // A 5xx no retry can change (501, 505, ...) is `Status`, as any other status.
+        500..=599 if retryable_status(status) => ModelError::Server {
             provider,
             status,
             attempts,
@@ -304,5 +343,19 @@ pub(crate) fn shorten(text: &str) -> String {
     match text.char_indices().nth(500) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page_text;
+
+    #[test]
+    fn a_page_shows_its_words_without_tags_scripts_or_styles() {
+        let page = "<html><head><title>502 Bad\n Gateway</title><style>p { x: 1 }</style>\
+                    <SCRIPT>if (a < b) go()</SCRIPT></head><body><p>Try later.</p></body></html>";
+        assert_eq!(page_text(page), "502 Bad Gateway Try later.");
+        assert_eq!(page_text("plain <b>bold"), "plain bold");
+        assert_eq!(page_text("cut <a href="), "cut");
     }
 }

@@ -1,8 +1,9 @@
 //! When to try a refused request again: exponential backoff with jitter, and the server's
 //! `Retry-After` (seconds or an HTTP date, or OpenAI's `retry-after-ms`) honoured as given.
 //!
-//! Guarantees: only a status answer (429, 5xx) or a connection closed before the response
-//! started is ever retried, never a stream that opened; the
+//! Guarantees: only a status answer that may pass (429, a 5xx but those no retry can change:
+//! [`retryable_status`]) or a connection closed before the response started is ever retried,
+//! never a stream that opened; the
 //! number of attempts never exceeds [`RetryPolicy::max_attempts`]; a computed backoff lies in
 //! `[delay/2, delay]` for `delay = min(max_delay, base_delay * 2^(retry-1))`.
 
@@ -57,6 +58,16 @@ impl RetryPolicy {
     pub fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
         retry_after.unwrap_or_else(|| self.backoff(retry, fastrand::f64()))
     }
+}
+
+/// Whether an answer with `status` may succeed when the same request is sent again: 429 and
+/// the 5xx statuses of a passing condition (500, 502, 503, 504, ...), not the 5xx statuses that
+/// say the server cannot serve this request at all (501 Not Implemented, 505 HTTP Version Not
+/// Supported, 506 Variant Also Negotiates, 508 Loop Detected, 510 Not Extended, 511 Network
+/// Authentication Required), nor any other status.
+pub(crate) fn retryable_status(status: u16) -> bool {
+    status == 429
+        || ((500..600).contains(&status) && !matches!(status, 501 | 505 | 506 | 508 | 510 | 511))
 }
 
 /// The wait a response asks for: `retry-after-ms` (milliseconds), else `Retry-After` as

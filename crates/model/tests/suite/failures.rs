@@ -404,8 +404,11 @@ async fn a_web_page_with_a_5xx_status_is_retried_and_then_said_briefly() {
         "{error:?}"
     );
     let text = error.to_string();
+    let url = format!("{}/chat/completions", server.openai_base_url());
     assert!(
-        text.ends_with("a web page (text/html; charset=utf-8) instead of the API's error"),
+        text.ends_with(&format!(
+            "{url} answered with a web page (text/html; charset=utf-8), not the API's JSON error"
+        )),
         "{text}"
     );
     assert_eq!(server.requests().len(), 3);

@@ -7,6 +7,7 @@ mod failures;
 mod not_a_stream;
 mod openai;
 mod retry;
+mod statuses;
 mod watchdog;
 
 use std::time::Duration;
