@@ -52,6 +52,11 @@ pub struct ModelArgs {
     /// At most this many model requests in the turn.
     #[arg(long)]
     pub max_steps: Option<u32>,
+    /// How long the model's answer may send nothing before the request fails with
+    /// LLM_STREAM_IDLE_TIMEOUT: a number and a unit, `90s`, `10m`, `1500ms` (default: the config
+    /// file's `idle_timeout`, else 5m; more than 0).
+    #[arg(long, value_name = "DURATION", value_parser = super::duration::idle_timeout)]
+    pub idle_timeout: Option<std::time::Duration>,
     #[command(flatten)]
     pub pipeline: super::options::PipelineArgs,
     /// The session log (default: a new one under the workspace's state directory).
@@ -96,6 +101,7 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
             provider: args.provider,
             model: args.model.clone(),
             base_url: args.base_url.clone(),
+            idle_timeout: args.idle_timeout,
         },
         &file,
     )?;

@@ -3,7 +3,7 @@
 //! winning key by key.
 //!
 //! A file holds the agent's keys (`provider`, `model`, `base_url`, `api_key_env`, `system`,
-//! `max_steps`) and, beside them, any key of the policy file (`mode`, `preset`, `approval`,
+//! `max_steps`, `idle_timeout`, the prices) and, beside them, any key of the policy file (`mode`, `preset`, `approval`,
 //! `max_parallel_tool_calls`, `[permissions]`, `[tools.NAME]`), validated as a policy file is,
 //! its errors naming this file's own lines. The policy keys of one file are taken whole: the
 //! workspace's when it has any, else the user's.
@@ -39,6 +39,9 @@ pub struct ConfigFile {
     pub system: Option<String>,
     /// At most this many model requests per turn.
     pub max_steps: Option<u32>,
+    /// How long the model's answer may send nothing (`"90s"`, `"10m"`, or a number of
+    /// seconds), checked as `--idle-timeout` is.
+    pub idle_timeout: Option<std::time::Duration>,
     /// What the model's tokens cost (`input_price`, `output_price`, `cached_input_price`: US
     /// dollars per million tokens), for the status line after each turn.
     pub prices: Option<super::stream_view::Prices>,
@@ -55,6 +58,7 @@ struct AgentKeys {
     api_key_env: Option<Spanned<String>>,
     system: Option<Spanned<String>>,
     max_steps: Option<Spanned<u32>>,
+    idle_timeout: Option<Spanned<toml::Value>>,
     input_price: Option<Spanned<f64>>,
     output_price: Option<Spanned<f64>>,
     cached_input_price: Option<Spanned<f64>>,
@@ -62,7 +66,7 @@ struct AgentKeys {
 
 /// The agent's keys, for messages.
 const AGENT_KEYS: &str = "provider, model, base_url, api_key_env, system, max_steps, \
-                          input_price, output_price, cached_input_price";
+                          idle_timeout, input_price, output_price, cached_input_price";
 
 impl ConfigFile {
     /// `later`'s keys over this file's; the policy keys whole.
@@ -74,6 +78,7 @@ impl ConfigFile {
             api_key_env: later.api_key_env.or(self.api_key_env),
             system: later.system.or(self.system),
             max_steps: later.max_steps.or(self.max_steps),
+            idle_timeout: later.idle_timeout.or(self.idle_timeout),
             prices: later.prices.or(self.prices),
             policy: later.policy.or(self.policy),
         }
@@ -106,6 +111,7 @@ fn parse(path: &Path, text: &str) -> Result<ConfigFile, Exit> {
         keys.api_key_env.as_ref().map(Spanned::span),
         keys.system.as_ref().map(Spanned::span),
         keys.max_steps.as_ref().map(Spanned::span),
+        keys.idle_timeout.as_ref().map(Spanned::span),
         keys.input_price.as_ref().map(Spanned::span),
         keys.output_price.as_ref().map(Spanned::span),
         keys.cached_input_price.as_ref().map(Spanned::span),
@@ -148,6 +154,26 @@ fn parse(path: &Path, text: &str) -> Result<ConfigFile, Exit> {
             )));
         }
     };
+    let idle_timeout = match &keys.idle_timeout {
+        Some(v) => {
+            let checked = match v.get_ref() {
+                toml::Value::String(text) => super::duration::idle_timeout(text),
+                toml::Value::Integer(secs) => super::duration::idle_timeout(&secs.to_string()),
+                other => Err(format!(
+                    "a {} is not a duration: write a string such as \"90s\" or \"10m\", or a number of seconds",
+                    other.type_str()
+                )),
+            };
+            Some(checked.map_err(|e| {
+                Exit::usage(format!(
+                    "{}: line {}: idle_timeout: {e}",
+                    path.display(),
+                    line_at(text, v.span().start)
+                ))
+            })?)
+        }
+        None => None,
+    };
     let policy = if has_policy {
         Some(Policy::parse(&rest).map_err(|e| policy_error(path, e))?)
     } else {
@@ -160,6 +186,7 @@ fn parse(path: &Path, text: &str) -> Result<ConfigFile, Exit> {
         api_key_env: keys.api_key_env.map(Spanned::into_inner),
         system: keys.system.map(Spanned::into_inner),
         max_steps: keys.max_steps.map(Spanned::into_inner),
+        idle_timeout,
         prices,
         policy,
     })
@@ -274,6 +301,33 @@ mod tests {
             m.contains("line 1") && m.contains("modle") && m.contains("api_key_env"),
             "{m}"
         );
+        let Ok(file) = parse(path, "idle_timeout = \"2m\"\nmode = \"native\"\n") else {
+            panic!("a duration beside a policy key");
+        };
+        assert_eq!(file.idle_timeout, Some(std::time::Duration::from_secs(120)));
+        assert!(file.policy.is_some());
+        let Ok(file) = parse(path, "idle_timeout = 45\n") else {
+            panic!("a number of seconds");
+        };
+        assert_eq!(file.idle_timeout, Some(std::time::Duration::from_secs(45)));
+        for (text, says) in [
+            ("model = \"m\"\nidle_timeout = \"0s\"\n", "0 would fail"),
+            ("model = \"m\"\nidle_timeout = 0\n", "0 would fail"),
+            (
+                "model = \"m\"\nidle_timeout = true\n",
+                "a boolean is not a duration",
+            ),
+            (
+                "model = \"m\"\nidle_timeout = \"soon\"\n",
+                "is not a duration",
+            ),
+        ] {
+            let m = message(parse(path, text));
+            assert!(
+                m.starts_with("c.toml: line 2: idle_timeout: ") && m.contains(says),
+                "{text}: {m}"
+            );
+        }
         let m = message(parse(path, "\nprovider = \"mistral\"\n"));
         assert!(
             m.starts_with("c.toml: line 2:") && m.contains("mistral"),

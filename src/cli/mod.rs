@@ -13,6 +13,8 @@ mod chat;
 #[cfg(feature = "agent")]
 mod config_file;
 mod demo;
+#[cfg(feature = "agent")]
+mod duration;
 mod logs;
 #[cfg(feature = "mcp-serve")]
 mod mcp;

@@ -8,6 +8,7 @@
 //! the host).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::ValueEnum;
 use dsh_model::{AnthropicConfig, AnthropicProvider, OpenAiConfig, OpenAiProvider, Provider};
@@ -36,6 +37,8 @@ pub struct Choice {
     pub model: Option<String>,
     /// `--base-url`.
     pub base_url: Option<String>,
+    /// `--idle-timeout`, already checked.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// The provider and model to use.
@@ -54,6 +57,7 @@ pub fn resolve(choice: Choice, file: &ConfigFile) -> Result<Model, Exit> {
         .unwrap_or(ProviderArg::Deepseek);
     let base_url = choice.base_url.or_else(|| file.base_url.clone());
     let model = choice.model.or_else(|| file.model.clone());
+    let idle_timeout = choice.idle_timeout.or(file.idle_timeout);
     let key = |default_env: &str| -> (String, Option<String>) {
         let env = file
             .api_key_env
@@ -91,6 +95,9 @@ pub fn resolve(choice: Choice, file: &ConfigFile) -> Result<Model, Exit> {
                 check_url(&url)?;
                 config = config.with_base_url(url.trim_end_matches('/'));
             }
+            if let Some(idle) = idle_timeout {
+                config.http.idle_timeout = idle;
+            }
             let provider = OpenAiProvider::new(config)
                 .map_err(|e| Exit::usage(format!("the model provider: {e}")))?;
             Ok(Model {
@@ -109,6 +116,9 @@ pub fn resolve(choice: Choice, file: &ConfigFile) -> Result<Model, Exit> {
             if let Some(url) = base_url {
                 check_url(&url)?;
                 config = config.with_base_url(url.trim_end_matches('/'));
+            }
+            if let Some(idle) = idle_timeout {
+                config.http.idle_timeout = idle;
             }
             let provider = AnthropicProvider::new(config)
                 .map_err(|e| Exit::usage(format!("the model provider: {e}")))?;

@@ -1,8 +1,11 @@
 //! `dsh agent` and `dsh chat` against what a real model server does wrong, through the real
 //! binary and the mock provider: a status no retry can change (a web server's 501 page, a 505)
-//! is one sentence and exit 2 at once.
+//! is one sentence and exit 2 at once, and the stream idle timeout is set from the command line
+//! or the config file (TMO-34), a 0 refused naming the option (TMO-38).
 
-use dsh_test_support::mock_provider::{Reply, openai};
+use std::time::{Duration, Instant};
+
+use dsh_test_support::mock_provider::{Frame, Reply, openai};
 
 use super::agent_policy::{agent, mock, workspace};
 use super::support::*;
@@ -64,4 +67,115 @@ fn agent_a_501_web_page_is_one_sentence_and_exit_2_at_once_naming_status_page_an
         "{}",
         out.both()
     );
+}
+
+/// A stream that goes silent after its first words.
+fn silent_answer() -> Reply {
+    let mut frames = vec![openai::role()];
+    frames.extend(openai::text(&["Let me think"]));
+    frames.push(Frame::Stall);
+    Reply::Stream(frames)
+}
+
+#[test]
+fn tmo_34_agent_idle_timeout_from_the_command_line_or_the_config_file_ends_a_silent_answer() {
+    let w = workspace();
+    let config = w.config.join("dsh");
+    std::fs::create_dir_all(&config).unwrap();
+    for (extra, file) in [
+        (&["--idle-timeout", "1s"][..], None),
+        (&[][..], Some("idle_timeout = \"1500ms\"\n")),
+        // The command line wins over the file.
+        (
+            &["--idle-timeout", "1s"][..],
+            Some("idle_timeout = \"1h\"\n"),
+        ),
+    ] {
+        match file {
+            Some(text) => std::fs::write(config.join("config.toml"), text).unwrap(),
+            None => {
+                let _ = std::fs::remove_file(config.join("config.toml"));
+            }
+        }
+        let m = mock();
+        m.mock.push(silent_answer());
+        let started = Instant::now();
+        let out = run(&mut agent(&w, Some(&m.mock.openai_base_url()), "hi", extra));
+        let took = started.elapsed();
+        assert_eq!(out.code, 1, "{extra:?} {file:?}: {}", out.both());
+        let ms = if extra.is_empty() { 1500 } else { 1000 };
+        assert!(
+            out.stderr
+                .contains(&format!("LLM_STREAM_IDLE_TIMEOUT after {ms}ms")),
+            "{extra:?} {file:?}: {}",
+            out.both()
+        );
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        assert_eq!(
+            m.mock.requests().len(),
+            1,
+            "a stream that opened is not sent again"
+        );
+        assert_checks_clean(&failed_log(&out));
+    }
+}
+
+#[test]
+fn tmo_38_agent_and_chat_refuse_an_idle_timeout_of_0_naming_the_option() {
+    let m = mock();
+    let w = workspace();
+    let url = m.mock.openai_base_url();
+    for value in ["0", "0s", "0ms"] {
+        let out = run(&mut agent(&w, Some(&url), "hi", &["--idle-timeout", value]));
+        assert_eq!(out.code, 2, "{}", out.both());
+        assert!(
+            out.stderr.contains("--idle-timeout") && out.stderr.contains("0 would fail"),
+            "{}",
+            out.both()
+        );
+    }
+    let out = run(&mut agent(
+        &w,
+        Some(&url),
+        "hi",
+        &["--idle-timeout", "soon"],
+    ));
+    assert_eq!(out.code, 2, "{}", out.both());
+    assert!(
+        out.stderr.contains("--idle-timeout") && out.stderr.contains("90s"),
+        "{}",
+        out.both()
+    );
+    let out = run(dsh()
+        .env("DEEPSEEK_API_KEY", "sk-test")
+        .args(["chat", "--workspace", s(&w.ws), "--base-url", &url])
+        .args(["--idle-timeout", "0"]));
+    assert_eq!(out.code, 2, "{}", out.both());
+    assert!(out.stderr.contains("--idle-timeout"), "{}", out.both());
+    // A file's 0 names the file, its line and the key.
+    let config = w.config.join("dsh");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        "model = \"m\"\nidle_timeout = 0\n",
+    )
+    .unwrap();
+    let out = run(&mut agent(&w, Some(&url), "hi", &[]));
+    assert_eq!(out.code, 2, "{}", out.both());
+    assert!(
+        out.stderr
+            .contains("config.toml: line 2: idle_timeout: 0 would fail"),
+        "{}",
+        out.both()
+    );
+    assert!(m.mock.requests().is_empty(), "nothing was sent");
+    for command in ["agent", "chat"] {
+        let help = dsh_run(&[command, "--help"]);
+        assert!(
+            help.stdout.contains("--idle-timeout <DURATION>")
+                && help.stdout.contains("LLM_STREAM_IDLE_TIMEOUT"),
+            "{command} --help: {}",
+            help.both()
+        );
+    }
 }

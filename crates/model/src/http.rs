@@ -8,7 +8,8 @@
 //! started, at most as often as the policy allows, waiting what
 //! `Retry-After` asks; never once a response with a success status came back (its stream
 //! belongs to the caller; a success answered with a JSON body instead of an event stream is
-//! [`ModelError::NotAStream`]); every wait and send stays within the whole-request deadline.
+//! [`ModelError::NotAStream`]); every wait and send stays within the whole-request deadline;
+//! an idle timeout the watchdog would refuse (TMO-38) is refused before anything is sent.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -111,6 +112,9 @@ pub(crate) async fn open(
     settings: &HttpSettings,
     deadline: Option<(Instant, Duration)>,
 ) -> Result<reqwest::Response, ModelError> {
+    // An idle timeout the watchdog refuses would fail the stream once it opened: refuse it
+    // before anything is sent.
+    crate::watchdog::timeout_ms(settings.idle_timeout)?;
     let mut attempt: u32 = 1;
     loop {
         let send = client

@@ -52,6 +52,16 @@ pub fn idle_timeout_from_ms(ms: f64) -> Result<Duration, WatchdogError> {
     Ok(Duration::from_secs_f64(ms / 1000.0))
 }
 
+/// `timeout` in whole milliseconds (rounded up), if a watchdog takes it: more than 0 and at
+/// most [`MAX_TIMEOUT_MS`] (TMO-38).
+pub(crate) fn timeout_ms(timeout: Duration) -> Result<u64, WatchdogError> {
+    let ms = timeout.as_nanos().div_ceil(1_000_000);
+    if timeout.is_zero() || ms > u128::from(MAX_TIMEOUT_MS) {
+        return Err(WatchdogError::Bounds);
+    }
+    u64::try_from(ms).map_err(|_| WatchdogError::Bounds)
+}
+
 #[derive(Default)]
 struct State {
     outstanding: bool,
@@ -96,10 +106,7 @@ impl IdleWatchdog {
         timeout: Duration,
         code: &str,
     ) -> Result<IdleWatchdog, WatchdogError> {
-        let ms = timeout.as_nanos().div_ceil(1_000_000);
-        if timeout.is_zero() || ms > u128::from(MAX_TIMEOUT_MS) {
-            return Err(WatchdogError::Bounds);
-        }
+        let ms = timeout_ms(timeout)?;
         let (signal, ctl) = match upstream {
             Some(up) => up.child(),
             None => {
@@ -111,7 +118,7 @@ impl IdleWatchdog {
             signal,
             ctl,
             timeout,
-            reason: TimeoutReason::new(code, ms as u64),
+            reason: TimeoutReason::new(code, ms),
             state: Mutex::new(State::default()),
         })
     }

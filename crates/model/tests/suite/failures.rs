@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use dsh_model::{
     Assembler, Chunk, HttpSettings, IDLE_TIMEOUT_CODE, Message, ModelError, OpenAiConfig,
-    OpenAiProvider, Provider, Request, RetryPolicy,
+    OpenAiProvider, Provider, Request, RetryPolicy, WatchdogError,
 };
 use dsh_test_support::mock_provider::{Frame, MockProvider, Reply, openai as wire};
 use serde_json::json;
@@ -243,6 +243,31 @@ async fn tmo_34_a_stall_mid_stream_fails_with_the_idle_timeout() {
         text: "thinking".into()
     }));
     assert_eq!(server.requests().len(), 1);
+}
+
+/// An idle timeout the watchdog refuses (0, or above `MAX_TIMEOUT_MS`) is refused before the
+/// request is sent, not once the answer has started streaming (TMO-38).
+#[tokio::test]
+async fn tmo_38_an_idle_timeout_the_watchdog_refuses_is_refused_before_anything_is_sent() {
+    let server = MockProvider::start().await.unwrap();
+    server.push(wire::text_reply(&["never asked"]));
+    for idle_timeout in [
+        Duration::ZERO,
+        Duration::from_millis(dsh_core::MAX_TIMEOUT_MS + 1),
+    ] {
+        let http = HttpSettings {
+            idle_timeout,
+            ..fast_http()
+        };
+        let Err(error) = openai_with(&server, http).stream(request()).await else {
+            panic!("{idle_timeout:?} is refused");
+        };
+        assert!(
+            matches!(error, ModelError::Watchdog(WatchdogError::Bounds)),
+            "{error:?}"
+        );
+    }
+    assert_eq!(server.requests().len(), 0, "nothing was sent");
 }
 
 /// Bytes that complete no chunk (SSE comments, as OpenRouter sends while it waits) still count
