@@ -27,6 +27,7 @@ mod model_config;
 mod options;
 #[cfg(feature = "otel")]
 mod otel;
+mod panics;
 mod render;
 mod run;
 mod sandbox;
@@ -239,6 +240,9 @@ pub fn main() -> i32 {
         other => other,
     };
     let telemetry = install_tracing();
+    // A panic anywhere (a spawned task's broken invariant, say) ends the program with a message
+    // instead of leaving it waiting for work that will never finish.
+    panics::install();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -250,7 +254,7 @@ pub fn main() -> i32 {
             return 1;
         }
     };
-    let outcome = rt.block_on(async move {
+    let outcome = panics::block_on(&rt, async move {
         match command {
             Command::Demo => demo::demo().await,
             Command::Run(args) => run::run(args).await,
