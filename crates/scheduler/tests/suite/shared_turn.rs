@@ -2,7 +2,8 @@
 //! a call that has to wait for admission (behind an exclusive call, or an exclusive call
 //! behind calls in progress) is on disk before it waits, so a process killed while it waits
 //! leaves it for repair to answer as never started; one cancelled while it waits is answered
-//! as aborted before dispatch and never runs.
+//! as aborted before dispatch and never runs; and, over many schedules of arrivals, body ends
+//! and cancels, an exclusive body never runs beside another and every call is paired.
 
 // Tests state their expectations with `unwrap`/`expect`: a panic is the failure report.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -16,6 +17,8 @@ use dsh_guard::Hooks;
 use dsh_scheduler::{SharedCall, SharedTurn};
 use dsh_session::{OpenOptions, Session, check_bytes, repair_bytes};
 use dsh_test_support::Gate;
+use proptest::collection;
+use proptest::prelude::*;
 use serde_json::Value;
 
 use super::support::runtime;
@@ -142,4 +145,119 @@ async fn shared_turn_a_call_cancelled_while_it_waits_for_admission_is_answered_a
     turn.session().close().await.unwrap();
     assert_eq!(gate.started(), ["a"], "the cancelled call never ran");
     assert_eq!(check_bytes(&std::fs::read(&path).unwrap()), []);
+}
+
+/// One call of a generated schedule: its mode, and whether its client cancels it.
+#[derive(Clone, Debug)]
+struct Arrival {
+    exclusive: bool,
+    cancel: bool,
+}
+
+/// Runs `arrivals` through one shared turn over an in-memory log, acting on them in the order
+/// `actions` picks (release the body if it runs, cancel it if its client does), then releases
+/// everything; returns the calls' outcomes, the gate's record and the log.
+async fn run_schedule(
+    arrivals: &[Arrival],
+    actions: &[usize],
+) -> (Vec<SharedCall>, Vec<String>, dsh_session::Events) {
+    let gate = Gate::new();
+    let registry = ToolRegistry::new();
+    registry.register(gate.tool("lock", false)).unwrap().keep();
+    registry.register(gate.tool("read", true)).unwrap().keep();
+    let session = Session::in_memory("shared");
+    let turn = Arc::new(SharedTurn::new(
+        runtime(&registry, &Hooks::new()),
+        session.clone(),
+        None,
+    ));
+    let mut controllers = Vec::new();
+    let mut tasks = Vec::new();
+    for (i, a) in arrivals.iter().enumerate() {
+        let ctl = AbortController::new();
+        let id: &'static str = Box::leak(format!("c{i}").into_boxed_str());
+        let tool = if a.exclusive { "lock" } else { "read" };
+        tasks.push(start(&turn, id, tool, ctl.signal()));
+        controllers.push(ctl);
+        tokio::task::yield_now().await;
+    }
+    for &pick in actions {
+        let i = pick % arrivals.len();
+        let id = format!("c{i}");
+        if arrivals[i].cancel {
+            controllers[i].cancel();
+        }
+        if gate.started().contains(&id) {
+            gate.release(&id);
+        }
+        for _ in 0..(pick % 4) {
+            tokio::task::yield_now().await;
+        }
+    }
+    gate.release_all();
+    let mut calls = Vec::new();
+    for t in tasks {
+        calls.push(t.await.unwrap());
+    }
+    (calls, gate.events(), session.events())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// For any mix of exclusive and parallel-safe calls arriving together, any order of their
+    /// bodies ending and any cancels: no exclusive body overlaps another body, each call has
+    /// exactly one `tool/call` and one `tool/result`, a call cancelled before it started never
+    /// ran and is answered `ABORTED_BEFORE_DISPATCH`, and the log checks clean.
+    #[test]
+    fn shared_turn_any_schedule_keeps_exclusive_calls_alone_and_pairs_every_call(
+        arrivals in collection::vec(
+            (any::<bool>(), prop::bool::weighted(0.25))
+                .prop_map(|(exclusive, cancel)| Arrival { exclusive, cancel }),
+            1..7,
+        ),
+        actions in collection::vec(0usize..64, 0..24),
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (calls, gate_events, log) = rt.block_on(run_schedule(&arrivals, &actions));
+
+        // Exclusive bodies run alone.
+        let mut live: Vec<usize> = Vec::new();
+        for e in &gate_events {
+            if let Some(id) = e.strip_prefix("start:") {
+                let i: usize = id[1..].parse().unwrap();
+                let alone_broken = (arrivals[i].exclusive && !live.is_empty())
+                    || live.iter().any(|j| arrivals[*j].exclusive);
+                prop_assert!(!alone_broken, "{id} started beside {live:?}: {gate_events:?}");
+                live.push(i);
+            } else if let Some(id) = e.strip_prefix("end:") {
+                let i: usize = id[1..].parse().unwrap();
+                live.retain(|j| *j != i);
+            }
+        }
+        // One call and one result each; a call that never started was aborted before dispatch.
+        for (i, call) in calls.iter().enumerate() {
+            let id = format!("c{i}");
+            let calls_of = log.iter().filter(|(_, e)| {
+                e.as_tool_call().is_some_and(|c| c.call_id == id)
+            }).count();
+            prop_assert_eq!(calls_of, 1, "tool/call of {}", id);
+            prop_assert_eq!(call.outcome.results.len(), 1);
+            let started = gate_events.contains(&format!("start:{id}"));
+            if !started {
+                let code = call.outcome.results[0].error().and_then(|f| f.code().map(str::to_owned));
+                prop_assert_eq!(
+                    code.as_deref(),
+                    Some(codes::ABORTED_BEFORE_DISPATCH),
+                    "{} never ran", id
+                );
+                prop_assert!(arrivals[i].cancel, "{} did not run though not cancelled", id);
+            }
+        }
+        prop_assert_eq!(dsh_session::check_events(&log), []);
+    }
 }
