@@ -118,16 +118,59 @@ pub fn transcript_bytes(label: &str, bytes: &[u8], format: Format) -> Result<i32
     Ok(0)
 }
 
-/// Applies crash repair and reports what it closed.
+/// Applies crash repair and reports what it closed; 1 when the log still has problems repair
+/// cannot fix (listed, with why and what to do), else 0.
 pub fn repair(log: &Path) -> Result<i32, Exit> {
-    let report =
-        dsh::session::repair(log).map_err(|e| Exit::internal(format!("{}: {e}", log.display())))?;
-    if report.is_clean() {
-        super::out(&format!("{}: nothing to repair", log.display()));
-    } else {
-        print_repair(&log.display().to_string(), &report);
+    let label = log.display().to_string();
+    let report = dsh::session::repair(log).map_err(|e| Exit::internal(format!("{label}: {e}")))?;
+    let left =
+        dsh::session::check_file(log).map_err(|e| Exit::internal(format!("{label}: {e}")))?;
+    if !report.is_clean() {
+        print_repair(&label, &report);
+    } else if left.is_empty() {
+        super::out(&format!("{label}: nothing to repair"));
     }
-    Ok(0)
+    if left.is_empty() {
+        return Ok(0);
+    }
+    super::out(&super::render::sanitize(&format!(
+        "{label}: repair cannot fix {} problem(s): {CANNOT_FIX}; change the lines named, or start a new session",
+        left.len()
+    )));
+    for p in &left {
+        super::out(&super::render::sanitize(&format!(
+            "{label}:{}: {}",
+            p.line, p.message
+        )));
+    }
+    Ok(1)
+}
+
+/// Why `dsh repair` cannot fix a problem of a log's complete lines.
+const CANNOT_FIX: &str = "it keeps every complete line byte for byte (it only cuts a torn last \
+     line and appends what a crash left unanswered), and these problems are in complete lines";
+
+/// The sentence for a log dsh refuses to resume (`--resume`, `--session`) because it breaks
+/// the rules repair cannot restore: the first problem with its line and what to do about it,
+/// how many more `dsh check` lists, that `dsh repair` cannot fix them and why, and what to do
+/// instead.
+pub fn unresumable(label: &str, problems: &[dsh::session::Problem]) -> String {
+    let first = problems.first().map_or_else(
+        || "it breaks the log's rules".to_owned(),
+        |p| format!("line {}: {}", p.line, p.message),
+    );
+    let more = match problems.len() {
+        0 | 1 => String::new(),
+        n => format!(
+            " ({} more problem(s): `dsh check {label}` lists them all)",
+            n - 1
+        ),
+    };
+    format!(
+        "session log {label} cannot be resumed: {first}{more}. `dsh repair` cannot fix this: \
+         {CANNOT_FIX}. Change the lines named, or start a new session (without --resume or \
+         --session; this log stays readable with `dsh transcript` and `dsh view`)"
+    )
 }
 
 /// Prints `LABEL: repaired` and what the repair did.

@@ -184,6 +184,10 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
             let (session, report) = dsh::jsonl::open_session(&log, &id, &workspace)
                 .await
                 .map_err(|e| {
+                    if let dsh::session::SessionError::Invalid { problems } = &e {
+                        let label = log.display().to_string();
+                        return Exit::internal(super::logs::unresumable(&label, problems));
+                    }
                     let message = format!("session log {}: {e}", log.display());
                     if dsh::jsonl::is_permission_denied(&e) {
                         Exit::usage(message)

@@ -1,6 +1,7 @@
 //! `dsh agent`'s session through the real binary against the mock provider: `--json` event by
 //! event, Ctrl-C mid-stream (exit 130, a clean log, the text so far resumed), and `--resume` of
-//! a torn log and of a log the reference harness wrote.
+//! a torn log and of a log the reference harness wrote, and the refusal of a log with empty
+//! call ids, which repair cannot fix.
 
 use std::process::Command;
 
@@ -207,4 +208,80 @@ fn resume_repairs_a_torn_log_and_continues_one_the_reference_harness_wrote() {
         "their tool results go along: {roles:?}"
     );
     assert_checks_clean(&theirs);
+}
+
+/// A log another harness wrote with empty call ids (`"callId": ""`): dsh refuses to resume it
+/// (it never writes an empty id, and a provider refuses one), naming the line, what is wrong and
+/// what to do, and saying why `dsh repair` cannot fix it; `dsh repair` says the same, lists the
+/// lines and exits 1, and neither changes a byte.
+#[test]
+fn a_log_with_empty_call_ids_is_refused_naming_the_line_the_fix_and_why_repair_cannot() {
+    let m = mock();
+    let w = workspace();
+    let url = m.mock.openai_base_url();
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/session/tests/fixtures/reference-sessions/examples-fs-edit.jsonl"
+    );
+    let text = std::fs::read_to_string(fixture)
+        .unwrap()
+        .replace("call_00_S6krdIDHoSCGWv7WnXX97617", "")
+        .replace("call_00_vOytneZ0XpsLslEEJAxR6398", "");
+    let theirs = w.state.parent().unwrap().join("empty-ids.jsonl");
+    std::fs::write(&theirs, &text).unwrap();
+    let label = theirs.display().to_string();
+    let says = |out: &Out| {
+        let last = out.stderr.lines().last().unwrap_or_default().to_owned();
+        for part in [
+            &format!("dsh: session log {label} cannot be resumed: line 19: "),
+            "the model's call of \"read\" has an empty id",
+            "give the call an id unique in the session, the same in its tool/call and its tool/result",
+            &format!("(3 more problem(s): `dsh check {label}` lists them all)"),
+            "`dsh repair` cannot fix this: it keeps every complete line byte for byte",
+            "start a new session",
+        ] {
+            assert!(
+                last.contains(part),
+                "{part:?} in one sentence: {}",
+                out.both()
+            );
+        }
+    };
+    let out = run(&mut agent(&w, Some(&url), "go on", &["--resume", &label]));
+    assert_eq!(out.code, 1, "{}", out.both());
+    says(&out);
+    let out = run(&mut agent(&w, Some(&url), "go on", &["--session", &label]));
+    assert_eq!(out.code, 1, "{}", out.both());
+    says(&out);
+    assert!(m.mock.requests().is_empty(), "nothing was sent");
+    let sc = script(
+        w.state.parent().unwrap(),
+        "s.jsonl",
+        &[super::support::openai("done", &[])],
+    );
+    let out = dsh_run(&["run", s(&sc), "--workspace", s(&w.ws), "--session", &label]);
+    assert_eq!(out.code, 1, "{}", out.both());
+    says(&out);
+
+    let repair = dsh_run(&["repair", &label]);
+    assert_eq!(repair.code, 1, "{}", repair.both());
+    assert!(
+        repair.stdout.starts_with(&format!(
+            "{label}: repair cannot fix 4 problem(s): it keeps every complete line byte for byte"
+        )) && !repair.stdout.contains("nothing to repair"),
+        "{}",
+        repair.both()
+    );
+    for line in [19, 20, 32, 33] {
+        assert!(
+            repair.stdout.contains(&format!("\n{label}:{line}: ")),
+            "line {line}: {}",
+            repair.both()
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&theirs).unwrap(),
+        text,
+        "not a byte changed"
+    );
 }

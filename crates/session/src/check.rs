@@ -146,7 +146,7 @@ impl Scan {
                 self.problem(
                     line,
                     format!(
-                        "the model's call of \"{}\" has an empty id: its result cannot name it, and providers refuse an empty tool_call_id",
+                        "the model's call of \"{}\" has an empty id: its result cannot name it, and providers refuse an empty tool_call_id; give the call an id unique in the session, the same in its tool/call and its tool/result",
                         call.name
                     ),
                 );
@@ -203,7 +203,7 @@ impl Scan {
         if call_id.is_empty() {
             self.problem(
                 line,
-                "tool/call has an empty callId: its result cannot name it, and providers refuse an empty tool_call_id".to_owned(),
+                "tool/call has an empty callId: its result cannot name it, and providers refuse an empty tool_call_id; give it the id of the model's call it records, the same in its tool/result".to_owned(),
             );
         }
         let (turn, step) = (event.data_u64("turn"), event.data_u64("step"));

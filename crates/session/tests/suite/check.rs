@@ -246,6 +246,13 @@ fn an_empty_call_id_in_a_tool_call_or_an_assistant_message_is_reported() {
     one(&problems, 4, "the model's call of \"bash\" has an empty id");
     one(&problems, 4, "the model's call of \"echo\" has an empty id");
     one(&problems, 5, "tool/call has an empty callId");
+    // What to do about it: repair cannot (it keeps complete lines as they are).
+    one(&problems, 4, "give the call an id unique in the session");
+    one(
+        &problems,
+        5,
+        "give it the id of the model's call it records",
+    );
     assert!(
         !problems.iter().any(|p| p.message.contains("appears twice")),
         "two empty ids are not also reported as a duplicate: {problems:?}"
