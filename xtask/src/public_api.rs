@@ -18,6 +18,7 @@ use syn::{Item, UseTree, Visibility};
 /// The crates whose API is kept, with their source directories.
 pub const CRATES: &[(&str, &str)] = &[
     ("dsh-core", "crates/core"),
+    ("dsh-process", "crates/process"),
     ("dsh-session", "crates/session"),
     ("dsh-guard", "crates/guard"),
     ("dsh-model", "crates/model"),
