@@ -149,9 +149,17 @@ fn adv_log_content_never_drives_the_terminal_in_check_repair_or_transcript() {
         check.both()
     );
     assert_inert("check", &check.stdout);
+    // Repair closes what it can, then lists the duplicate it cannot fix (exit 1), quoting the
+    // id as inertly as check does.
     let repair = dsh_run(&["repair", s(&log)]);
-    assert_eq!(repair.code, 0, "{}", repair.both());
-    assert!(repair.stdout.contains("closed call"), "{}", repair.both());
+    assert_eq!(repair.code, 1, "{}", repair.both());
+    assert!(
+        repair.stdout.contains("closed call")
+            && repair.stdout.contains("repair cannot fix 1 problem(s)")
+            && repair.stdout.contains("duplicate callId"),
+        "{}",
+        repair.both()
+    );
     assert_inert("repair", &repair.stdout);
     let transcript = dsh_run(&["transcript", s(&log), "--format", "openai"]);
     assert_eq!(transcript.code, 0, "{}", transcript.both());
