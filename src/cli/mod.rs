@@ -1,9 +1,9 @@
 //! The `dsh` command line: argument parsing, subcommands and exit codes.
 //!
 //! Exit codes: 0 the command did its job (tool failures are results); 1 an internal error (or,
-//! for `check`, a log with problems); 2 bad usage (arguments, script, policy; for `agent` and
-//! `chat`, a model request that cannot succeed as configured); 130 interrupted or cancelled (the
-//! log still checks clean).
+//! for `check` and `repair`, a log with problems left); 2 bad usage (arguments, script, policy;
+//! for `agent` and `chat`, a model request that cannot succeed as configured); 130 interrupted
+//! or cancelled (the log still checks clean).
 
 #[cfg(feature = "agent")]
 mod agent;
@@ -52,7 +52,7 @@ use clap::{Parser, Subcommand, ValueEnum};
     version,
     about = "Run an agent's tool calls through the dsh pipeline, and check, repair or read its session logs",
     long_about = None,
-    after_help = "Start with `dsh demo`.\n\nExit codes: 0 done (tool failures are results), 1 internal error or (check) a log with problems, 2 bad usage (arguments, script, policy; for agent and chat, a model request that cannot succeed as configured: the key, the model, the URL, a status no retry changes), 130 interrupted or cancelled by Ctrl-C, SIGTERM or SIGHUP (the log still checks clean; a second signal exits at once and leaves the log for `dsh repair` or the next open)."
+    after_help = "Start with `dsh demo`.\n\nExit codes: 0 done (tool failures are results), 1 internal error or (check, repair) a log with problems left, 2 bad usage (arguments, script, policy; for agent and chat, a model request that cannot succeed as configured: the key, the model, the URL, a status no retry changes), 130 interrupted or cancelled by Ctrl-C, SIGTERM or SIGHUP (the log still checks clean; a second signal exits at once and leaves the log for `dsh repair` or the next open)."
 )]
 pub struct Cli {
     #[command(subcommand)]
