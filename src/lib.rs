@@ -109,6 +109,19 @@
 //!
 //! Always present: [`core`], [`session`], [`guard`], [`scheduler`], the [`Harness`], the policy
 //! file and the scripted-model reader.
+//!
+#![cfg_attr(
+    any(feature = "bash", feature = "mcp", feature = "hooks"),
+    doc = "With `bash`, `mcp` or `hooks`: [`process`], the process groups their commands, servers \
+           and hooks lead, in one registry ([`process::kill_all_live_groups`] for a process \
+           about to exit at once)."
+)]
+#![cfg_attr(
+    not(any(feature = "bash", feature = "mcp", feature = "hooks")),
+    doc = "With `bash`, `mcp` or `hooks`: `process`, the process groups their commands, servers \
+           and hooks lead, in one registry (`process::kill_all_live_groups` for a process about \
+           to exit at once)."
+)]
 
 #[cfg(feature = "code-mode")]
 pub use dsh_code_mode as code_mode;
@@ -118,6 +131,8 @@ pub use dsh_guard as guard;
 pub use dsh_hooks as hooks;
 #[cfg(feature = "mcp")]
 pub use dsh_mcp as mcp;
+#[cfg(any(feature = "bash", feature = "mcp", feature = "hooks"))]
+pub use dsh_process as process;
 pub use dsh_scheduler as scheduler;
 pub use dsh_session as session;
 #[cfg(feature = "bash")]

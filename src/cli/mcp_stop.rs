@@ -4,8 +4,8 @@
 //! in progress is cancelled as an interrupt cancels it, a call that arrives later is recorded and
 //! cancelled before it starts, and the log is closed only once every call has its result
 //! recorded ([`InFlight::idle`]), so a stopped gateway leaves a log that checks clean. A second
-//! signal exits at once (after killing the command groups `bash` started), as a second Ctrl-C
-//! does for `dsh run`.
+//! signal exits at once (after killing every process group dsh leads: `bash` commands, MCP
+//! servers, hooks), as a second Ctrl-C does for `dsh run`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -101,7 +101,7 @@ impl InFlight {
 
 /// On the first signal: cancels the calls in progress, waits until each is recorded, then
 /// answers `stop_transport` (the server then stops serving and the log is closed). On a second
-/// signal: kills what `bash` started and answers `hard_stop`.
+/// signal: kills every process group dsh leads and answers `hard_stop`.
 pub(super) fn watch(
     mut stops: Stops,
     in_flight: Arc<InFlight>,
@@ -122,15 +122,13 @@ pub(super) fn watch(
         tokio::select! {
             () = drained => {}
             _ = stops.next() => {
-                #[cfg(feature = "bash")]
-                dsh::bash::kill_all_live_groups();
+                dsh::process::kill_all_live_groups();
                 let _ = hard_stop.send(());
                 return;
             }
         }
         stops.next().await;
-        #[cfg(feature = "bash")]
-        dsh::bash::kill_all_live_groups();
+        dsh::process::kill_all_live_groups();
         let _ = hard_stop.send(());
     })
 }

@@ -340,8 +340,9 @@ async fn check_settings(workspace: &Path, explicit: Option<PathBuf>) -> Result<(
 }
 
 /// The stop handler of a run: the first Ctrl-C (or SIGTERM, or SIGHUP: `super::signals`)
-/// calls `cancel`; a second kills every command dsh started and fires `hard_stop`, for the
-/// caller to exit at once (from `main`, never from inside a task).
+/// calls `cancel`; a second kills every process group dsh leads (`bash` commands, MCP servers,
+/// hooks: `dsh::process`) and fires `hard_stop`, for the caller to exit at once (from `main`,
+/// never from inside a task).
 pub struct Interrupts {
     /// The handler; abort it (or drop this) once the run is over.
     pub task: tokio::task::JoinHandle<()>,
@@ -383,9 +384,8 @@ pub async fn on_interrupts(cancel: impl FnOnce() + Send + 'static) -> Interrupts
         }
         stops.next().await;
         // Exiting at once: nothing this process started may outlive it, even a command that
-        // ignores SIGTERM and SIGINT.
-        #[cfg(feature = "bash")]
-        dsh::bash::kill_all_live_groups();
+        // ignores SIGTERM and SIGINT: every live group (bash commands, MCP servers, hooks).
+        dsh::process::kill_all_live_groups();
         let _ = hard_stop.send(());
     });
     Interrupts {

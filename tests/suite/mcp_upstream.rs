@@ -221,3 +221,173 @@ fn mcp_an_error_inside_mcp_names_the_line_and_the_path_of_the_key_at_fault() {
         out.both()
     );
 }
+
+/// The live (not zombie) processes whose process group is `pgid`, read from `/proc`.
+fn live_members(pgid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                // After the command name: state, ppid, pgrp.
+                let mut f = st.rsplit(')').next().unwrap_or("").split_whitespace();
+                let state = f.next().unwrap_or("Z");
+                let pgrp = f.nth(1).and_then(|p| p.parse::<i32>().ok());
+                pgrp == Some(pgid) && !state.starts_with('Z') && !state.starts_with('X')
+            })
+        })
+        .collect()
+}
+
+/// The pid written in `path`, once it is there (at most 30 s).
+fn pid_in(path: &Path) -> i32 {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{} never written",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The process group of the upstream server whose child's pid is in `pidfile` (the server leads
+/// it; the child is in it), checked to hold both.
+fn server_group(pidfile: &Path) -> i32 {
+    let child = pid_in(pidfile);
+    let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap();
+    let group: i32 = stat
+        .rsplit(')')
+        .next()
+        .and_then(|f| f.split_whitespace().nth(2))
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    assert!(
+        live_members(group).len() >= 2,
+        "the server and its child: {:?}",
+        live_members(group)
+    );
+    group
+}
+
+/// `dsh run` of a one-step script with `policy`, its stderr piped.
+fn dsh_run_live(dir: &Path, policy: &Path, step: String) -> std::process::Child {
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let sc = script(dir, "s.jsonl", &[step]);
+    dsh()
+        .args([
+            "run",
+            s(&sc),
+            "--workspace",
+            s(&ws),
+            "--policy",
+            s(policy),
+            "--session",
+            s(&dir.join("log.jsonl")),
+            "--json",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Sends dsh SIGTERM, waits until it says `said` on stderr (so the first was taken: a signal
+/// sent before its handler waits is lost), sends a second, and returns dsh's exit code.
+fn two_sigterms(mut child: std::process::Child, said: &str) -> Option<i32> {
+    use std::io::BufRead;
+    let pid = child.id().to_string();
+    let term = || {
+        // Fails only when dsh is already gone, which the exit code then tells.
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status();
+    };
+    term();
+    let mut heard = Vec::new();
+    for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let done = line.contains(said);
+        heard.push(line);
+        if done {
+            break;
+        }
+    }
+    term();
+    let code = child.wait().unwrap().code();
+    eprintln!("dsh said: {heard:#?}");
+    code
+}
+
+/// Waits (at most 10 s) until no process of `group` is alive; they are expected to die, so the
+/// wait proves that they did. SIGKILL was sent before dsh exited; the kernel may take a moment.
+fn assert_group_gone(group: i32, what: &str) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !live_members(group).is_empty() {
+        assert!(
+            std::time::Instant::now() < until,
+            "{what}: process group {group} outlived dsh: {:?}",
+            live_members(group)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A second signal during a run exits at once (the `bash` call ignores SIGTERM, so the first
+/// leaves it in its grace) and every process group dsh leads goes with it, through the one
+/// registry of live groups (`dsh::process`): the command's and the MCP server's, whose child
+/// ignores SIGTERM.
+#[test]
+fn mcp_a_second_signal_during_a_run_kills_the_servers_group_with_the_bash_commands() {
+    let t = tmp();
+    let pidfile = t.path().join("sleep.pid");
+    let policy = policy_file(
+        t.path(),
+        &format!(
+            "[mcp.servers.up]\ncommand = \"python3\"\nargs = [{:?}, \"--grandchild\", {:?}]\n",
+            mcp_dir().join("upstream.py").display().to_string(),
+            pidfile.display().to_string(),
+        ),
+    );
+    let stubborn = "trap '' TERM INT; sleep 1000 & echo $! > sleep.pid; wait";
+    let child = dsh_run_live(
+        t.path(),
+        &policy,
+        anthropic(
+            "",
+            &[call(
+                "b1",
+                "bash",
+                json!({"command": stubborn, "description": "stubborn"}),
+            )],
+        ),
+    );
+    let group = server_group(&pidfile);
+    let bash_sleep = pid_in(&t.path().join("ws/sleep.pid"));
+    let code = two_sigterms(child, "a second signal exits at once");
+    assert_eq!(code, Some(130));
+    assert_group_gone(group, "the MCP server");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let bash_alive = || {
+        std::fs::read_to_string(format!("/proc/{bash_sleep}/stat"))
+            .is_ok_and(|st| !st.contains(") Z "))
+    };
+    while bash_alive() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the bash command's sleep (pid {bash_sleep}) outlived dsh"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

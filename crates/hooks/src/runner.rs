@@ -2,7 +2,8 @@
 //! stderr collected (capped), under the hook's timeout and the call's cancellation signal.
 //!
 //! Guarantees: a hook that overruns its timeout, or whose call is cancelled, is killed with its
-//! whole process group (it runs as a group leader) and then dropped (`kill_on_drop`); a hook
+//! whole process group (it runs as a group leader, the group owned through `dsh-process`, so a
+//! dropped run and dsh's exit at once kill it too) and then dropped (`kill_on_drop`); a hook
 //! that never reads stdin, or writes more than the caps, can never stall the call beyond its
 //! timeout; nothing here blocks an async thread.
 
@@ -67,16 +68,6 @@ async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>, cap: usize) -> Vec
     kept
 }
 
-fn kill_group(pid: Option<u32>) {
-    let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 1) else {
-        return;
-    };
-    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-        // The group may already be gone; nothing to do then.
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
-}
-
 fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> Exit {
     use std::os::unix::process::ExitStatusExt;
     match status {
@@ -101,9 +92,10 @@ pub async fn run(spec: RunSpec<'_>) -> RunOutput {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
-    let mut child = match cmd.spawn() {
+    // The hook leads a group of its own, owned by `group` (`dsh-process`): killed whole if the
+    // run is dropped or dsh exits at once.
+    let (mut child, mut group) = match dsh_process::lead(&mut cmd) {
         Ok(c) => c,
         Err(e) => {
             return RunOutput {
@@ -114,7 +106,6 @@ pub async fn run(spec: RunSpec<'_>) -> RunOutput {
             };
         }
     };
-    let pid = child.id();
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -147,14 +138,20 @@ pub async fn run(spec: RunSpec<'_>) -> RunOutput {
         }
     };
     match finished {
-        Ok((exit, out, err)) => RunOutput {
-            exit,
-            stdout: String::from_utf8_lossy(&out).into_owned(),
-            stderr: String::from_utf8_lossy(&err).into_owned(),
-            duration: started.elapsed(),
-        },
+        Ok((exit, out, err)) => {
+            // The hook ended on its own terms: what it left running in the background is its
+            // own business, as before it was owned here.
+            group.disarm();
+            RunOutput {
+                exit,
+                stdout: String::from_utf8_lossy(&out).into_owned(),
+                stderr: String::from_utf8_lossy(&err).into_owned(),
+                duration: started.elapsed(),
+            }
+        }
         Err(why) => {
-            kill_group(pid);
+            // The whole group goes (`SIGKILL`), then the leader is reaped by `kill_on_drop`.
+            drop(group);
             drop(child);
             RunOutput {
                 exit: Exit::Failed(why),

@@ -5,11 +5,13 @@
 //! Guarantees: a call never goes to a connection known to be closed; a server that died is
 //! started again for the next call (at most [`MAX_RESTARTS`] times, waiting 200 ms, 400 ms, ...
 //! up to 5 s before each), and a call it died under fails naming the server, its exit status
-//! and its last words on stderr; the process and everything it started (its process group:
-//! `SIGTERM`, a short grace, then `SIGKILL`) end when the link is dropped or the server is
-//! started again. The tool list is read again after each restart and on each
-//! `notifications/tools/list_changed`, and the new list replaces the server's tools in the
-//! registry they were registered in.
+//! and its last words on stderr; the process and everything it started (its process group,
+//! owned through `dsh-process`: `SIGTERM`, a short grace, then `SIGKILL`) end when the link is
+//! dropped or the server is started again, and are killed at once, with every other live
+//! group, when dsh must exit at once (`dsh_process::kill_all_live_groups`) or its runtime
+//! shuts down under a link its own tools keep alive. The tool list is read again after each
+//! restart and on each `notifications/tools/list_changed`, and the new list replaces the
+//! server's tools in the registry they were registered in.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -17,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_core::{Failure, ToolRegistry};
+use dsh_process::EndOnDrop;
 use rmcp::ServiceExt;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -63,9 +66,10 @@ struct Live {
     child: Option<tokio::process::Child>,
     /// The last lines this process (not an earlier one) wrote on stderr.
     stderr: Tail,
-    /// The process group the server leads (ended when this connection is replaced or dropped;
-    /// declared after `child` so it is dropped after it).
-    _group: Option<Group>,
+    /// The process group the server leads (`dsh-process`: ended, `SIGTERM`, [`GROUP_GRACE`],
+    /// then `SIGKILL`, when this connection is replaced or dropped, and killed with every other
+    /// live group when dsh exits at once; declared after `child` so it is dropped after it).
+    _group: Option<EndOnDrop>,
 }
 
 /// A process's last lines on stderr.
@@ -73,121 +77,6 @@ type Tail = Arc<Mutex<VecDeque<String>>>;
 
 /// How long the members of a server's process group have, after `SIGTERM`, before `SIGKILL`.
 const GROUP_GRACE: Duration = Duration::from_millis(500);
-
-/// The process group of a stdio server (started with `process_group(0)`, so it leads a group
-/// holding everything it starts), watched by a task of its own. Dropped (the server stopped,
-/// restarted or its link dropped), the task sends the whole group `SIGTERM` (and `SIGCONT`, for
-/// a stopped member), then `SIGKILL` after [`GROUP_GRACE`] to whatever is left. When the
-/// runtime shuts down first (dsh exiting: a link its own tools keep alive is never dropped), the
-/// task is dropped, and with it a guard that sends `SIGKILL` at once. Nothing a server started
-/// outlives it.
-struct Group {
-    /// Dropping it tells the watching task to end the group.
-    _end: tokio::sync::oneshot::Sender<()>,
-}
-
-/// A process group's id (the leader's pid).
-#[derive(Clone, Copy)]
-struct Pgid(rustix::process::Pid);
-
-impl Group {
-    /// The group led by the child whose pid is `pid`, watched from now on (call within the
-    /// runtime).
-    fn of(pid: Option<u32>) -> Option<Group> {
-        let pgid = i32::try_from(pid?).ok().filter(|p| *p > 1)?;
-        let pgid = Pgid(rustix::process::Pid::from_raw(pgid)?);
-        let (end, ended) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            // Dropped with the runtime, this sends SIGKILL.
-            let last = KillOnDrop(Some(pgid));
-            let _ = ended.await;
-            if pgid.is_gone() {
-                return last.disarm();
-            }
-            pgid.signal(rustix::process::Signal::TERM);
-            pgid.signal(rustix::process::Signal::CONT);
-            let until = tokio::time::Instant::now() + GROUP_GRACE;
-            let mut pause = Duration::from_millis(2);
-            while tokio::time::Instant::now() < until {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(50));
-                if pgid.is_empty().await {
-                    return last.disarm();
-                }
-            }
-            drop(last);
-        });
-        Some(Group { _end: end })
-    }
-}
-
-impl Pgid {
-    fn signal(self, sig: rustix::process::Signal) {
-        // A group with no member left is not an error.
-        let _ = rustix::process::kill_process_group(self.0, sig);
-    }
-
-    /// Whether no process at all is in the group, not even a zombie.
-    fn is_gone(self) -> bool {
-        rustix::process::test_kill_process_group(self.0) == Err(rustix::io::Errno::SRCH)
-    }
-
-    /// Whether no live member is left: none at all, or only zombies (read from `/proc`;
-    /// blocking).
-    fn is_empty_blocking(self) -> bool {
-        if self.is_gone() {
-            return true;
-        }
-        let pgid = self.0.as_raw_nonzero().get();
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return false;
-        };
-        !dir.filter_map(Result::ok)
-            .filter(|e| {
-                e.file_name()
-                    .to_str()
-                    .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-            })
-            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-            .filter_map(|stat| parse_stat(&stat))
-            .any(|(state, pgrp)| pgrp == pgid && state != 'Z' && state != 'X')
-    }
-
-    async fn is_empty(self) -> bool {
-        tokio::task::spawn_blocking(move || self.is_empty_blocking())
-            .await
-            .unwrap_or(false)
-    }
-}
-
-/// Sends the group `SIGKILL` when dropped, unless disarmed (`None`).
-struct KillOnDrop(Option<Pgid>);
-
-impl KillOnDrop {
-    /// The group has ended: nothing to do on drop.
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.0.take() {
-            pgid.signal(rustix::process::Signal::KILL);
-        }
-    }
-}
-
-/// `(state, pgrp)` from a `/proc/<pid>/stat` line; the command name may hold spaces and parens,
-/// so fields are counted after its last `)`.
-fn parse_stat(stat: &str) -> Option<(char, i32)> {
-    let rest = stat.get(stat.rfind(')')? + 1..)?;
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    Some((state, pgrp))
-}
 
 impl Link {
     /// Connects for the first time, the server's tools listed.
@@ -564,29 +453,31 @@ async fn check_cwd(name: &str, cwd: &std::path::Path) -> Result<(), McpError> {
 }
 
 /// Starts `command` with piped stdio in a process group of its own (ended, whole, when the
-/// [`Group`] is dropped), its stderr's last lines kept.
+/// returned guard is dropped), its stderr's last lines kept.
 fn spawn(
     name: &str,
     command: &str,
     config: &ServerConfig,
     lines: &Arc<Mutex<VecDeque<String>>>,
-) -> Result<(tokio::process::Child, Option<Group>), McpError> {
+) -> Result<(tokio::process::Child, Option<EndOnDrop>), McpError> {
     let mut cmd = tokio::process::Command::new(command);
     cmd.args(&config.args)
         .envs(&config.env)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0);
+        .stderr(std::process::Stdio::piped());
     if let Some(cwd) = &config.cwd {
         cmd.current_dir(cwd);
     }
-    let mut child = cmd.spawn().map_err(|source| McpError::Spawn {
+    let (mut child, group) = dsh_process::lead(&mut cmd).map_err(|source| McpError::Spawn {
         server: name.to_owned(),
         command: command.to_owned(),
         source,
     })?;
-    let group = Group::of(child.id());
+    let group = group
+        .group()
+        .is_some()
+        .then(|| group.end_on_drop(GROUP_GRACE));
     if let Some(stderr) = child.stderr.take() {
         let keep = lines.clone();
         let server = name.to_owned();

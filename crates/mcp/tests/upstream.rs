@@ -66,10 +66,27 @@ async fn mcp_a_dropped_server_takes_its_own_children_with_it_even_when_they_igno
         .parse()
         .unwrap();
     assert!(alive(pid), "the grandchild runs while the server does");
+    // The server leads the group its child is in, and the group is one of the live groups dsh
+    // kills at once when it must exit at once.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let pgid: u32 = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let group = dsh_process::ProcessGroup::new(pgid).unwrap();
+    assert!(dsh_process::live_groups().contains(&group));
     drop(server);
     assert!(
         eventually(Duration::from_secs(10), || !alive(pid)).await,
         "the server's child `sleep 301` (pid {pid}) outlived the server"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || !dsh_process::live_groups()
+            .contains(&group))
+        .await,
+        "an ended group leaves the registry"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -21,9 +21,11 @@
 //!   settings say otherwise ([`Unavailable`]).
 //! - [`Preset`]: a sandbox mode and an approval policy chosen together, announced in the session
 //!   log as `permission/preset`, `sandbox/mode` and `approval/policy` ([`announce_preset`]).
-//! - Processes: each call runs in its own process group; cancellation, its own timeout and a
-//!   process-count limit end the whole group (`SIGTERM`, a short grace, `SIGKILL`), and so does
-//!   the shell's exit for whatever it left running; output captured so far is reported.
+//! - Processes: each call runs in its own process group, owned through `dsh-process` (so a
+//!   process about to exit at once kills it with every other live group:
+//!   `dsh_process::kill_all_live_groups`); cancellation, its own timeout and a process-count
+//!   limit end the whole group (`SIGTERM`, a short grace, `SIGKILL`), and so does the shell's
+//!   exit for whatever it left running; output captured so far is reported.
 //!
 //! ```
 //! use dsh_tool_bash::{Preset, SandboxMode};
@@ -53,9 +55,6 @@
 mod capture;
 mod config;
 mod error;
-mod group;
-#[cfg(test)]
-mod group_tests;
 mod helper;
 mod mode;
 mod mount;
@@ -75,7 +74,6 @@ pub use config::{
     DEFAULT_MAX_SPOOL_BYTES, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
 };
 pub use error::BashError;
-pub use group::kill_all_live_groups;
 pub use helper::{DSH_SUBCOMMAND, HELPER_PROGRAM, Probe, SandboxHelper};
 pub use mode::SandboxMode;
 pub use mount::{BashMount, mount};

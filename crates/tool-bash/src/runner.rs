@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_core::{AbortReason, Signal};
+use dsh_process::{Ended, KillOnDrop, ProcessGroup};
 
 use crate::capture::{self, SharedStream, SpoolPaths};
 use crate::config::BashConfig;
-use crate::group::{Ended, KillOnDrop, ProcessGroup};
 use crate::mode::SandboxMode;
 use crate::sandbox::{SETUP_FAILED_EXIT, SETUP_MARKER, SandboxArgs};
 use crate::supervisor::{Pool, SupervisedError, Supervisor};
@@ -296,8 +296,9 @@ async fn run_supervised(
             });
         }
     };
-    let group = ProcessGroup::new(call.pid());
-    let mut guard = group.map(KillOnDrop::new);
+    // Started by the supervisor, led by the shell: owned here from now on.
+    let mut guard = ProcessGroup::new(call.pid()).map(KillOnDrop::new);
+    let group = guard.as_ref().and_then(KillOnDrop::group);
     let mut status = None;
     let mut died = false;
     let stop = tokio::select! {
@@ -306,7 +307,8 @@ async fn run_supervised(
         r = spec.signal.aborted() => Stop::Aborted(r),
         n = watchdog(group, config.max_processes) => Stop::ProcessLimit(n),
     };
-    let ended = match group {
+    // Seen empty, the guard is disarmed: nothing is left for its drop to kill.
+    let ended = match guard.as_mut() {
         None => Ended::Empty,
         Some(g) if died => g.kill().await,
         Some(g) => match stop {
@@ -323,11 +325,6 @@ async fn run_supervised(
         died = status.is_none();
     }
     drop(call);
-    if ended == Ended::Empty
-        && let Some(g) = guard.as_mut()
-    {
-        g.disarm();
-    }
     drop(guard);
     drain(pumps).await;
     remove_tmp(tmp).await;
@@ -399,14 +396,12 @@ async fn run_per_call(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, 
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| SpawnError::Spawn {
+    let (mut child, mut guard) = dsh_process::lead(&mut cmd).map_err(|e| SpawnError::Spawn {
         program: program.display().to_string(),
         error: e.to_string(),
     })?;
-    let group = child.id().and_then(ProcessGroup::new);
-    let mut guard = group.map(KillOnDrop::new);
+    let group = guard.group();
 
     let stdout = capture::stream(config.max_output_bytes);
     let stderr = capture::stream(config.max_output_bytes);
@@ -430,20 +425,12 @@ async fn run_per_call(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, 
         r = spec.signal.aborted() => Stop::Aborted(r),
         n = watchdog(group, config.max_processes) => Stop::ProcessLimit(n),
     };
-    let ended = match group {
-        None => Ended::Empty,
-        Some(g) => match stop {
-            Stop::ProcessLimit(_) => g.kill().await,
-            _ => g.terminate(config.kill_grace).await,
-        },
+    let ended = match stop {
+        Stop::ProcessLimit(_) => guard.kill().await,
+        _ => guard.terminate(config.kill_grace).await,
     };
     if status.is_none() {
         status = child.wait().await.ok();
-    }
-    if ended == Ended::Empty
-        && let Some(g) = guard.as_mut()
-    {
-        g.disarm();
     }
     drop(guard);
     drain(pumps).await;

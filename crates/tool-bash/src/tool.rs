@@ -18,12 +18,12 @@ use dsh_core::{
     AbortReason, ContentBlock, CoreError, Failure, Json, ToolContext, ToolDefinition, ToolOutput,
     clamp_timeout,
 };
+use dsh_process::Ended;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::config::BashConfig;
-use crate::group::Ended;
 use crate::helper::Probe;
 use crate::mode::SandboxMode;
 use crate::policy::{CallSandbox, ForgetDecision, SandboxPolicy, SandboxSettings, Shared};
