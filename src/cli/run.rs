@@ -243,18 +243,32 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         let trusted = super::trust::decide(&workspace, trust_workspace)?;
         builder = builder.settings(explicit).workspace_trusted(trusted);
     }
-    let built = builder.build().await;
+    // Refused or stopped before anything ran: a log this run created holds only its header, and
+    // goes (a file, or a store's row).
+    let discard = async || {
+        if new_log {
+            let _ = std::fs::remove_file(&log);
+        }
+        if let Some((store, id, session)) = &created_row {
+            super::store::discard_created(store, id, session).await;
+        }
+    };
+    // The MCP servers start here: a signal meanwhile ends them and stops dsh.
+    let built = match super::signals::while_starting(builder.build()).await {
+        Ok(built) => built,
+        Err(_signal) => {
+            discard().await;
+            return Err(Exit {
+                code: 130,
+                message: None,
+            });
+        }
+    };
     let harness = match built {
         Ok(h) => h,
         Err(e) => {
-            // Refused before anything ran (a rule naming no tool, say): a log this run created
-            // holds only its header, and goes (a file, or a store's row).
-            if new_log {
-                let _ = std::fs::remove_file(&log);
-            }
-            if let Some((store, id, session)) = &created_row {
-                super::store::discard_created(store, id, session).await;
-            }
+            // A rule naming no tool, say.
+            discard().await;
             return Err(match e {
                 dsh::HarnessError::Policy(_)
                 | dsh::HarnessError::Unsupported(_)

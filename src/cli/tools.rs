@@ -54,7 +54,7 @@ pub async fn tools(args: ToolsArgs) -> Result<i32, Exit> {
         .canonicalize()
         .map_err(|e| Exit::usage(format!("workspace {}: {e}", workspace.display())))?;
     let session = dsh::session::Session::in_memory("dsh-tools");
-    let harness = Harness::builder(session)
+    let build = Harness::builder(session)
         .policy(policy)
         .approvals(Approvals::NoChannel)
         .demo_tools(args.demo_tools)
@@ -65,8 +65,14 @@ pub async fn tools(args: ToolsArgs) -> Result<i32, Exit> {
             &workspace,
             args.pipeline.trust_workspace,
         )?)
-        .build()
+        .build();
+    // The MCP servers start here: a signal meanwhile ends them and stops dsh.
+    let harness = super::signals::while_starting(build)
         .await
+        .map_err(|_signal| Exit {
+            code: 130,
+            message: None,
+        })?
         .map_err(|e| match e {
             dsh::HarnessError::Policy(_)
             | dsh::HarnessError::Unsupported(_)

@@ -344,6 +344,35 @@ fn assert_group_gone(group: i32, what: &str) {
     }
 }
 
+/// Two signals while an MCP server starts (it never answers `initialize`; its child ignores
+/// SIGTERM): the first stops the start, the second exits at once, and nothing of the server's
+/// process group is left. The signals used to come before dsh handled any (the handlers were
+/// installed once the servers had started): the first killed dsh outright and the server's
+/// group lived on.
+#[test]
+fn mcp_two_signals_while_a_server_starts_leave_nothing_of_its_process_group() {
+    let t = tmp();
+    let pidfile = t.path().join("sleep.pid");
+    let policy = policy_file(
+        t.path(),
+        &format!(
+            "[mcp.servers.slow]\ncommand = \"python3\"\nargs = [{:?}, \"--grandchild\", {:?}, \
+             \"--silent-start\"]\nstartup_timeout_ms = 120000\n",
+            mcp_dir().join("upstream.py").display().to_string(),
+            pidfile.display().to_string(),
+        ),
+    );
+    let child = dsh_run_live(
+        t.path(),
+        &policy,
+        anthropic("", &[call("e1", "echo", json!({"text": "never runs"}))]),
+    );
+    let group = server_group(&pidfile);
+    let code = two_sigterms(child, "a second signal exits at once");
+    assert_group_gone(group, "the starting MCP server");
+    assert_eq!(code, Some(130), "stopped, not killed by the signal");
+}
+
 /// A second signal during a run exits at once (the `bash` call ignores SIGTERM, so the first
 /// leaves it in its grace) and every process group dsh leads goes with it, through the one
 /// registry of live groups (`dsh::process`): the command's and the MCP server's, whose child
