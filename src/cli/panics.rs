@@ -1,10 +1,12 @@
-//! What the `dsh` program does when it panics: a panic is a bug in dsh, on whatever thread it
+//! What the `dsh` program does when it panics. A panic the pipeline contains (a tool body, a
+//! listener, a guard, a renderer: `dsh_core::contained`) is that one call's failure, as in the
+//! libraries, and the run goes on. Any other panic is a bug in dsh, on whatever thread it
 //! happens (a runtime worker running a spawned task, a blocking thread, the log's writer
 //! thread, the main thread), and the program ends on it instead of waiting for work the
 //! panicked code will never finish.
 //!
 //! Guarantees: [`install`] keeps the standard panic message (and its backtrace when
-//! `RUST_BACKTRACE` asks) and records the first panic; [`block_on`] stops waiting for the
+//! `RUST_BACKTRACE` asks) and records the first panic nothing contains; [`block_on`] stops waiting for the
 //! command as soon as one is recorded and returns exit 1 with one sentence naming the thread,
 //! the place and the message, and saying that a session log left open is repaired the next
 //! time it is opened. Nothing is aborted: `main` still shuts the runtime down and returns.
@@ -59,6 +61,10 @@ pub fn install() {
     let standard = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         standard(info);
+        // About to be contained: the failure of one call, not the end of the program.
+        if dsh::core::contained::active() {
+            return;
+        }
         let thread = std::thread::current();
         let thread = thread.name().unwrap_or("an unnamed thread");
         let place = info
@@ -149,7 +155,8 @@ mod tests {
 
     /// One test holds the process-wide hook, for every way a panic can meet the command.
     #[test]
-    fn a_panic_anywhere_ends_the_command_with_exit_1_and_one_sentence() {
+    fn a_panic_nothing_contains_ends_the_command_with_exit_1_and_one_sentence_a_contained_one_does_not()
+     {
         install();
         let rt = runtime();
 
@@ -202,6 +209,22 @@ mod tests {
             Ok(0)
         }));
         assert!(m.contains("the command's own bug"), "{m}");
+
+        // A panic the pipeline contains (a tool body's, a listener's) is not the program's
+        // end: the command goes on and ends as it would have.
+        let contained = ended(&rt, async {
+            let failed = dsh::core::contained::future(async {
+                tokio::task::yield_now().await;
+                panic!("a tool body's bug");
+            })
+            .await;
+            Ok(if failed.is_err() { 7 } else { 0 })
+        });
+        assert!(
+            matches!(contained, Ok(7)),
+            "{:?}",
+            contained.map_err(|e| e.message)
+        );
 
         // A command that ends on its own, nothing panicking: its outcome as it was.
         assert!(matches!(ended(&rt, async { Ok(130) }), Ok(130)));

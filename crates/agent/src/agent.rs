@@ -206,8 +206,7 @@ impl Agent {
         self.inner.status.send_replace(status);
         let listeners: Vec<StatusListener> = self.inner.listeners.lock().clone();
         for listener in listeners {
-            let call = std::panic::AssertUnwindSafe(|| listener(self, status));
-            if std::panic::catch_unwind(call).is_err() {
+            if dsh_core::contained::call(|| listener(self, status)).is_err() {
                 tracing::warn!(?status, "a status listener panicked");
             }
         }

@@ -8,7 +8,6 @@ use std::sync::{Arc, Weak};
 use dsh_core::RUN_CODE;
 use dsh_core::codes::{self, messages};
 use dsh_core::{ContentBlock, Failure, Json, ToolContext, ToolDefinition, ToolOutput};
-use futures::FutureExt;
 use serde_json::{Value, json};
 
 use crate::bindings::Bindings;
@@ -183,8 +182,7 @@ async fn run(inner: Weak<Inner>, ctx: ToolContext) -> Result<Json, Failure> {
         signal: ctx.signal().clone(),
         limits: inner.limits(),
     };
-    let outcome = std::panic::AssertUnwindSafe(code_runtime.run(run))
-        .catch_unwind()
+    let outcome = dsh_core::contained::future(code_runtime.run(run))
         .await
         .unwrap_or_else(|p| {
             let f = Failure::from_panic("the code runtime", &*p);

@@ -251,17 +251,14 @@ impl Drive {
             Owned::Slot => {
                 let taken = self.slot.lock().await.take();
                 match taken {
-                    Some(Slot::Running(fut)) => {
-                        match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
-                            Ok(effects) => effects,
-                            Err(p) => {
-                                let f =
-                                    Failure::from_panic("the run_code sub-call coordinator", &*p);
-                                tracing::error!("{}", f.message());
-                                RunEffects::default()
-                            }
+                    Some(Slot::Running(fut)) => match dsh_core::contained::future(fut).await {
+                        Ok(effects) => effects,
+                        Err(p) => {
+                            let f = Failure::from_panic("the run_code sub-call coordinator", &*p);
+                            tracing::error!("{}", f.message());
+                            RunEffects::default()
                         }
-                    }
+                    },
                     Some(Slot::Finished(effects)) => effects,
                     None => RunEffects::default(),
                 }
@@ -316,7 +313,7 @@ impl LocalDriver {
         let Some(Slot::Running(fut)) = slot.as_mut() else {
             return;
         };
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+        match dsh_core::contained::call(|| fut.as_mut().poll(cx)) {
             Ok(Poll::Pending) => {}
             Ok(Poll::Ready(effects)) => *slot = Some(Slot::Finished(effects)),
             Err(p) => {

@@ -14,7 +14,6 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use crate::decision::{PostToolDecision, PreToolDecision};
@@ -50,8 +49,7 @@ impl<'a> PreNext<'a> {
         match self.rest.split_first() {
             None => Ok(PreToolDecision::Allow),
             Some((hook, tail)) => {
-                std::panic::AssertUnwindSafe(hook.pre_execute(exec, PreNext { rest: tail }))
-                    .catch_unwind()
+                crate::contained::future(hook.pre_execute(exec, PreNext { rest: tail }))
                     .await
                     .unwrap_or_else(|p| Err(Failure::from_panic("tools/pre-execute listener", &*p)))
             }
@@ -129,8 +127,7 @@ impl<'a> ExecuteNext<'a> {
                     rest: tail,
                     terminal: self.terminal,
                 };
-                std::panic::AssertUnwindSafe(w.around(call, next))
-                    .catch_unwind()
+                crate::contained::future(w.around(call, next))
                     .await
                     .unwrap_or_else(|p| Err(Failure::from_panic("tools/execute wrapper", &*p)))
             }
@@ -169,14 +166,13 @@ impl<'a> PostNext<'a> {
     ) -> Result<PostToolDecision, Failure> {
         match self.rest.split_first() {
             None => Ok(PostToolDecision::accept()),
-            Some((hook, tail)) => std::panic::AssertUnwindSafe(hook.post_execute(
-                exec,
-                result,
-                PostNext { rest: tail },
-            ))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|p| Err(Failure::from_panic("tools/post-execute listener", &*p))),
+            Some((hook, tail)) => {
+                crate::contained::future(hook.post_execute(exec, result, PostNext { rest: tail }))
+                    .await
+                    .unwrap_or_else(|p| {
+                        Err(Failure::from_panic("tools/post-execute listener", &*p))
+                    })
+            }
         }
     }
 }

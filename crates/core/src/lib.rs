@@ -46,6 +46,7 @@
 // The public modules are namespaces a user names (`codes::TOOL_ERROR`, `json::MAX_DEPTH`); every
 // other module is private and its public items are re-exported below, chosen one by one.
 pub mod codes;
+pub mod contained;
 mod content;
 pub mod context;
 mod deadline;

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use futures::FutureExt;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
@@ -303,7 +302,7 @@ impl ToolDefinition {
     ) -> Option<PermissionSubject> {
         let f = self.permission_subject.as_ref()?;
         let json = args.json()?;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(json.value(), agent)))
+        crate::contained::call(|| f(json.value(), agent))
             .ok()
             .flatten()
     }
@@ -334,8 +333,7 @@ impl ToolDefinition {
                 if self.validate_arguments && self.check_arguments(args).is_err() {
                     return false;
                 }
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(json.value())))
-                    .unwrap_or(false)
+                crate::contained::call(|| f(json.value())).unwrap_or(false)
             }
         }
     }
@@ -388,14 +386,14 @@ impl ToolDefinition {
             Err(e) => return Err(Failure::invalid_output(name, e)),
         }
         let render = self.output.render.clone();
-        let content = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| render(&value)))
+        let content = crate::contained::call(|| render(&value))
             .map_err(|p| Failure::from_panic("render", &*p))
             .and_then(|r| r)
             .map_err(|e| {
                 Failure::invalid_output(name, format!("render failed: {}", e.message()))
             })?;
         let meta = match (&self.output.presentation_meta, with_meta) {
-            (Some(f), true) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&value)))
+            (Some(f), true) => crate::contained::call(|| f(&value))
                 .map_err(|p| Failure::from_panic("presentationMeta", &*p))
                 .and_then(|r| r)
                 .map_err(|e| {
@@ -411,8 +409,7 @@ impl ToolDefinition {
 
     /// Runs the body with panics caught: a panic is a failure saying the tool panicked.
     pub async fn run_body(&self, ctx: ToolContext) -> Result<Json, Failure> {
-        std::panic::AssertUnwindSafe(self.body.execute(ctx))
-            .catch_unwind()
+        crate::contained::future(self.body.execute(ctx))
             .await
             .unwrap_or_else(|p| Err(Failure::from_panic(&format!("tool \"{}\"", self.name), &*p)))
     }

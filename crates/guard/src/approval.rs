@@ -17,7 +17,6 @@ use async_trait::async_trait;
 use dsh_core::codes::messages;
 use dsh_core::context::fresh_message_id;
 use dsh_core::{AgentId, ContextMessage, Failure, Json, Signal, ToolExecution, ToolRegistry};
-use futures::FutureExt;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -259,8 +258,7 @@ impl<'a> AnswerNext<'a> {
         match self.rest.split_first() {
             None => Ok(ApprovalOutcome::Unavailable),
             Some((a, tail)) => {
-                std::panic::AssertUnwindSafe(a.answer(req, AnswerNext { rest: tail }))
-                    .catch_unwind()
+                dsh_core::contained::future(a.answer(req, AnswerNext { rest: tail }))
                     .await
                     .unwrap_or_else(|p| {
                         Err(GuardError::answerer(Failure::from_panic(
@@ -354,8 +352,7 @@ impl AuditSession {
 
     /// Appends through the sink; a panicking sink is an audit error, never a crash.
     async fn append(&self, ty: &str, data: Json) -> Result<(), GuardError> {
-        std::panic::AssertUnwindSafe(self.sink.append(ty, data))
-            .catch_unwind()
+        dsh_core::contained::future(self.sink.append(ty, data))
             .await
             .unwrap_or_else(|p| {
                 Err(GuardError::audit(Failure::from_panic(

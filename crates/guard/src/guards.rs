@@ -88,8 +88,7 @@ impl GuardTable {
             while let Some((e, id, guard)) = self.next(&scope, epoch, after) {
                 epoch = Some(e);
                 after = id;
-                let verdict =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guard.check(exec)));
+                let verdict = dsh_core::contained::call(|| guard.check(exec));
                 match verdict {
                     Ok(None) => {}
                     Ok(Some(reason)) => return Some(reason),

@@ -362,7 +362,7 @@ impl PreExecuteHook for ObserveAll {
         next: PreNext<'_>,
     ) -> Result<PreToolDecision, dsh_core::Failure> {
         for o in self.0.iter() {
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| o.observe(exec))).is_err() {
+            if dsh_core::contained::call(|| o.observe(exec)).is_err() {
                 tracing::warn!(tool = exec.name(), "a tools/pre-execute observer panicked");
             }
         }

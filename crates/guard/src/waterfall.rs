@@ -37,7 +37,7 @@ impl<Q, A> DecideNext<'_, Q, A> {
                         default: self.default,
                         on_panic: self.on_panic,
                     };
-                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(q, next))) {
+                    match dsh_core::contained::call(|| l(q, next)) {
                         Ok(a) => return a,
                         Err(p) => {
                             let failure = Failure::from_panic("waterfall listener", &*p);

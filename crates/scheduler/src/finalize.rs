@@ -37,8 +37,7 @@ impl Runtime {
             result = ToolResult::failure(f).with_contexts(contexts);
         }
         if let Some(fin) = call.def.as_ref().and_then(|d| d.finalize_content()) {
-            let outcome =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fin(exec, &result)));
+            let outcome = dsh_core::contained::call(|| fin(exec, &result));
             match outcome {
                 Ok(Ok(Some(content))) => result = result.with_content(content),
                 Ok(Ok(None)) => {}
@@ -49,9 +48,7 @@ impl Runtime {
         expect_ordered(call.stages.enter(Stage::Result, exec));
         let result = Arc::new(result);
         for observer in call.hooks.observers.iter() {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                observer.on_result(exec, &result)
-            }));
+            let r = dsh_core::contained::call(|| observer.on_result(exec, &result));
             if let Err(p) = r {
                 let f = Failure::from_panic("tools/result observer", &*p);
                 tracing::warn!(call = exec.call_id(), "{}", f.message());

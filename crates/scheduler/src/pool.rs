@@ -394,8 +394,7 @@ enum Woke {
 
 /// A dispatch with a panic anywhere in the chain or the body turned into the call's failure.
 async fn contained(dispatch: impl std::future::Future<Output = Candidate>) -> Candidate {
-    std::panic::AssertUnwindSafe(dispatch)
-        .catch_unwind()
+    dsh_core::contained::future(dispatch)
         .await
         .unwrap_or_else(|p| {
             Candidate::final_failure(ToolResult::failure(Failure::from_panic("dispatch", &*p)))

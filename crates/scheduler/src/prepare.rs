@@ -21,7 +21,7 @@ impl Runtime {
         }
         // The host's admission check comes before any policy; its refusal is final.
         if let Some(admit) = &self.admission {
-            let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| admit(exec)))
+            let refused = dsh_core::contained::call(|| admit(exec))
                 .unwrap_or_else(|p| Some(Failure::from_panic("admission check", &*p)));
             if let Some(f) = refused {
                 return Prepared::Decided(Candidate::final_failure(ToolResult::failure(f)));

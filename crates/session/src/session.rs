@@ -7,7 +7,6 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -94,7 +93,7 @@ impl Shared {
             };
             let subscribers = self.subscribers.read().clone();
             for (id, subscriber) in subscribers.iter() {
-                let outcome = catch_unwind(AssertUnwindSafe(|| subscriber(seq, &event)));
+                let outcome = dsh_core::contained::call(|| subscriber(seq, &event));
                 if outcome.is_err() {
                     tracing::warn!(
                         subscriber = id,

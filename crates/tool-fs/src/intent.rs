@@ -129,7 +129,7 @@ impl ObservedListeners {
         let snapshot = self.inner.listeners.read().1.clone();
         let mut first = None;
         for (_, l) in snapshot.iter() {
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(event)))
+            let outcome = dsh_core::contained::call(|| l(event))
                 .unwrap_or_else(|p| Err(Failure::from_panic("fs/observed listener", &*p)));
             if let Err(f) = outcome {
                 first.get_or_insert(f);
@@ -204,7 +204,7 @@ impl FsHooks {
         approved: Option<&dsh_core::PermissionSubject>,
     ) -> Option<String> {
         let gate = self.read_gate.read().clone()?;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate(subject, approved)))
+        dsh_core::contained::call(|| gate(subject, approved))
             .unwrap_or_else(|_| Some("the read gate failed".to_owned()))
     }
 

@@ -181,7 +181,7 @@ fn run(prepared: Option<Prepared>, job: Job) -> bool {
         done,
     } = job;
     let _entered = tokio.as_ref().map(|h| h.enter());
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let result = dsh_core::contained::call(|| {
         let prepared = match prepared {
             Some(p) => p,
             None => match Prepared::new(&limits) {
@@ -190,7 +190,7 @@ fn run(prepared: Option<Prepared>, job: Job) -> bool {
             },
         };
         interpreter::execute(prepared, program, bindings, local, limits, stop)
-    }));
+    });
     let clean = result.is_ok();
     let outcome = result.unwrap_or_else(|p| {
         let f = dsh_core::Failure::from_panic("the code runtime", &*p);
