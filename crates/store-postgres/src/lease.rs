@@ -2,8 +2,13 @@
 //!
 //! Guarantees: taking the lease is one transaction that creates the session when asked, bumps
 //! its fencing token and records the holder's writer backend, and reads its rows; it succeeds
-//! only when no live process holds the lease (unheld, expired, or its recorded backend gone, as
-//! when its process died), otherwise nothing changes and the holder is named.
+//! only when no live process holds the lease, otherwise nothing changes and the holder is
+//! named. No live process holds it when it is unheld or expired, or when the holder's recorded
+//! backend is gone AND either its process is known dead (an owner `host:pid` of this host
+//! whose pid is not running) or the backend stayed gone for [`Lease::takeover_grace`] under
+//! the same fencing token. A live holder whose connection dropped (a network blip, a pooler
+//! or server restart) renews on a new connection at once (`writer.rs`), which records its new
+//! backend: it is never taken over for a dropped connection.
 
 use std::time::Duration;
 
@@ -19,19 +24,99 @@ pub struct Lease {
     pub ttl: Duration,
     /// How long a lost connection is retried before an append fails (default 10 s).
     pub retry_for: Duration,
-    /// Who holds it, as other processes are told (default `host:pid`).
+    /// Who holds it, as other processes are told (default `host:pid`; in that form a taker
+    /// on the same host can tell the holder's process died).
     pub owner: String,
+    /// How long a holder's backend must stay gone, its lease unrenewed, before another process
+    /// takes the lease over, when the holder's process cannot be seen to have died (another
+    /// host, another owner form); default 3 s: a live holder reconnects well within it.
+    pub takeover_grace: Duration,
 }
 
 impl Default for Lease {
     fn default() -> Lease {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .unwrap_or_else(|_| "localhost".to_owned());
         Lease {
             ttl: Duration::from_secs(30),
             retry_for: Duration::from_secs(10),
-            owner: format!("{host}:{}", std::process::id()),
+            owner: format!("{}:{}", host(), std::process::id()),
+            takeover_grace: Duration::from_secs(3),
+        }
+    }
+}
+
+/// This machine's name, as owners are written.
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned())
+}
+
+/// Whether `owner` names a process of this host (`host:pid`) that is not running.
+fn died_here(owner: &str) -> bool {
+    let Some((host_name, pid)) = owner.rsplit_once(':') else {
+        return false;
+    };
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    host_name == host()
+        && pid != std::process::id()
+        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The lease as another process sees it.
+struct Holder {
+    token: i64,
+    owner: String,
+    /// Unheld or expired.
+    free: bool,
+    /// Its recorded backend is connected.
+    alive: bool,
+}
+
+async fn holder(client: &Client, id: &str) -> Result<Option<Holder>, StoreError> {
+    let row = client
+        .query_opt(
+            "SELECT lease_token, coalesce(lease_owner, ''),
+                    lease_until IS NULL OR lease_until < now() OR lease_backend IS NULL,
+                    EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = d.lease_backend)
+               FROM dsh_sessions d WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .map_err(db("read the lease"))?;
+    Ok(row.map(|r| Holder {
+        token: r.get(0),
+        owner: r.get(1),
+        free: r.get(2),
+        alive: r.get(3),
+    }))
+}
+
+/// The fencing token of a holder whose backend is gone and which may be taken over now: its
+/// process died here, or its backend stayed gone for the grace under the same token. `None`
+/// when the lease is free, held by a live backend, or its holder came back.
+async fn gone_holder(client: &Client, id: &str, lease: &Lease) -> Result<Option<i64>, StoreError> {
+    let Some(first) = holder(client, id).await? else {
+        return Ok(None);
+    };
+    if first.free || first.alive {
+        return Ok(None);
+    }
+    if died_here(&first.owner) {
+        return Ok(Some(first.token));
+    }
+    let until = tokio::time::Instant::now() + lease.takeover_grace;
+    loop {
+        let now = tokio::time::Instant::now();
+        if now >= until {
+            return Ok(Some(first.token));
+        }
+        tokio::time::sleep((until - now).min(Duration::from_millis(100))).await;
+        match holder(client, id).await? {
+            Some(h) if h.token == first.token && !h.free && !h.alive => {}
+            // Free now, taken by another, or the holder reconnected: decided as usual.
+            _ => return Ok(None),
         }
     }
 }
@@ -64,6 +149,9 @@ pub(crate) async fn acquire(
     backend: i32,
 ) -> Result<Acquired, StoreError> {
     let ttl = lease.ttl.as_secs_f64();
+    // A holder whose backend is gone may still be alive, reconnecting: taken over only as the
+    // module docs say (the token seen, so a holder that came back in between keeps it).
+    let gone = gone_holder(client, id, lease).await?;
     let tx = client.transaction().await.map_err(db("begin"))?;
     let created = match new_header {
         Some(header) => {
@@ -85,10 +173,11 @@ pub(crate) async fn acquire(
                     lease_until = now() + make_interval(secs => $3)
               WHERE id = $1
                 AND (lease_until IS NULL OR lease_until < now() OR lease_backend IS NULL
-                     OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a
-                                     WHERE a.pid = dsh_sessions.lease_backend))
+                     OR (lease_token = $5
+                         AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                                          WHERE a.pid = dsh_sessions.lease_backend)))
           RETURNING lease_token, header, next_seq",
-            &[&id, &lease.owner, &ttl, &backend],
+            &[&id, &lease.owner, &ttl, &backend, &gone],
         )
         .await
         .map_err(db("take the lease"))?;

@@ -13,7 +13,9 @@
 //!   unchanged;
 //! - one writer per session: a lease with a fencing token checked by every append in its own
 //!   statement, so a writer that lost its lease (and wakes up late) appends nothing; the lease is
-//!   taken over once it expired or its holder's backend is gone (the process died), and the
+//!   taken over once it expired or its holder's backend is gone and its process died (seen on
+//!   this host, or the backend gone for [`Lease::takeover_grace`]: a live holder renews on a
+//!   new connection at once), and the
 //!   new holder repairs the session exactly as a file is repaired (`INTERRUPTED` results for
 //!   unanswered calls, open step and turn closed), logged;
 //! - a lost connection is retried without ever writing a group twice;

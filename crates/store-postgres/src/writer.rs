@@ -23,14 +23,16 @@
 //!   on a new connection for up to [`Lease::retry_for`]: a group that is not applied by the
 //!   retry and whose session's `next_seq` is already the group's end, under this sink's token,
 //!   was committed before the connection was lost (idempotent), never written twice;
-//! - every append and renewal records this connection's backend as the lease's: a holder whose
-//!   backend is gone (its process died) can be taken over at once, otherwise only after expiry.
+//! - every append and renewal records this connection's backend as the lease's, and when the
+//!   connection ends the leases are renewed on a new one at once: a live holder's backend is
+//!   missing only while it reconnects, which a taker waits out (`lease.rs`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
 use crate::error::StoreError;
@@ -75,10 +77,22 @@ impl Append {
 
 /// Connects, driving the connection on the current runtime.
 pub(crate) async fn connect(config: &Config) -> Result<Client, tokio_postgres::Error> {
+    connect_watched(config, None).await
+}
+
+/// Connects as [`connect`]; `ended`, when given, is notified once the connection has ended
+/// (the server closed it, the backend was terminated, the network failed, or it was dropped).
+async fn connect_watched(
+    config: &Config,
+    ended: Option<Arc<Notify>>,
+) -> Result<Client, tokio_postgres::Error> {
     let (client, connection) = config.connect(NoTls).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "PostgreSQL connection ended");
+        }
+        if let Some(ended) = ended {
+            ended.notify_one();
         }
     });
     Ok(client)
@@ -134,6 +148,9 @@ pub(crate) struct Writer {
     conn: Option<Conn>,
     /// Leases held, by `(session, token)`, with why appends are refused for good (lost).
     held: HashMap<(String, i64), Option<String>>,
+    /// Notified when the writer's connection ends: the leases held are re-registered on a new
+    /// one at once, so a live holder never looks dead for longer than a reconnection.
+    ended: Arc<Notify>,
 }
 
 /// Why one attempt at a statement failed.
@@ -170,6 +187,7 @@ impl Writer {
             lease,
             conn: None,
             held: HashMap::new(),
+            ended: Arc::new(Notify::new()),
         }
     }
 
@@ -181,7 +199,9 @@ impl Writer {
         if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
             self.conn = None;
             let lost = |e: tokio_postgres::Error| Attempt::Lost(e.to_string());
-            let client = connect(&self.config).await.map_err(lost)?;
+            let client = connect_watched(&self.config, Some(self.ended.clone()))
+                .await
+                .map_err(lost)?;
             let append = client.prepare(APPEND).await.map_err(classify)?;
             let pid = client
                 .query_one("SELECT pg_backend_pid()", &[])
@@ -204,6 +224,7 @@ impl Writer {
         let mut renew = tokio::time::interval((self.lease.ttl / 3).max(Duration::from_millis(10)));
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         renew.tick().await;
+        let ended = self.ended.clone();
         let mut batch = Vec::new();
         loop {
             tokio::select! {
@@ -213,8 +234,28 @@ impl Writer {
                     }
                     self.handle(std::mem::take(&mut batch)).await;
                 }
-                _ = renew.tick() => self.renew().await,
+                _ = renew.tick() => {
+                    self.renew().await;
+                }
+                () = ended.notified() => self.regain().await,
             }
+        }
+    }
+
+    /// After the connection ended: a new one, on which every lease held is renewed, which
+    /// records the new backend as the holder's (retried for up to [`Lease::retry_for`]; the
+    /// regular renewal tries again after that).
+    async fn regain(&mut self) {
+        if self.conn.as_ref().is_some_and(|c| !c.client.is_closed()) {
+            // An earlier connection's end: the current one is live.
+            return;
+        }
+        self.conn = None;
+        let deadline = tokio::time::Instant::now() + self.lease.retry_for;
+        let mut pause = Duration::from_millis(20);
+        while !self.renew().await && tokio::time::Instant::now() + pause <= deadline {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
         }
     }
 
@@ -442,9 +483,10 @@ impl Writer {
             .collect())
     }
 
-    /// Extends every lease held; notes the ones lost (their appends are refused by the token
-    /// anyway).
-    async fn renew(&mut self) {
+    /// Extends every lease held, recording this connection's backend as their holder's;
+    /// notes the ones lost (their appends are refused by the token anyway). Whether the
+    /// database was reached (true when nothing is held).
+    async fn renew(&mut self) -> bool {
         let (ids, tokens): (Vec<String>, Vec<i64>) = self
             .held
             .iter()
@@ -452,14 +494,15 @@ impl Writer {
             .map(|((id, token), _)| (id.clone(), *token))
             .unzip();
         if ids.is_empty() {
-            return;
+            return true;
         }
         let ttl = self.ttl_secs();
         let Ok(conn) = self.conn().await else {
-            return;
+            return false;
         };
         let Ok(renewed) = conn.client.query(RENEW, &[&ids, &tokens, &ttl]).await else {
-            return;
+            self.conn = None;
+            return false;
         };
         let renewed: std::collections::HashSet<(String, i64)> =
             renewed.into_iter().map(|r| (r.get(0), r.get(1))).collect();
@@ -472,6 +515,7 @@ impl Writer {
                 self.held.insert((id, token), Some(reason));
             }
         }
+        true
     }
 
     async fn release(&mut self, releases: Vec<(String, i64, std_mpsc::SyncSender<()>)>) {

@@ -2,9 +2,9 @@
 //! (spec I4).
 
 use dsh_session::{Event, OpenOptions, check_bytes};
-use dsh_store_postgres::StoreError;
+use dsh_store_postgres::{PgStore, StoreError};
 
-use super::support::{client, fresh_store, opened_with_a_turn, short_lease};
+use super::support::{Proxy, client, fresh_store, opened_with_a_turn, short_lease};
 
 async fn started_call(session: &dsh_session::Session) {
     for e in [
@@ -45,21 +45,18 @@ async fn a_second_writer_of_a_leased_session_is_refused_with_a_clear_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn i4_a_takeover_after_the_holder_died_repairs_the_session_and_fences_the_old_writer() {
     let (store, url) = fresh_store().await;
-    let a = store
-        .clone()
+    // The holder reaches the database through a relay: cut, it is gone for the database as a
+    // dead process is (its backend ends, and it never comes back on its own).
+    let proxy = Proxy::start().await;
+    let a = PgStore::connect(&proxy.url(&url))
+        .await
+        .expect("connect through the relay")
         .with_lease(short_lease("a"))
         .open("t", "/", OpenOptions::new())
         .await
         .expect("open");
     started_call(&a.session).await;
-    // The holder's connection dies (as when its process is killed): its backend is gone.
-    let c = client(&url).await;
-    c.execute(
-        "SELECT pg_terminate_backend(lease_backend) FROM dsh_sessions WHERE id = 't'",
-        &[],
-    )
-    .await
-    .expect("terminate");
+    proxy.cut();
     let b = loop {
         match store
             .clone()
@@ -75,6 +72,8 @@ async fn i4_a_takeover_after_the_holder_died_repairs_the_session_and_fences_the_
             Err(e) => panic!("takeover: {e}"),
         }
     };
+    // The old writer reaches the database again.
+    proxy.mend();
     assert_eq!(b.repair.interrupted_calls.len(), 1);
     assert_eq!(b.repair.closed_step, Some((1, 1)));
     assert_eq!(b.repair.closed_turn, Some(1));
@@ -138,4 +137,104 @@ async fn a_writer_whose_lease_expired_and_was_taken_over_cannot_append() {
         .expect("token")
         .get(0);
     assert_eq!(tokens, 2, "each holder got its own token");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_holder_whose_connection_dropped_keeps_its_lease_and_a_second_writer_is_refused() {
+    let (store, url) = fresh_store().await;
+    let a = store
+        .clone()
+        .with_lease(short_lease("a"))
+        .open("d", "/", OpenOptions::new())
+        .await
+        .expect("open");
+    started_call(&a.session).await;
+    // A blip: the holder's connection is terminated while its process lives on.
+    let c = client(&url).await;
+    c.execute(
+        "SELECT pg_terminate_backend(lease_backend) FROM dsh_sessions WHERE id = 'd'",
+        &[],
+    )
+    .await
+    .expect("terminate");
+    // A second process comes at once, and again after the grace: refused both times.
+    for _ in 0..2 {
+        match store
+            .clone()
+            .with_lease(short_lease("b"))
+            .open("d", "/", OpenOptions::new())
+            .await
+        {
+            Err(StoreError::Leased { owner, .. }) => assert_eq!(owner, "a"),
+            Ok(_) => panic!("a live holder's session was taken over after a dropped connection"),
+            Err(e) => panic!("{e}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    }
+    // The holder goes on, on a new connection, and its log checks clean.
+    a.session
+        .append(Event::tool_result(
+            1,
+            1,
+            "c1",
+            2,
+            dsh_core::text_content("hi"),
+            false,
+            None,
+            None,
+        ))
+        .await
+        .expect("the holder appends after the blip");
+    a.session.close().await.expect("close");
+    let log = store.export("d").await.expect("export");
+    assert!(
+        check_bytes(&log).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&log)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_whose_process_died_on_this_host_is_taken_over_without_waiting_the_grace() {
+    let (store, url) = fresh_store().await;
+    let proxy = Proxy::start().await;
+    // The owner names a process of this host that has ended.
+    let mut ended = std::process::Command::new("true").spawn().expect("true");
+    let pid = ended.id();
+    ended.wait().expect("wait");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    let a = PgStore::connect(&proxy.url(&url))
+        .await
+        .expect("connect through the relay")
+        .with_lease(short_lease(&format!("{}:{pid}", host.trim())))
+        .open("k", "/", OpenOptions::new())
+        .await
+        .expect("open");
+    started_call(&a.session).await;
+    proxy.cut();
+    // A taker willing to wait a minute for a holder it cannot see die: this one it can.
+    let mut patient = short_lease("b");
+    patient.takeover_grace = std::time::Duration::from_secs(60);
+    let b = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            match store
+                .clone()
+                .with_lease(patient.clone())
+                .open("k", "/", OpenOptions::new())
+                .await
+            {
+                Ok(b) => break b,
+                // The backend may take a moment to go.
+                Err(StoreError::Leased { .. }) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("takeover: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("taken over well before the grace");
+    assert_eq!(b.repair.interrupted_calls.len(), 1);
+    b.session.close().await.expect("close");
+    drop(a);
 }

@@ -47,6 +47,64 @@ pub fn short_lease(owner: &str) -> Lease {
         ttl: Duration::from_secs(2),
         retry_for: Duration::from_secs(20),
         owner: owner.to_owned(),
+        takeover_grace: Duration::from_millis(500),
+    }
+}
+
+/// A TCP relay in front of the test cluster: a process whose connections go through it can be
+/// cut off from the database (every connection closed, new ones closed at once) and let back.
+pub struct Proxy {
+    port: u16,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl Proxy {
+    /// Relays 127.0.0.1:<a free port> to the cluster.
+    pub async fn start() -> Proxy {
+        let target = cluster().port();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a proxy port");
+        let port = listener.local_addr().expect("its address").port();
+        let (cut, _) = tokio::sync::watch::channel(false);
+        let cuts = cut.clone();
+        tokio::spawn(async move {
+            while let Ok((mut down, _)) = listener.accept().await {
+                let mut cut = cuts.subscribe();
+                if *cut.borrow() {
+                    continue;
+                }
+                tokio::spawn(async move {
+                    let Ok(mut up) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                    else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut down, &mut up) => {}
+                        _ = cut.wait_for(|c| *c) => {}
+                    }
+                });
+            }
+        });
+        Proxy { port, cut }
+    }
+
+    /// `url` (of the cluster) through this relay.
+    pub fn url(&self, url: &str) -> String {
+        url.replace(
+            &format!("127.0.0.1:{}/", cluster().port()),
+            &format!("127.0.0.1:{}/", self.port),
+        )
+    }
+
+    /// Closes every connection through it and refuses new ones.
+    pub fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+
+    /// Lets connections through again.
+    pub fn mend(&self) {
+        self.cut.send_replace(false);
     }
 }
 
