@@ -213,10 +213,10 @@ mod tests {
         // A panic the pipeline contains (a tool body's, a listener's) is not the program's
         // end: the command goes on and ends as it would have.
         let contained = ended(&rt, async {
-            let failed = dsh::core::contained::future(async {
+            let failed = dsh::core::contained::future(std::pin::pin!(async {
                 tokio::task::yield_now().await;
                 panic!("a tool body's bug");
-            })
+            }))
             .await;
             Ok(if failed.is_err() { 7 } else { 0 })
         });

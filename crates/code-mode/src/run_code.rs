@@ -182,7 +182,7 @@ async fn run(inner: Weak<Inner>, ctx: ToolContext) -> Result<Json, Failure> {
         signal: ctx.signal().clone(),
         limits: inner.limits(),
     };
-    let outcome = dsh_core::contained::future(code_runtime.run(run))
+    let outcome = dsh_core::contained::future(std::pin::pin!(code_runtime.run(run)))
         .await
         .unwrap_or_else(|p| {
             let f = Failure::from_panic("the code runtime", &*p);

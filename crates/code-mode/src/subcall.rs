@@ -251,14 +251,17 @@ impl Drive {
             Owned::Slot => {
                 let taken = self.slot.lock().await.take();
                 match taken {
-                    Some(Slot::Running(fut)) => match dsh_core::contained::future(fut).await {
-                        Ok(effects) => effects,
-                        Err(p) => {
-                            let f = Failure::from_panic("the run_code sub-call coordinator", &*p);
-                            tracing::error!("{}", f.message());
-                            RunEffects::default()
+                    Some(Slot::Running(fut)) => {
+                        match dsh_core::contained::future(std::pin::pin!(fut)).await {
+                            Ok(effects) => effects,
+                            Err(p) => {
+                                let f =
+                                    Failure::from_panic("the run_code sub-call coordinator", &*p);
+                                tracing::error!("{}", f.message());
+                                RunEffects::default()
+                            }
                         }
-                    },
+                    }
                     Some(Slot::Finished(effects)) => effects,
                     None => RunEffects::default(),
                 }

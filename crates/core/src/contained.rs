@@ -11,7 +11,8 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::task::Poll;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 thread_local! {
     /// How many containing scopes the current thread is inside.
@@ -22,6 +23,7 @@ thread_local! {
 struct Scope;
 
 impl Scope {
+    #[inline]
     fn enter() -> Scope {
         DEPTH.with(|d| d.set(d.get().saturating_add(1)));
         Scope
@@ -29,6 +31,7 @@ impl Scope {
 }
 
 impl Drop for Scope {
+    #[inline]
     fn drop(&mut self) {
         DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
     }
@@ -43,21 +46,44 @@ pub fn active() -> bool {
 /// Runs `f`, containing a panic: `Err` holds its payload. The caller owns what `f` touched and
 /// treats a panic as the failure of that one piece of work (which is why unwind safety is
 /// asserted here).
+#[inline]
 pub fn call<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
     let _scope = Scope::enter();
     std::panic::catch_unwind(AssertUnwindSafe(f))
 }
 
-/// Runs `fut`, containing a panic raised while it is polled: `Err` holds its payload, and the
-/// future is not polled again.
-pub async fn future<F: Future>(fut: F) -> std::thread::Result<F::Output> {
-    let mut fut = std::pin::pin!(fut);
-    std::future::poll_fn(move |cx| match call(|| fut.as_mut().poll(cx)) {
-        Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
-        Ok(Poll::Pending) => Poll::Pending,
-        Err(payload) => Poll::Ready(Err(payload)),
-    })
-    .await
+/// Runs the pinned `fut`, containing a panic raised while it is polled: `Err` holds its
+/// payload, and the future is not polled again. Pinned by the caller (`std::pin::pin!`), it is
+/// neither moved nor boxed here.
+#[inline]
+pub fn future<F: Future + ?Sized>(fut: Pin<&mut F>) -> Contained<'_, F> {
+    Contained { fut: Some(fut) }
+}
+
+/// The future of [`future`].
+#[must_use = "a future does nothing unless polled"]
+pub struct Contained<'a, F: ?Sized> {
+    /// `None` once it has panicked.
+    fut: Option<Pin<&'a mut F>>,
+}
+
+impl<F: Future + ?Sized> Future for Contained<'_, F> {
+    type Output = std::thread::Result<F::Output>;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(fut) = self.fut.as_mut() else {
+            return Poll::Ready(Err(Box::new("a contained future polled after it panicked")));
+        };
+        match call(|| fut.as_mut().poll(cx)) {
+            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => {
+                self.fut = None;
+                Poll::Ready(Err(payload))
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -93,18 +119,18 @@ mod tests {
             .build()
             .unwrap_or_else(|e| panic!("a runtime: {e}"));
         rt.block_on(async {
-            let marked = future(async {
+            let marked = future(std::pin::pin!(async {
                 let before = active();
                 tokio::task::yield_now().await;
                 (before, active())
-            })
+            }))
             .await;
             assert_eq!(marked.ok(), Some((true, true)), "marked on every poll");
             assert!(!active(), "not marked between polls");
-            let failed = future(async {
+            let failed = future(std::pin::pin!(async {
                 tokio::task::yield_now().await;
                 panic!("in a body");
-            })
+            }))
             .await;
             let payload = failed.err().and_then(|p| p.downcast_ref::<&str>().copied());
             assert_eq!(payload, Some("in a body"));

@@ -48,11 +48,11 @@ impl<'a> PreNext<'a> {
     pub async fn run(self, exec: &ToolExecution) -> Result<PreToolDecision, Failure> {
         match self.rest.split_first() {
             None => Ok(PreToolDecision::Allow),
-            Some((hook, tail)) => {
-                crate::contained::future(hook.pre_execute(exec, PreNext { rest: tail }))
-                    .await
-                    .unwrap_or_else(|p| Err(Failure::from_panic("tools/pre-execute listener", &*p)))
-            }
+            Some((hook, tail)) => crate::contained::future(std::pin::pin!(
+                hook.pre_execute(exec, PreNext { rest: tail })
+            ))
+            .await
+            .unwrap_or_else(|p| Err(Failure::from_panic("tools/pre-execute listener", &*p))),
         }
     }
 }
@@ -127,7 +127,7 @@ impl<'a> ExecuteNext<'a> {
                     rest: tail,
                     terminal: self.terminal,
                 };
-                crate::contained::future(w.around(call, next))
+                crate::contained::future(std::pin::pin!(w.around(call, next)))
                     .await
                     .unwrap_or_else(|p| Err(Failure::from_panic("tools/execute wrapper", &*p)))
             }
@@ -166,13 +166,13 @@ impl<'a> PostNext<'a> {
     ) -> Result<PostToolDecision, Failure> {
         match self.rest.split_first() {
             None => Ok(PostToolDecision::accept()),
-            Some((hook, tail)) => {
-                crate::contained::future(hook.post_execute(exec, result, PostNext { rest: tail }))
-                    .await
-                    .unwrap_or_else(|p| {
-                        Err(Failure::from_panic("tools/post-execute listener", &*p))
-                    })
-            }
+            Some((hook, tail)) => crate::contained::future(std::pin::pin!(hook.post_execute(
+                exec,
+                result,
+                PostNext { rest: tail }
+            )))
+            .await
+            .unwrap_or_else(|p| Err(Failure::from_panic("tools/post-execute listener", &*p))),
         }
     }
 }

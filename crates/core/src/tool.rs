@@ -409,7 +409,7 @@ impl ToolDefinition {
 
     /// Runs the body with panics caught: a panic is a failure saying the tool panicked.
     pub async fn run_body(&self, ctx: ToolContext) -> Result<Json, Failure> {
-        crate::contained::future(self.body.execute(ctx))
+        crate::contained::future(std::pin::pin!(self.body.execute(ctx)))
             .await
             .unwrap_or_else(|p| Err(Failure::from_panic(&format!("tool \"{}\"", self.name), &*p)))
     }

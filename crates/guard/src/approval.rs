@@ -257,16 +257,16 @@ impl<'a> AnswerNext<'a> {
     pub async fn run(self, req: &ApprovalRequest) -> Result<ApprovalOutcome, GuardError> {
         match self.rest.split_first() {
             None => Ok(ApprovalOutcome::Unavailable),
-            Some((a, tail)) => {
-                dsh_core::contained::future(a.answer(req, AnswerNext { rest: tail }))
-                    .await
-                    .unwrap_or_else(|p| {
-                        Err(GuardError::answerer(Failure::from_panic(
-                            "approval answerer",
-                            &*p,
-                        )))
-                    })
-            }
+            Some((a, tail)) => dsh_core::contained::future(std::pin::pin!(
+                a.answer(req, AnswerNext { rest: tail })
+            ))
+            .await
+            .unwrap_or_else(|p| {
+                Err(GuardError::answerer(Failure::from_panic(
+                    "approval answerer",
+                    &*p,
+                )))
+            }),
         }
     }
 }
@@ -352,7 +352,7 @@ impl AuditSession {
 
     /// Appends through the sink; a panicking sink is an audit error, never a crash.
     async fn append(&self, ty: &str, data: Json) -> Result<(), GuardError> {
-        dsh_core::contained::future(self.sink.append(ty, data))
+        dsh_core::contained::future(std::pin::pin!(self.sink.append(ty, data)))
             .await
             .unwrap_or_else(|p| {
                 Err(GuardError::audit(Failure::from_panic(

@@ -394,7 +394,7 @@ enum Woke {
 
 /// A dispatch with a panic anywhere in the chain or the body turned into the call's failure.
 async fn contained(dispatch: impl std::future::Future<Output = Candidate>) -> Candidate {
-    dsh_core::contained::future(dispatch)
+    dsh_core::contained::future(std::pin::pin!(dispatch))
         .await
         .unwrap_or_else(|p| {
             Candidate::final_failure(ToolResult::failure(Failure::from_panic("dispatch", &*p)))
