@@ -160,10 +160,40 @@ pub async fn chat(args: ChatArgs) -> Result<i32, Exit> {
         prepared.log.display()
     );
     let mut code = 0;
+    // The terminal as the chat found it: a signal that ends the chat at its prompt leaves the
+    // line editor's raw mode behind, which is undone before exiting.
+    let terminal = rustix::termios::tcgetattr(std::io::stdin()).ok();
+    // Listening for the whole chat, so no signal is lost between turns: SIGTERM and SIGHUP end
+    // the chat (at its prompt, or once the turn they cancelled has ended); SIGINT at the prompt
+    // too when stdin is not a terminal (on one, Ctrl-C is a key the line editor reads).
+    let mut stops = super::signals::Stops::install().ok();
     loop {
-        let text = match reader.line("> ").await {
-            Line::Text(t) => t,
-            Line::Interrupted | Line::End => break,
+        let read = reader.line("> ");
+        let line = match stops.as_mut() {
+            Some(stops) => match stops.take_ending() {
+                Some(name) => Err(name),
+                None => tokio::select! {
+                    line = read => Ok(line),
+                    name = stops.next() => Err(name),
+                },
+            },
+            None => Ok(read.await),
+        };
+        let text = match line {
+            Ok(Line::Text(t)) => t,
+            Ok(Line::Interrupted | Line::End) => break,
+            Err(name) => {
+                if let Some(saved) = &terminal {
+                    let _ = rustix::termios::tcsetattr(
+                        std::io::stdin(),
+                        rustix::termios::OptionalActions::Now,
+                        saved,
+                    );
+                }
+                eprintln!("\ndsh: {name}: ending the chat");
+                code = 130;
+                break;
+            }
         };
         let text = text.trim();
         if text.is_empty() {

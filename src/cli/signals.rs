@@ -30,6 +30,17 @@ impl Stops {
         })
     }
 
+    /// Takes every signal that arrived since the last look without waiting; the name of a
+    /// SIGTERM or SIGHUP among them (they end a conversation), a SIGINT being dropped (it only
+    /// cancelled the turn it came in).
+    pub(crate) fn take_ending(&mut self) -> Option<&'static str> {
+        use futures::FutureExt as _;
+        let _ = self.interrupt.recv().now_or_never();
+        let hang_up = self.hang_up.recv().now_or_never().flatten().map(|()| "SIGHUP");
+        let terminate = self.terminate.recv().now_or_never().flatten().map(|()| "SIGTERM");
+        terminate.or(hang_up)
+    }
+
     /// The next of them to arrive, by name.
     pub(crate) async fn next(&mut self) -> &'static str {
         tokio::select! {

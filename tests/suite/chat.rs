@@ -257,3 +257,100 @@ fn chat_ctrl_c_at_an_approval_question_leaves_the_next_line_typed_to_the_chat() 
         "the line was no answer to the question: {screen}"
     );
 }
+
+/// Waits (at most 20 s) until `lines` holds a line containing `needle`; returns what was read.
+fn read_until(lines: &std::sync::mpsc::Receiver<String>, needle: &str, seen: &mut String) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !seen.contains(needle) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                seen.push_str(&line);
+                seen.push('\n');
+            }
+            Err(e) => panic!("waiting for {needle:?} ({e}); read so far:\n{seen}"),
+        }
+    }
+}
+
+#[test]
+fn chat_at_its_prompt_or_in_a_turn_ends_on_sigterm_or_sighup_with_exit_130_and_a_clean_log() {
+    use std::io::{BufRead, Write};
+    // (signal, whether it comes while a turn streams rather than at the prompt)
+    for (signal, in_turn) in [("TERM", false), ("HUP", false), ("TERM", true)] {
+        let srv = mock_server();
+        srv.mock.push(openai::text_reply(&["Hello."]));
+        if in_turn {
+            let mut slow = vec![openai::role()];
+            slow.extend(openai::text(&["Thinking"]));
+            slow.push(Frame::Stall);
+            srv.mock.push(Reply::Stream(slow));
+        }
+        let ws = workspace();
+        let state = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+            .args(["chat", "--workspace", s(ws.path()), "--base-url"])
+            .arg(srv.mock.openai_base_url())
+            .env("DEEPSEEK_API_KEY", "sk-test")
+            .env("XDG_STATE_HOME", state.path())
+            .env("XDG_CONFIG_HOME", "/nonexistent/dsh-tests-config")
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let (tx, out) = std::sync::mpsc::channel();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let to_out = tx.clone();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                let _ = to_out.send(line);
+            }
+        });
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let (etx, err) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = etx.send(line);
+            }
+        });
+        let mut seen = String::new();
+        stdin.write_all(b"hi\n").unwrap();
+        read_until(&out, "Hello.", &mut seen);
+        if in_turn {
+            // Over a pipe the answer prints when its turn ends: the second request having
+            // reached the server says the turn streams (and stalls).
+            stdin.write_all(b"and then?\n").unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while srv.mock.bodies().len() < 2 {
+                assert!(std::time::Instant::now() < deadline, "the second turn never started");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        // stdin stays open: the chat would wait for a line for ever.
+        let sent = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "SIG{signal} (in a turn: {in_turn}): dsh chat still runs"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        drop(stdin);
+        let said: String = err.try_iter().collect::<Vec<_>>().join("\n");
+        assert_eq!(status.code(), Some(130), "SIG{signal}: {said}");
+        assert!(said.contains("ending the chat"), "{said}");
+        let check = dsh_run(&["check", s(&log_in(&said))]);
+        assert_eq!(check.code, 0, "SIG{signal}: {}", check.both());
+    }
+}
