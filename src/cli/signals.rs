@@ -36,8 +36,18 @@ impl Stops {
     pub(crate) fn take_ending(&mut self) -> Option<&'static str> {
         use futures::FutureExt as _;
         let _ = self.interrupt.recv().now_or_never();
-        let hang_up = self.hang_up.recv().now_or_never().flatten().map(|()| "SIGHUP");
-        let terminate = self.terminate.recv().now_or_never().flatten().map(|()| "SIGTERM");
+        let hang_up = self
+            .hang_up
+            .recv()
+            .now_or_never()
+            .flatten()
+            .map(|()| "SIGHUP");
+        let terminate = self
+            .terminate
+            .recv()
+            .now_or_never()
+            .flatten()
+            .map(|()| "SIGTERM");
         terminate.or(hang_up)
     }
 

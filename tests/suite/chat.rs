@@ -325,7 +325,10 @@ fn chat_at_its_prompt_or_in_a_turn_ends_on_sigterm_or_sighup_with_exit_130_and_a
             stdin.write_all(b"and then?\n").unwrap();
             let deadline = std::time::Instant::now() + Duration::from_secs(20);
             while srv.mock.bodies().len() < 2 {
-                assert!(std::time::Instant::now() < deadline, "the second turn never started");
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the second turn never started"
+                );
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
