@@ -158,6 +158,24 @@ pub(super) async fn stdio_gateway(args: &[&str], events: &Path, probe: Probe) ->
     }
 }
 
+/// `dsh mcp serve` over stdio with `Probe::default()` as its client, in workspace `ws`, its log
+/// at `log` and its policy at `policy`; `events` is the test server's events file.
+pub(super) async fn gateway_in(ws: &Path, log: &Path, policy: &Path, events: &Path) -> Gateway {
+    stdio_gateway(
+        &[
+            "--workspace",
+            s(ws),
+            "--session",
+            s(log),
+            "--policy",
+            s(policy),
+        ],
+        events,
+        Probe::default(),
+    )
+    .await
+}
+
 /// A running `dsh mcp serve` and its client.
 pub(super) struct Gateway {
     pub(super) client: Client,
@@ -238,19 +256,7 @@ fn mcp_gateway_runs_concurrent_client_calls_side_by_side_each_with_its_own_resul
     let events = ws.path().join("events.txt");
     const N: usize = 4;
     runtime().block_on(async {
-        let gateway = stdio_gateway(
-            &[
-                "--workspace",
-                s(ws.path()),
-                "--session",
-                s(&log),
-                "--policy",
-                s(&policy),
-            ],
-            &events,
-            Probe::default(),
-        )
-        .await;
+        let gateway = gateway_in(ws.path(), &log, &policy, &events).await;
         let client = gateway.client.clone();
         // Each call waits until all N are in progress at once: had the gateway taken them one
         // at a time, the first would come back "alone" after 15 s.
@@ -327,19 +333,7 @@ fn mcp_gateway_cancel_of_one_concurrent_call_cancels_only_it_and_the_upstream_he
     let log = ws.path().join("gateway.jsonl");
     let events = ws.path().join("events.txt");
     runtime().block_on(async {
-        let gateway = stdio_gateway(
-            &[
-                "--workspace",
-                s(ws.path()),
-                "--session",
-                s(&log),
-                "--policy",
-                s(&policy),
-            ],
-            &events,
-            Probe::default(),
-        )
-        .await;
+        let gateway = gateway_in(ws.path(), &log, &policy, &events).await;
         let client = gateway.client.clone();
         // A holds for a minute; B waits until the upstream saw A cancelled.
         let a = client
@@ -509,19 +503,7 @@ fn mcp_gateway_passes_upstream_progress_and_list_changed_on_to_its_client() {
     let log = ws.path().join("gateway.jsonl");
     let events = ws.path().join("events.txt");
     runtime().block_on(async {
-        let gateway = stdio_gateway(
-            &[
-                "--workspace",
-                s(ws.path()),
-                "--session",
-                s(&log),
-                "--policy",
-                s(&policy),
-            ],
-            &events,
-            Probe::default(),
-        )
-        .await;
+        let gateway = gateway_in(ws.path(), &log, &policy, &events).await;
         let client = gateway.client.clone();
         let done = client
             .peer()
@@ -599,19 +581,7 @@ fn mcp_gateway_passes_a_huge_upstream_result_on_cut_without_holding_many_copies_
     // The SDK sends a text result twice (as content and as structured content): 14 MB.
     const MB: u64 = 7;
     let (before, after, shown) = runtime().block_on(async {
-        let gateway = stdio_gateway(
-            &[
-                "--workspace",
-                s(ws.path()),
-                "--session",
-                s(&log),
-                "--policy",
-                s(&policy),
-            ],
-            &events,
-            Probe::default(),
-        )
-        .await;
+        let gateway = gateway_in(ws.path(), &log, &policy, &events).await;
         let (client, pid) = (gateway.client.clone(), gateway.pid);
         let small = client
             .peer()
@@ -670,19 +640,7 @@ fn mcp_gateway_killed_mid_concurrent_calls_leaves_a_log_that_repair_closes_and_c
     let log = ws.path().join("gateway.jsonl");
     let events = ws.path().join("events.txt");
     runtime().block_on(async {
-        let gateway = stdio_gateway(
-            &[
-                "--workspace",
-                s(ws.path()),
-                "--session",
-                s(&log),
-                "--policy",
-                s(&policy),
-            ],
-            &events,
-            Probe::default(),
-        )
-        .await;
+        let gateway = gateway_in(ws.path(), &log, &policy, &events).await;
         let (client, pid) = (gateway.client.clone(), gateway.pid);
         for tag in ["a", "b"] {
             let peer = client.peer().clone();

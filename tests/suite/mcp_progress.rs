@@ -10,8 +10,7 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
 use super::mcp_client::http_server;
-use super::mcp_concurrent::{Probe, args, gateway_policy, runtime, stdio_gateway, text};
-use super::support::*;
+use super::mcp_concurrent::{args, gateway_in, gateway_policy, runtime, text};
 
 #[test]
 fn mcp_gateway_passes_on_every_upstream_progress_the_last_one_included_over_stdio_and_http() {
@@ -28,19 +27,7 @@ fn mcp_gateway_passes_on_every_upstream_progress_the_last_one_included_over_stdi
         let events = ws.path().join("events.txt");
         let tool = format!("mcp__{server}__progressing");
         runtime().block_on(async {
-            let gateway = stdio_gateway(
-                &[
-                    "--workspace",
-                    s(ws.path()),
-                    "--session",
-                    s(&log),
-                    "--policy",
-                    s(&policy),
-                ],
-                &events,
-                Probe::default(),
-            )
-            .await;
+            let gateway = gateway_in(ws.path(), &log, &policy, &events).await;
             let client = gateway.client.clone();
             for _ in 0..calls {
                 let done = client

@@ -8,7 +8,7 @@
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use super::mcp_concurrent::{Probe, args, gateway_policy, runtime, stdio_gateway, wait_for_lines};
+use super::mcp_concurrent::{args, gateway_in, gateway_policy, runtime, wait_for_lines};
 use super::support::*;
 
 /// Starts the gateway in front of the test server, calls `hold` (read-only) and, once it runs,
@@ -20,19 +20,7 @@ fn stopped_by(signal: &str) -> (Option<i32>, std::path::PathBuf, tempfile::TempD
     let log = ws.path().join("gateway.jsonl");
     let events = ws.path().join("events.txt");
     let code = runtime().block_on(async {
-        let gateway = stdio_gateway(
-            &[
-                "--workspace",
-                s(ws.path()),
-                "--session",
-                s(&log),
-                "--policy",
-                s(&policy),
-            ],
-            &events,
-            Probe::default(),
-        )
-        .await;
+        let gateway = gateway_in(ws.path(), &log, &policy, &events).await;
         let (client, pid) = (gateway.client.clone(), gateway.pid);
         let call = |name: &'static str, a: Value| {
             let peer = client.peer().clone();
@@ -113,19 +101,7 @@ fn mcp_gateway_killed_while_a_call_waits_for_an_exclusive_slot_leaves_it_in_the_
     let log = ws.path().join("gateway.jsonl");
     let printed = ws.path().join("events.txt");
     runtime().block_on(async {
-        let gateway = stdio_gateway(
-            &[
-                "--workspace",
-                s(ws.path()),
-                "--session",
-                s(&log),
-                "--policy",
-                s(&policy),
-            ],
-            &printed,
-            Probe::default(),
-        )
-        .await;
+        let gateway = gateway_in(ws.path(), &log, &policy, &printed).await;
         let (client, pid) = (gateway.client.clone(), gateway.pid);
         for (name, a) in [
             ("mcp__py__hold", json!({"seconds": 60, "tag": "a"})),

@@ -35,7 +35,21 @@ fn mcp_a_crash_quotes_only_that_process_s_stderr_and_the_last_one_says_no_restar
         .collect();
     steps.push(openai("done", &[]));
     let script = script(ws.path(), "s.jsonl", &steps);
-    let out = run_script(&script, ws.path(), &log, &["--policy", s(&policy)]);
+    // Six server starts and the restarts' backoff (0.2 + 0.4 + ... + 3.2 s) take 12-19 s on
+    // two cores: more than the suite's deadline for a hang.
+    let out = run_within(
+        dsh().args([
+            "run",
+            s(&script),
+            "--workspace",
+            s(ws.path()),
+            "--session",
+            s(&log),
+            "--policy",
+            s(&policy),
+        ]),
+        std::time::Duration::from_secs(90),
+    );
     assert_eq!(out.code, 0, "{}", out.both());
     let ev = events(&log);
     for i in 1..=max {

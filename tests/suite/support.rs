@@ -51,7 +51,12 @@ fn reader(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> 
 }
 
 /// Waits for `child` with the suite's deadline; kills it and panics past the deadline.
-pub fn wait(mut child: Child) -> i32 {
+pub fn wait(child: Child) -> i32 {
+    wait_within(child, DEADLINE)
+}
+
+/// Waits for `child` at most `deadline`; kills it and panics past it.
+fn wait_within(mut child: Child, deadline: Duration) -> i32 {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -59,9 +64,9 @@ pub fn wait(mut child: Child) -> i32 {
                 .code()
                 .unwrap_or_else(|| panic!("dsh ended by a signal: {status}"));
         }
-        if start.elapsed() > DEADLINE {
+        if start.elapsed() > deadline {
             let _ = child.kill();
-            panic!("dsh did not finish within {DEADLINE:?}");
+            panic!("dsh did not finish within {deadline:?}");
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -69,6 +74,16 @@ pub fn wait(mut child: Child) -> i32 {
 
 /// Runs `cmd` with `stdin` as its whole input (`None`: no input, end of file at once).
 pub fn run_with(cmd: &mut Command, stdin: Option<&str>) -> Out {
+    run_with_within(cmd, stdin, DEADLINE)
+}
+
+/// Runs `cmd` with an empty stdin, allowing it `deadline` (for a run whose waits are part of
+/// what it tests, as restarts with backoff are).
+pub fn run_within(cmd: &mut Command, deadline: Duration) -> Out {
+    run_with_within(cmd, None, deadline)
+}
+
+fn run_with_within(cmd: &mut Command, stdin: Option<&str>, deadline: Duration) -> Out {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -80,7 +95,7 @@ pub fn run_with(cmd: &mut Command, stdin: Option<&str>) -> Out {
     drop(input);
     let out = reader(child.stdout.take().unwrap());
     let err = reader(child.stderr.take().unwrap());
-    let code = wait(child);
+    let code = wait_within(child, deadline);
     Out {
         code,
         stdout: out.join().unwrap(),
