@@ -43,6 +43,7 @@ mod rules;
 mod script;
 mod sessions;
 mod store_cli;
+mod store_usage;
 mod support;
 mod terminal;
 mod terminal_text;

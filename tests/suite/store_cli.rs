@@ -14,9 +14,14 @@ use super::support::*;
 static CLUSTER: OnceLock<Cluster> = OnceLock::new();
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
+/// The cluster these tests share (started on first use).
+pub(super) fn cluster() -> &'static Cluster {
+    CLUSTER.get_or_init(Cluster::start)
+}
+
 /// A URL of a fresh database of the shared cluster.
 pub(super) fn fresh_db() -> String {
-    let cluster = CLUSTER.get_or_init(Cluster::start);
+    let cluster = cluster();
     let name = format!(
         "cli{}_{}",
         std::process::id(),
@@ -193,6 +198,21 @@ fn a_second_process_writing_a_leased_session_is_refused_in_one_sentence() {
         second.both()
     );
     assert_eq!(err.lines().count(), 1, "{}", second.both());
+    // When the lease runs out, as a UTC time (RFC 3339) and how long from now.
+    let until = err
+        .split("its lease runs until ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no expiry: {err}"));
+    let (stamp, rest) = until.split_at(20);
+    let shape: String = stamp
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '9' } else { c })
+        .collect();
+    assert_eq!(shape, "9999-99-99T99:99:99Z", "{err}");
+    assert!(
+        rest.starts_with(", ") && rest.contains(" s from now:"),
+        "{err}"
+    );
     let listed = dsh_run(&["sessions", "--store", &url]);
     assert_eq!(listed.code, 0, "{}", listed.both());
     assert!(listed.stdout.starts_with("busy  "), "{}", listed.both());

@@ -1,16 +1,21 @@
 //! Errors of the PostgreSQL store.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// Errors of the PostgreSQL session store.
+///
+/// A PostgreSQL error's message says its cause: what the server answered (`password
+/// authentication failed for user "dsh"`, `database "nodb" does not exist`) or why it could not
+/// be reached (`Connection refused`), never just `db error`. No message holds the URL's
+/// password.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// The store URL does not parse.
-    #[error("store URL: {0}")]
+    #[error("store URL: {}", cause(.0))]
     Url(#[source] tokio_postgres::Error),
     /// The database could not be reached or answered with an error.
-    #[error("PostgreSQL: {context}: {source}")]
+    #[error("PostgreSQL: {context}: {}", cause(.source))]
     Db {
         /// What was being done.
         context: &'static str,
@@ -37,7 +42,7 @@ pub enum StoreError {
         id: String,
         /// Who holds the lease (host and process id).
         owner: String,
-        /// When the lease expires, as text.
+        /// When the lease expires, as text: a UTC time (RFC 3339) and how long from now.
         until: String,
     },
     /// No session with this id.
@@ -46,6 +51,15 @@ pub enum StoreError {
     /// A session with this id already exists (import).
     #[error("session {0} already exists in the store")]
     Exists(String),
+    /// A session id the store does not take for a new session: empty, or holding a control
+    /// character (a line break would split every listing of the store's sessions).
+    #[error("session id {id:?} {problem}: a session id is one line of printable text")]
+    BadId {
+        /// The id refused.
+        id: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
     /// A row of `dsh_events` is not an event, or its seq is not where the log puts it.
     #[error("session {session}, {}: {message}", seq_text(*.seq))]
     BadRow {
@@ -77,14 +91,148 @@ pub enum StoreError {
     WriterConnect(String),
 }
 
-/// When a lease held until `until` expires, as people read it.
-pub(crate) fn until_text(until: Option<SystemTime>) -> String {
-    match until.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok()) {
-        Some(d) => format!("{} s after the epoch", d.as_secs()),
-        None => "(no expiry recorded)".to_owned(),
+/// A PostgreSQL error with its cause, as people read it: the server's own message for an
+/// error the server sent (with its detail and hint), else the error and every cause under it
+/// (`error connecting to server: Connection refused (os error 111)`).
+///
+/// `tokio_postgres::Error`'s own text is only its kind (`db error`); the cause is its source.
+/// Neither holds the connection's password: the server's messages never quote it, and the
+/// causes are I/O and configuration errors that name options, not their values.
+pub(crate) fn cause(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = db.message().to_owned();
+        if let Some(detail) = db.detail() {
+            text.push_str(&format!(" ({detail})"));
+        }
+        if let Some(hint) = db.hint() {
+            text.push_str(&format!("; hint: {hint}"));
+        }
+        return text;
     }
+    let mut text = e.to_string();
+    let mut next = std::error::Error::source(e);
+    while let Some(source) = next {
+        let more = source.to_string();
+        // A cause that repeats its parent's text adds nothing.
+        if !text.ends_with(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        next = source.source();
+    }
+    text
+}
+
+/// Checks that `id` can name a new session: not empty, no control character.
+pub(crate) fn check_id(id: &str) -> Result<(), StoreError> {
+    let problem = if id.is_empty() {
+        "is empty"
+    } else if id.chars().any(char::is_control) {
+        "holds a control character (a line break, a tab, an escape, ...)"
+    } else {
+        return Ok(());
+    };
+    Err(StoreError::BadId {
+        id: id.to_owned(),
+        problem,
+    })
+}
+
+/// When a lease held until `until` expires, as people read it: a UTC time (RFC 3339) and how
+/// long that is from now (`2026-12-02T10:33:47Z, 28 s from now`).
+pub(crate) fn until_text(until: Option<SystemTime>) -> String {
+    until_text_at(until, SystemTime::now())
+}
+
+fn until_text_at(until: Option<SystemTime>, now: SystemTime) -> String {
+    let Some(until) = until else {
+        return "(no expiry recorded)".to_owned();
+    };
+    let when = rfc3339(until);
+    match until.duration_since(now) {
+        Ok(left) => format!("{when}, {} from now", span(left)),
+        Err(past) => format!("{when}, {} ago", span(past.duration())),
+    }
+}
+
+/// A duration rounded to whole seconds, as `28 s`, `4 min 10 s` or `2 h 5 min`.
+fn span(d: Duration) -> String {
+    let s = d.as_secs() + u64::from(d.subsec_millis() >= 500);
+    match s {
+        s if s < 60 => format!("{s} s"),
+        s if s < 3600 => format!("{} min {} s", s / 60, s % 60),
+        s => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// A time as RFC 3339 in UTC, to the second (`2026-12-02T10:33:47Z`).
+fn rfc3339(t: SystemTime) -> String {
+    let secs = match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    };
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (proleptic Gregorian calendar).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 fn seq_text(seq: Option<u64>) -> String {
     seq.map_or_else(|| "header".to_owned(), |s| format!("seq {s}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn a_lease_expiry_is_a_utc_time_and_how_long_from_now() {
+        assert_eq!(rfc3339(at(0)), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(at(951_782_400)), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(at(1_796_402_027)), "2026-12-04T16:33:47Z");
+        assert_eq!(
+            until_text_at(Some(at(1_796_402_027)), at(1_796_401_999)),
+            "2026-12-04T16:33:47Z, 28 s from now"
+        );
+        assert_eq!(
+            until_text_at(Some(at(1_796_402_027)), at(1_796_402_030)),
+            "2026-12-04T16:33:47Z, 3 s ago"
+        );
+        assert_eq!(
+            until_text_at(Some(at(10_000)), at(10_000 - 250)),
+            "1970-01-01T02:46:40Z, 4 min 10 s from now"
+        );
+        assert_eq!(until_text_at(None, at(0)), "(no expiry recorded)");
+    }
+
+    #[test]
+    fn a_new_session_id_is_one_line_of_printable_text() {
+        assert!(check_id("build-42").is_ok());
+        assert!(check_id("été 2026").is_ok());
+        for bad in ["", "nl\nid", "tab\tid", "esc\u{1b}[31m", "c1\u{85}"] {
+            let e = check_id(bad).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("a session id is one line of printable text"),
+                "{e}"
+            );
+        }
+    }
 }

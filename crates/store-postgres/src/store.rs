@@ -65,6 +65,9 @@ pub struct SessionInfo {
     pub lines: u64,
     /// Whether a live process holds its lease now.
     pub leased: bool,
+    /// The header's `cwd`: the workspace the session was started in (`None` when the header
+    /// has none).
+    pub cwd: Option<String>,
 }
 
 fn db(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
@@ -147,13 +150,15 @@ impl PgStore {
     /// Opens session `id` for writing: creates it (header with `id` and `cwd`) when absent,
     /// otherwise takes its lease (refused while a live process holds it) and resumes it after
     /// the same crash repair as a file (spec I4). `options` applies as for a file (strictness,
-    /// invariants); its id and cwd are not used.
+    /// invariants); its id and cwd are not used. An id that is empty or holds a control
+    /// character is refused ([`StoreError::BadId`]).
     pub async fn open(
         &self,
         id: &str,
         cwd: &str,
         options: OpenOptions,
     ) -> Result<Opened, StoreError> {
+        crate::error::check_id(id)?;
         let header = Header::new(id, cwd).to_json_line();
         self.open_inner(id, Some(header), options).await
     }
@@ -298,7 +303,8 @@ impl PgStore {
         leased(self.pooled().await?.get()?, id).await
     }
 
-    /// The sessions, most recently written first.
+    /// The sessions, most recently written first (with their header's `cwd`, so a caller can
+    /// keep one workspace's).
     pub async fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
         let mut pooled = self.pooled().await?;
         let rows = pooled
@@ -307,7 +313,8 @@ impl PgStore {
                 "SELECT s.id, s.created_at, s.updated_at,
                         (SELECT count(*) FROM dsh_events e WHERE e.session_id = s.id),
                         s.lease_until IS NOT NULL AND s.lease_until >= now()
-                          AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = s.lease_backend)
+                          AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = s.lease_backend),
+                        s.header
                    FROM dsh_sessions s ORDER BY s.updated_at DESC, s.id DESC",
                 &[],
             )
@@ -321,6 +328,9 @@ impl PgStore {
                 updated_at: r.get(2),
                 lines: u64::try_from(r.get::<_, i64>(3)).unwrap_or(0),
                 leased: r.get(4),
+                cwd: Header::from_json_line(r.get::<_, &str>(5))
+                    .ok()
+                    .and_then(|h| h.cwd().map(str::to_owned)),
             })
             .collect())
     }

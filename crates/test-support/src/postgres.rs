@@ -232,6 +232,21 @@ impl Cluster {
         self.start_server();
     }
 
+    /// Makes `user` sign in with a password over TCP (`scram-sha-256`; every other user keeps
+    /// trust authentication), and reloads the server's configuration. Create the role with its
+    /// password first (`CREATE ROLE user LOGIN PASSWORD '...'`).
+    pub fn require_password(&self, user: &str) {
+        let hba = self.data_dir().join("pg_hba.conf");
+        let old = std::fs::read_to_string(&hba)
+            .unwrap_or_else(|e| panic!("PostgreSQL test cluster: {}: {e}", hba.display()));
+        // The first matching line wins: this one goes before the trust lines.
+        let line = format!("host all {user} 127.0.0.1/32 scram-sha-256\n");
+        std::fs::write(&hba, format!("{line}{old}"))
+            .unwrap_or_else(|e| panic!("PostgreSQL test cluster: {}: {e}", hba.display()));
+        let data = self.data_dir().display().to_string();
+        self.run("pg_ctl", &["-D", &data, "reload"]);
+    }
+
     /// The server's log so far (for a failing test's message).
     pub fn server_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()

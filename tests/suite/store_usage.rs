@@ -1,0 +1,81 @@
+//! What a store user is told: a connection that fails says why (the server's own reason, or the
+//! network's), never the password. The tests that need a server use the cluster `store_cli.rs`
+//! starts.
+
+use super::store_cli::{cluster, fresh_db};
+use super::support::*;
+
+/// The URL with `user:password` put in.
+fn with_credentials(url: &str, user: &str, password: &str) -> String {
+    url.replacen(
+        "postgres://dsh@",
+        &format!("postgres://{user}:{password}@"),
+        1,
+    )
+}
+
+#[test]
+fn a_failed_connection_says_why_and_never_the_password() {
+    let base = fresh_db();
+    // A database that does not exist: the server's reason.
+    let nodb = with_credentials(&cluster().url_for("nodb"), "dsh", "s3cret-pw");
+    // Nothing listens on a port just freed: the network's reason.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let refused = format!("postgres://dsh:s3cret-pw@127.0.0.1:{port}/dsh");
+    // A wrong password for a user who needs one.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute(
+                "DO $$ BEGIN
+                   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'dsh_pw') THEN
+                     CREATE ROLE dsh_pw LOGIN SUPERUSER PASSWORD 'right-pw';
+                   END IF;
+                 END $$",
+            )
+            .await
+            .unwrap();
+    });
+    cluster().require_password("dsh_pw");
+    let wrong = with_credentials(&base, "dsh_pw", "s3cret-pw");
+    let right = with_credentials(&base, "dsh_pw", "right-pw");
+    // The password that works works: the refusal below is the password's.
+    let ok = dsh_run(&["sessions", "--store", &right]);
+    assert_eq!(ok.code, 0, "{}", ok.both());
+
+    for (url, reason) in [
+        (&nodb, r#"database "nodb" does not exist"#),
+        (&refused, "Connection refused"),
+        (
+            &wrong,
+            r#"password authentication failed for user "dsh_pw""#,
+        ),
+    ] {
+        for args in [
+            vec!["sessions", "--store", url.as_str()],
+            vec!["check", "--store", url.as_str(), "some-id"],
+        ] {
+            let out = dsh_run(&args);
+            assert_eq!(out.code, 1, "{}", out.both());
+            assert!(out.stderr.contains(reason), "{reason}: {}", out.both());
+            assert!(
+                out.stderr.contains("PostgreSQL: connect: "),
+                "{}",
+                out.both()
+            );
+            assert!(!out.stderr.contains("s3cret-pw"), "{}", out.both());
+            assert!(!out.stdout.contains("s3cret-pw"), "{}", out.both());
+        }
+    }
+}
