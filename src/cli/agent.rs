@@ -113,7 +113,7 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
         args.pipeline.preset,
     )?;
     let max_parallel = policy.max_parallel_tool_calls;
-    let store_url = args.pipeline.store.store.clone();
+    let store_url = args.pipeline.store.url()?;
     let session = match (&args.resume, &store_url) {
         (None, _) => args.session.clone(),
         (Some(which), Some(url)) if which.is_empty() => {

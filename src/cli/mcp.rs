@@ -145,7 +145,7 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
         script_text: None,
         workspace: &workspace,
         session: args.session.clone(),
-        store: args.pipeline.store.store.clone(),
+        store: args.pipeline.store.url()?,
         policy,
         approvals,
         grants: None,

@@ -262,7 +262,7 @@ pub fn main() -> i32 {
             Command::Agent(args) => agent::agent(args).await,
             #[cfg(feature = "agent")]
             Command::Chat(args) => chat::chat(args).await,
-            Command::Sessions(args) => match args.store.store.clone() {
+            Command::Sessions(args) => match args.store.url()? {
                 Some(url) => store::sessions(&url).await,
                 None => sessions::sessions(args),
             },
@@ -271,15 +271,15 @@ pub fn main() -> i32 {
             Command::View(args) => view::view(args).await,
             #[cfg(feature = "mcp-serve")]
             Command::Mcp(args) => mcp::mcp(args).await,
-            Command::Check { logs, store } => match store.store {
+            Command::Check { logs, store } => match store.url()? {
                 Some(url) => store::check(&url, &logs).await,
                 None => logs::check(&logs),
             },
-            Command::Transcript { log, format, store } => match store.store {
+            Command::Transcript { log, format, store } => match store.url()? {
                 Some(url) => store::transcript(&url, &log.to_string_lossy(), format).await,
                 None => logs::transcript(&log, format),
             },
-            Command::Repair { log, store } => match store.store {
+            Command::Repair { log, store } => match store.url()? {
                 Some(url) => store::repair(&url, &log.to_string_lossy()).await,
                 None => logs::repair(&log),
             },

@@ -501,7 +501,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Exit> {
         script_text: Some(&script_text),
         workspace: &workspace,
         session: args.session.clone(),
-        store: args.pipeline.store.store.clone(),
+        store: args.pipeline.store.url()?,
         policy,
         approvals: approvals(args.approve, &grants),
         grants: Some(grants),

@@ -19,9 +19,36 @@ use super::{Exit, Format};
 #[derive(Args, Debug, Clone, Default)]
 pub struct StoreArg {
     /// Keep sessions in PostgreSQL (`postgres://user@host:port/db`) instead of files; session
-    /// names are then ids in the store.
-    #[arg(long, env = "DSH_STORE", value_name = "URL")]
-    pub store: Option<String>,
+    /// names are then ids in the store. Default: `DSH_STORE` when it is set and not empty.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+}
+
+/// The variable that names a store when `--store` is not given.
+const STORE_VAR: &str = "DSH_STORE";
+
+impl StoreArg {
+    /// The store's URL: `--store`, else `DSH_STORE`; `None` (sessions are files) when neither
+    /// is given or `DSH_STORE` is empty, as an unset variable is. An empty `--store` is a
+    /// usage error: it was given on purpose, and cannot name a store.
+    pub fn url(&self) -> Result<Option<String>, Exit> {
+        match &self.store {
+            Some(url) if url.trim().is_empty() => Err(Exit::usage(
+                "--store: the URL is empty (give postgres://user@host:port/db, or leave --store \
+                 out to keep sessions in files)",
+            )),
+            Some(url) => Ok(Some(url.clone())),
+            None => match std::env::var(STORE_VAR) {
+                Ok(url) if url.trim().is_empty() => Ok(None),
+                Ok(url) => Ok(Some(url)),
+                Err(std::env::VarError::NotPresent) => Ok(None),
+                Err(std::env::VarError::NotUnicode(_)) => Err(Exit::usage(format!(
+                    "{STORE_VAR} is not valid UTF-8: it should be a URL such as \
+                     postgres://user@host:port/db"
+                ))),
+            },
+        }
+    }
 }
 
 /// The URL without its password, for messages.
@@ -203,7 +230,7 @@ pub struct TailArgs {
 }
 
 fn required(arg: &StoreArg, command: &str) -> Result<String, Exit> {
-    arg.store.clone().ok_or_else(|| {
+    arg.url()?.ok_or_else(|| {
         Exit::usage(format!(
             "dsh {command} needs a store: --store postgres://... (or DSH_STORE)"
         ))

@@ -1,6 +1,8 @@
 //! What a store user is told: a connection that fails says why (the server's own reason, or the
-//! network's), never the password. The tests that need a server use the cluster `store_cli.rs`
-//! starts.
+//! network's), never the password; an empty `DSH_STORE` is no store at all, an empty `--store`
+//! a usage error. The tests that need a server use the cluster `store_cli.rs` starts.
+
+use serde_json::json;
 
 use super::store_cli::{cluster, fresh_db};
 use super::support::*;
@@ -78,4 +80,50 @@ fn a_failed_connection_says_why_and_never_the_password() {
             assert!(!out.stdout.contains("s3cret-pw"), "{}", out.both());
         }
     }
+}
+
+#[test]
+fn an_empty_dsh_store_means_files_and_an_empty_store_option_is_refused() {
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
+    );
+    let log = t.path().join("log.jsonl");
+    let out = run(dsh()
+        .args(["run", s(&sc), "--workspace", s(t.path()), "--demo-tools"])
+        .args(["--session", s(&log)])
+        .env("DSH_STORE", ""));
+    assert_eq!(out.code, 0, "{}", out.both());
+    assert!(log.is_file(), "a file log, as without DSH_STORE");
+    for args in [
+        vec!["check", s(&log)],
+        vec!["transcript", s(&log)],
+        vec!["repair", s(&log)],
+        vec!["sessions", "--workspace", s(t.path())],
+    ] {
+        let out = run(dsh().args(&args).env("DSH_STORE", ""));
+        assert_eq!(out.code, 0, "{args:?}: {}", out.both());
+        assert_eq!(out.stderr, "", "{args:?}: {}", out.both());
+    }
+    // An empty --store was given on purpose: a usage error naming it.
+    for args in [
+        vec!["check", "--store", "", s(&log)],
+        vec!["sessions", "--store="],
+        vec!["export", "--store", "", "some-id"],
+    ] {
+        let out = run(dsh().args(&args).env_remove("DSH_STORE"));
+        assert_eq!(out.code, 2, "{args:?}: {}", out.both());
+        assert!(out.stderr.contains("--store"), "{args:?}: {}", out.both());
+        assert!(
+            !out.stderr.contains("PostgreSQL"),
+            "{args:?}: {}",
+            out.both()
+        );
+    }
+    // A command that needs a store still says so when DSH_STORE is empty.
+    let out = run(dsh().args(["export", "some-id"]).env("DSH_STORE", ""));
+    assert_eq!(out.code, 2, "{}", out.both());
+    assert!(out.stderr.contains("needs a store"), "{}", out.both());
 }

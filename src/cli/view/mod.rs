@@ -156,7 +156,7 @@ fn open_browser(url: &str) {
 
 /// Runs `dsh view`.
 pub async fn view(args: ViewArgs) -> Result<i32, Exit> {
-    let (source, first) = match &args.store.store {
+    let (source, first) = match &args.store.url()? {
         Some(url) => {
             // The session to open first, in the URL's fragment (the page reads it).
             let first = args
