@@ -117,8 +117,13 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
     let session = match (&args.resume, &store_url) {
         (None, _) => args.session.clone(),
         (Some(which), Some(url)) if which.is_empty() => {
+            let root = workspace
+                .canonicalize()
+                .map_err(|e| Exit::usage(format!("workspace {}: {e}", workspace.display())))?;
             let store = super::store::connect(url).await?;
-            Some(PathBuf::from(super::store::most_recent(&store, url).await?))
+            Some(PathBuf::from(
+                super::store::most_recent(&store, url, &root).await?,
+            ))
         }
         (Some(which), Some(_)) => Some(PathBuf::from(which)),
         (Some(which), None) => {

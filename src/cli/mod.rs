@@ -262,10 +262,7 @@ pub fn main() -> i32 {
             Command::Agent(args) => agent::agent(args).await,
             #[cfg(feature = "agent")]
             Command::Chat(args) => chat::chat(args).await,
-            Command::Sessions(args) => match args.store.url()? {
-                Some(url) => store::sessions(&url).await,
-                None => sessions::sessions(args),
-            },
+            Command::Sessions(args) => sessions::sessions(args).await,
             Command::Tools(args) => tools::tools(args).await,
             #[cfg(feature = "view")]
             Command::View(args) => view::view(args).await,

@@ -15,6 +15,10 @@ pub struct SessionsArgs {
     /// The workspace (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
+    /// With a store: every session of the store, each with its workspace, not only this
+    /// workspace's.
+    #[arg(long)]
+    pub all: bool,
     #[command(flatten)]
     pub store: super::store::StoreArg,
 }
@@ -125,18 +129,44 @@ fn human(bytes: u64) -> String {
     }
 }
 
-/// Runs `dsh sessions`.
-pub fn sessions(args: SessionsArgs) -> Result<i32, Exit> {
+/// `text` on one line: each control character (a line break, a tab, an escape) written as its
+/// escape (`\n`, `\t`, `\u{1b}`), so that a name holding one cannot split a listing's line
+/// or drive the terminal.
+pub fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+}
+
+/// Runs `dsh sessions`: the workspace's sessions, of its files or (with a store) those whose
+/// header's `cwd` is the workspace, as a run in it writes; a workspace that does not exist is
+/// refused.
+pub async fn sessions(args: SessionsArgs) -> Result<i32, Exit> {
     let workspace = super::options::workspace_or_cwd(args.workspace.as_ref())?;
     let workspace = workspace
         .canonicalize()
         .map_err(|e| Exit::usage(format!("workspace {}: {e}", workspace.display())))?;
+    if let Some(url) = args.store.url()? {
+        return super::store::sessions(&url, &workspace, args.all).await;
+    }
+    if args.all {
+        return Err(Exit::usage(
+            "--all lists every session of a store: give --store URL (or DSH_STORE); without \
+             one, sessions are files and listed per workspace",
+        ));
+    }
     for s in list(&workspace)? {
         let when = httpdate::fmt_http_date(s.modified);
         let prompt = first_prompt(&s.path).unwrap_or_else(|| "(no prompt)".to_owned());
         println!(
             "{}  {when}  {:>8}  {}",
-            s.id,
+            one_line(&s.id),
             human(s.size),
             super::render::sanitize(&prompt)
         );

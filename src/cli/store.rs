@@ -71,7 +71,9 @@ pub fn place(url: &str, id: &str) -> PathBuf {
 fn failed(url: &str, e: StoreError) -> Exit {
     match e {
         StoreError::Url(_) => Exit::usage(format!("--store {}: {e}", shown(url))),
-        StoreError::NoSuchSession(_) | StoreError::Exists(_) => Exit::usage(e.to_string()),
+        StoreError::NoSuchSession(_) | StoreError::Exists(_) | StoreError::BadId { .. } => {
+            Exit::usage(e.to_string())
+        }
         other => Exit::internal(format!("{}: {other}", shown(url))),
     }
 }
@@ -123,15 +125,36 @@ where
     }
 }
 
-/// The most recently written session of the store (`--resume` with no id).
+/// The store's sessions of `workspace` (a canonical path: those whose header's `cwd` it is,
+/// as a run in it writes), most recently written first.
+async fn of_workspace(
+    store: &PgStore,
+    url: &str,
+    workspace: &Path,
+) -> Result<Vec<dsh_store_postgres::SessionInfo>, Exit> {
+    let cwd = workspace.display().to_string();
+    let mut sessions = store.sessions().await.map_err(|e| failed(url, e))?;
+    sessions.retain(|s| s.cwd.as_deref() == Some(cwd.as_str()));
+    Ok(sessions)
+}
+
+/// The most recently written session of `workspace` (a canonical path) in the store
+/// (`--resume` with no id).
 #[cfg(feature = "agent")]
-pub async fn most_recent(store: &PgStore, url: &str) -> Result<String, Exit> {
-    let sessions = store.sessions().await.map_err(|e| failed(url, e))?;
-    sessions
+pub async fn most_recent(store: &PgStore, url: &str, workspace: &Path) -> Result<String, Exit> {
+    of_workspace(store, url, workspace)
+        .await?
         .into_iter()
         .next()
         .map(|s| s.id)
-        .ok_or_else(|| Exit::usage(format!("--resume: {} has no session yet", shown(url))))
+        .ok_or_else(|| {
+            Exit::usage(format!(
+                "--resume: {} has no session yet in {} (`dsh sessions --store URL --all` lists \
+                 every workspace's)",
+                workspace.display(),
+                shown(url)
+            ))
+        })
 }
 
 /// `dsh check --store URL ID...`.
@@ -181,15 +204,27 @@ pub async fn repair(url: &str, id: &str) -> Result<i32, Exit> {
     Ok(0)
 }
 
-/// `dsh sessions --store URL`: one per line starting with its id, most recent first.
-pub async fn sessions(url: &str) -> Result<i32, Exit> {
+/// `dsh sessions --store URL`: the sessions of `workspace` (a canonical path), or with `all`
+/// every session of the store (each with its workspace), one per line starting with its id,
+/// most recent first.
+pub async fn sessions(url: &str, workspace: &Path, all: bool) -> Result<i32, Exit> {
     let store = connect(url).await?;
-    for s in store.sessions().await.map_err(|e| failed(url, e))? {
+    let listed = if all {
+        store.sessions().await.map_err(|e| failed(url, e))?
+    } else {
+        of_workspace(&store, url, workspace).await?
+    };
+    for s in listed {
         let when = httpdate::fmt_http_date(s.updated_at);
         let live = if s.leased { "  (being written)" } else { "" };
+        let place = match (all, &s.cwd) {
+            (true, Some(cwd)) => format!("  {}", super::sessions::one_line(cwd)),
+            (true, None) => "  (no workspace)".to_owned(),
+            (false, _) => String::new(),
+        };
         super::out(&format!(
-            "{}  {when}  {:>6} events{live}",
-            super::render::sanitize(&s.id),
+            "{}  {when}  {:>6} events{live}{place}",
+            super::sessions::one_line(&s.id),
             s.lines
         ));
     }

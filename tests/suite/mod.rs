@@ -44,6 +44,7 @@ mod script;
 mod sessions;
 mod store_cli;
 mod store_usage;
+mod store_workspace;
 mod support;
 mod terminal;
 mod terminal_text;

@@ -153,3 +153,31 @@ impl Drop for Immutable {
         }
     }
 }
+
+#[test]
+fn file_sessions_are_listed_one_per_line_whatever_their_file_names() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let sc = script(t.path(), "s.jsonl", &[openai("done", &[])]);
+    let out = run(dsh()
+        .args(["run", s(&sc), "--workspace", s(&ws)])
+        .env_remove("DSH_STORE"));
+    assert_eq!(out.code, 0, "{}", out.both());
+    let log = default_sessions(&ws).pop().unwrap();
+    // A file name with a line break, put in the sessions folder by hand.
+    std::fs::copy(&log, log.with_file_name("two\nlines.jsonl")).unwrap();
+    let listed = run(dsh()
+        .args(["sessions", "--workspace", s(&ws)])
+        .env_remove("DSH_STORE"));
+    assert_eq!(listed.code, 0, "{}", listed.both());
+    assert_eq!(listed.stdout.lines().count(), 2, "{}", listed.both());
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .any(|l| l.starts_with(r"two\nlines  ")),
+        "{}",
+        listed.both()
+    );
+}

@@ -213,7 +213,7 @@ fn a_second_process_writing_a_leased_session_is_refused_in_one_sentence() {
         rest.starts_with(", ") && rest.contains(" s from now:"),
         "{err}"
     );
-    let listed = dsh_run(&["sessions", "--store", &url]);
+    let listed = dsh_run(&["sessions", "--store", &url, "--workspace", s(t.path())]);
     assert_eq!(listed.code, 0, "{}", listed.both());
     assert!(listed.stdout.starts_with("busy  "), "{}", listed.both());
 }
@@ -369,7 +369,7 @@ fn a_run_refused_before_it_starts_leaves_no_session_in_the_store() {
         "{}",
         refused.both()
     );
-    let listed = dsh_run(&["sessions", "--store", &url]);
+    let listed = dsh_run(&["sessions", "--store", &url, "--workspace", s(t.path())]);
     assert_eq!(listed.code, 0, "{}", listed.both());
     assert_eq!(
         listed.stdout,
@@ -382,7 +382,7 @@ fn a_run_refused_before_it_starts_leaves_no_session_in_the_store() {
     assert_eq!(ok.code, 0, "{}", ok.both());
     let again = run("kept", &["--policy", s(&bad)]);
     assert_eq!(again.code, 2, "{}", again.both());
-    let listed = dsh_run(&["sessions", "--store", &url]);
+    let listed = dsh_run(&["sessions", "--store", &url, "--workspace", s(t.path())]);
     assert!(listed.stdout.starts_with("kept  "), "{}", listed.both());
     let check = dsh_run(&["check", "--store", &url, "kept"]);
     assert_eq!(check.code, 0, "{}", check.both());

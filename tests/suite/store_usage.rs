@@ -1,6 +1,7 @@
 //! What a store user is told: a connection that fails says why (the server's own reason, or the
 //! network's), never the password; an empty `DSH_STORE` is no store at all, an empty `--store`
-//! a usage error. The tests that need a server use the cluster `store_cli.rs` starts.
+//! a usage error; a session id with a control character is refused. The tests that need a server use the cluster `store_cli.rs`
+//! starts.
 
 use serde_json::json;
 
@@ -126,4 +127,50 @@ fn an_empty_dsh_store_means_files_and_an_empty_store_option_is_refused() {
     let out = run(dsh().args(["export", "some-id"]).env("DSH_STORE", ""));
     assert_eq!(out.code, 2, "{}", out.both());
     assert!(out.stderr.contains("needs a store"), "{}", out.both());
+}
+
+#[test]
+fn a_session_id_with_a_control_character_is_refused_by_the_store() {
+    let url = fresh_db();
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
+    );
+    for id in ["nl\nid", "tab\tid", "esc\u{1b}[31mred"] {
+        let out = dsh_run(&[
+            "run",
+            s(&sc),
+            "--workspace",
+            s(t.path()),
+            "--store",
+            &url,
+            "--session",
+            id,
+            "--demo-tools",
+        ]);
+        assert_eq!(out.code, 2, "{id:?}: {}", out.both());
+        assert!(
+            out.stderr
+                .contains("a session id is one line of printable text"),
+            "{id:?}: {}",
+            out.both()
+        );
+        assert_eq!(out.stderr.lines().count(), 1, "{id:?}: {}", out.both());
+    }
+    let log = t.path().join("ok.jsonl");
+    let out = run_script(&sc, t.path(), &log, &["--demo-tools"]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let imported = dsh_run(&["import", "--store", &url, s(&log), "--id", "bad\nid"]);
+    assert_eq!(imported.code, 2, "{}", imported.both());
+    assert!(
+        imported
+            .stderr
+            .contains(r#"session id "bad\nid" holds a control character"#),
+        "{}",
+        imported.both()
+    );
+    let listed = dsh_run(&["sessions", "--store", &url, "--all"]);
+    assert_eq!(listed.stdout, "", "nothing was created: {}", listed.both());
 }
