@@ -296,7 +296,10 @@ pub async fn import(args: ImportArgs) -> Result<i32, Exit> {
         .import_as(&bytes, args.id.as_deref())
         .await
         .map_err(|e| match e {
-            StoreError::Session { .. } => Exit::usage(format!("{}: {e}", args.file.display())),
+            StoreError::Session { ref source, .. } => {
+                let hint = torn_tail_hint(&bytes, source.line(), &args.file);
+                Exit::usage(format!("{}: {e}{hint}", args.file.display()))
+            }
             other => failed(&url, other),
         })?;
     super::out(&format!(
@@ -305,6 +308,29 @@ pub async fn import(args: ImportArgs) -> Result<i32, Exit> {
         done.lines
     ));
     Ok(0)
+}
+
+/// What to do about a log refused at `line` when that is its last line and it has no newline
+/// (empty otherwise): a crash mid-write left it torn, which `dsh repair FILE` cuts; a whole
+/// line that only lacks its newline, `dsh repair FILE` ends.
+fn torn_tail_hint(bytes: &[u8], line: Option<usize>, file: &Path) -> String {
+    let Some(last) = bytes.split(|&b| b == b'\n').next_back() else {
+        return String::new();
+    };
+    let lines = bytes.split(|&b| b == b'\n').count();
+    if last.is_empty() || line != Some(lines) {
+        return String::new();
+    }
+    let whole = serde_json::from_slice::<serde::de::IgnoredAny>(last).is_ok();
+    let what = if whole {
+        "ends it with its newline"
+    } else {
+        "cuts a torn tail (the unfinished last line a crash mid-write leaves)"
+    };
+    format!(
+        "; `dsh repair {}` {what}, then import again",
+        file.display()
+    )
 }
 
 /// `dsh tail --store URL ID`: prints the session's lines as they are committed, until its

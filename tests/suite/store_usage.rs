@@ -1,6 +1,7 @@
 //! What a store user is told: a connection that fails says why (the server's own reason, or the
 //! network's), never the password; an empty `DSH_STORE` is no store at all, an empty `--store`
-//! a usage error; a session id with a control character is refused. The tests that need a server use the cluster `store_cli.rs`
+//! a usage error; a session id with a control character is refused; a torn log is imported
+//! once `dsh repair` cut its tail. The tests that need a server use the cluster `store_cli.rs`
 //! starts.
 
 use serde_json::json;
@@ -173,4 +174,40 @@ fn a_session_id_with_a_control_character_is_refused_by_the_store() {
     );
     let listed = dsh_run(&["sessions", "--store", &url, "--all"]);
     assert_eq!(listed.stdout, "", "nothing was created: {}", listed.both());
+}
+
+#[test]
+fn importing_a_torn_log_says_that_dsh_repair_cuts_the_torn_tail() {
+    let url = fresh_db();
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
+    );
+    let log = t.path().join("torn.jsonl");
+    let out = run_script(&sc, t.path(), &log, &["--demo-tools"]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    // A crash mid-write: the last line cut short, no newline.
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes.extend_from_slice(br#"{"type":"turn/start","data":{"tu"#);
+    std::fs::write(&log, &bytes).unwrap();
+    let refused = dsh_run(&["import", "--store", &url, s(&log), "--id", "torn"]);
+    assert_eq!(refused.code, 2, "{}", refused.both());
+    assert!(
+        refused.stderr.contains("invalid JSON"),
+        "{}",
+        refused.both()
+    );
+    assert!(
+        refused
+            .stderr
+            .contains(&format!("`dsh repair {}` cuts a torn tail", log.display())),
+        "{}",
+        refused.both()
+    );
+    let repaired = dsh_run(&["repair", s(&log)]);
+    assert_eq!(repaired.code, 0, "{}", repaired.both());
+    let imported = dsh_run(&["import", "--store", &url, s(&log), "--id", "torn"]);
+    assert_eq!(imported.code, 0, "{}", imported.both());
 }
