@@ -480,11 +480,13 @@ impl Renderer {
         let failed: usize = t.failures.values().sum();
         let subs = match t.sub_calls {
             0 => String::new(),
+            1 => " (+1 run_code sub-call)".to_owned(),
             n => format!(" (+{n} run_code sub-calls)"),
         };
         let mut s = format!(
-            "{} calls{subs}, {} failed, {:.2}s",
+            "{} call{}{subs}, {} failed, {:.2}s",
             t.calls,
+            if t.calls == 1 { "" } else { "s" },
             failed,
             self.started.elapsed().as_secs_f64()
         );

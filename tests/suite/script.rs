@@ -336,3 +336,16 @@ fn grep_and_glob_say_not_found_and_what_they_skipped() {
     assert!(g3.text.contains("Skipped 1 binary file"), "{g3:?}");
     assert!(g3.text.contains("(target/)"), "{g3:?}");
 }
+
+#[test]
+fn a_run_of_one_call_says_1_call() {
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
+    );
+    let out = run_script(&sc, t.path(), &t.path().join("l.jsonl"), &["--demo-tools"]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    assert!(out.stderr.contains("1 call, 0 failed"), "{}", out.both());
+}
