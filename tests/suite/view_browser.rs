@@ -2,7 +2,9 @@
 //! (`chromedriver`, the `fantoccini` client). The page loads the demo's session and reference
 //! harness logs, draws one waterfall bar per call, shows a call's result when it is clicked, and
 //! gains rows when a running session's log grows (pushed as Server-Sent Events; asked for when the
-//! browser has no EventSource); a PostgreSQL store's sessions are shown and followed the same way. These tests FAIL when Chromium or chromedriver
+//! browser has no EventSource); a PostgreSQL store's sessions are shown and followed the same way; a
+//! session no process writes any more shows the calls it left without a result and what answers
+//! them, and its repair once it is done. These tests FAIL when Chromium or chromedriver
 //! is missing (`apt-get install chromium chromium-driver`; `cargo xtask test` installs them).
 //!
 //! `DSH_VIEW_SCREENSHOTS=DIR` also writes the screenshots there (how `docs/view-*.png` are made).
@@ -539,5 +541,119 @@ async fn view_in_chromium_shows_and_follows_sessions_of_a_postgres_store() {
     );
     b.until(status, |v| v == "✓").await;
     assert_eq!(wait(run.child), 0);
+    b.close().await;
+}
+
+/// The text of the status mark of call `id`'s row (`✓`, `✗`, `…`, `∅`, `?`), or null.
+fn status_of(id: &str) -> String {
+    format!(
+        "const e = document.querySelector(\".call[data-call-id='{id}'] .st\"); return e ? e.textContent : null;"
+    )
+}
+
+/// The text of the note a stopped session with unanswered calls gets, or null.
+const STOPPED_NOTE: &str =
+    "const e = document.querySelector('.stopped-note'); return e ? e.textContent : null;";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn view_in_chromium_shows_the_calls_a_stopped_session_left_without_a_result() {
+    let tmpdir = tmp();
+    let full = std::fs::read_to_string(demo_log(tmpdir.path())).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    // Its writer killed in step 1: the model's message made two reads, only the first was
+    // recorded (`tool/call`), and neither was answered.
+    let first_call = lines
+        .iter()
+        .position(|l| l.contains("\"type\":\"tool/call\""))
+        .unwrap();
+    assert!(lines[first_call].contains("call_read_notes"));
+    let stopped = tmpdir.path().join("stopped.jsonl");
+    std::fs::write(&stopped, lines[..=first_call].join("\n") + "\n").unwrap();
+    let check = dsh_run(&["check", s(&stopped)]);
+    assert_eq!(check.code, 1, "{}", check.both());
+    assert!(
+        check.stdout.contains("call_read_notes") && check.stdout.contains("call_read_app"),
+        "{}",
+        check.both()
+    );
+
+    let viewer = Viewer::start(&stopped);
+    let b = Browser::start().await;
+    b.c().goto(&viewer.url).await.unwrap();
+    // The call never recorded is shown, as such; the recorded one says the session stopped.
+    let unrecorded = b.until(&status_of("call_read_app"), Value::is_string).await;
+    assert_eq!(unrecorded, json!("?"));
+    assert_eq!(b.js(&status_of("call_read_notes")).await, json!("∅"));
+    let note = b.until(STOPPED_NOTE, Value::is_string).await;
+    let note = note.as_str().unwrap();
+    let repair = format!("dsh repair {}", stopped.display());
+    assert!(note.contains("Not being written"), "{note}");
+    assert!(note.contains("1 call(s) without a result"), "{note}");
+    assert!(
+        note.contains("1 call(s) the model made that were never recorded"),
+        "{note}"
+    );
+    assert!(note.contains(&format!("`{repair}`")), "{note}");
+    b.click(".call[data-call-id='call_read_notes']").await;
+    let text = b
+        .text(".detail[data-call-id='call_read_notes'] .result")
+        .await;
+    assert!(
+        text.contains("the session stopped before this call was answered"),
+        "{text}"
+    );
+    assert!(text.contains(&repair), "{text}");
+    b.click(".call[data-call-id='call_read_app']").await;
+    let text = b
+        .text(".detail[data-call-id='call_read_app'] .result")
+        .await;
+    assert!(text.contains("never recorded"), "{text}");
+    assert!(text.contains("never ran"), "{text}");
+
+    // `dsh repair` answers both: the page, following the file, shows their results.
+    let repaired = dsh_run(&["repair", s(&stopped)]);
+    assert_eq!(repaired.code, 0, "{}", repaired.both());
+    b.until(&status_of("call_read_app"), |v| v == "✗").await;
+    assert_eq!(b.js(&status_of("call_read_notes")).await, json!("✗"));
+    b.until(STOPPED_NOTE, Value::is_null).await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn view_in_chromium_says_a_stored_session_is_no_longer_written_and_sees_its_repair() {
+    let url = std::thread::spawn(super::store_cli::fresh_db)
+        .join()
+        .unwrap();
+    let t = tmp();
+    let mut writer = super::store_cli::running_store_session(t.path(), &url, "cut", "slow", 20_000);
+    let viewer = Viewer::store(&url, Some("cut"));
+    let b = Browser::start().await;
+    b.c().goto(&viewer.url).await.unwrap();
+    let pending = b.until(&status_of("slow"), Value::is_string).await;
+    assert_eq!(pending, json!("…"), "running");
+    assert_eq!(b.js(STOPPED_NOTE).await, Value::Null);
+
+    // The writer is killed: the stream ends, and the page says the session is not written.
+    writer.child.kill().unwrap();
+    writer.child.wait().unwrap();
+    b.until(&status_of("slow"), |v| v == "∅").await;
+    let badge = b.text(".badge.ended").await;
+    assert_eq!(badge, "no longer being written");
+    let note = b.until(STOPPED_NOTE, Value::is_string).await;
+    let note = note.as_str().unwrap();
+    assert!(note.contains("1 call(s) without a result"), "{note}");
+    assert!(note.contains("`dsh repair --store postgres://"), "{note}");
+    assert!(note.contains(" cut`"), "{note}");
+    b.until("return document.body.dataset.follow;", |v| v == "ended")
+        .await;
+
+    // A repair after the stream ended is seen.
+    let repaired = dsh_run(&["repair", "--store", &url, "cut"]);
+    assert_eq!(repaired.code, 0, "{}", repaired.both());
+    b.until(&status_of("slow"), |v| v == "✗").await;
+    b.until(STOPPED_NOTE, Value::is_null).await;
+    b.click(".call[data-call-id='slow']").await;
+    let result = b.text(".detail[data-call-id='slow'] .result").await;
+    assert!(!result.is_empty(), "{result}");
     b.close().await;
 }

@@ -147,6 +147,30 @@ impl Source {
             _ => id.to_owned(),
         }
     }
+
+    /// The command that repairs stored session `id` (the page shows it when a session that is
+    /// not written any more left calls without a result).
+    pub(super) fn store_repair(&self, id: &str) -> String {
+        match self {
+            Source::Store { url, .. } => format!(
+                "dsh repair --store {} {}",
+                shell_word(&store::shown(url)),
+                shell_word(id)
+            ),
+            _ => format!("dsh repair {}", shell_word(id)),
+        }
+    }
+}
+
+/// `word` as one shell word: as it is when it holds only characters no shell reads specially,
+/// else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:@=,%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 /// A log's id: its file name without `.jsonl`.
@@ -278,7 +302,8 @@ pub(super) async fn batch(
                 .await
                 .map_err(|e| store_problem(url, e))?;
             let place = source.place(id);
-            whole(&bytes, id, &place, live, after, None)
+            let repair = source.store_repair(id);
+            whole(&bytes, id, &place, &repair, live, after, None)
         }
     }
 }
@@ -319,6 +344,7 @@ fn read_file(path: &Path, id: String, after: u64, offset: u64) -> Result<Batch, 
         Err(std::fs::TryLockError::WouldBlock)
     );
     let place = path.display().to_string();
+    let repair = format!("dsh repair {}", shell_word(&place));
     let len = file.metadata().map_err(io_problem(path))?.len();
     if offset > 0 && offset <= len {
         // Where the last answer stopped, when that is still the end of a line of this file:
@@ -334,6 +360,7 @@ fn read_file(path: &Path, id: String, after: u64, offset: u64) -> Result<Batch, 
             let head = Head {
                 id: &id,
                 place: &place,
+                repair: &repair,
                 live,
                 next,
                 offset,
@@ -349,7 +376,7 @@ fn read_file(path: &Path, id: String, after: u64, offset: u64) -> Result<Batch, 
     // A log shorter than where the last answer stopped was rewritten (repaired): all again.
     let reset = offset > complete(&bytes) as u64;
     let after = if reset { 0 } else { after };
-    whole(&bytes, &id, &place, live, after, Some(reset))
+    whole(&bytes, &id, &place, &repair, live, after, Some(reset))
 }
 
 /// The answer from a whole log's bytes: its header and its events from seq `after` on. `file`:
@@ -359,6 +386,7 @@ fn whole(
     bytes: &[u8],
     id: &str,
     place: &str,
+    repair: &str,
     live: bool,
     after: u64,
     file: Option<bool>,
@@ -378,6 +406,7 @@ fn whole(
     let head = Head {
         id,
         place,
+        repair,
         live,
         next: log.next_seq(),
         offset: if file.is_some() { end as u64 } else { 0 },
@@ -393,6 +422,8 @@ pub(super) struct Head<'a> {
     pub(super) id: &'a str,
     /// How the session is named on the page.
     pub(super) place: &'a str,
+    /// The command that repairs it (shown when it is not written and calls lack a result).
+    pub(super) repair: &'a str,
     /// Whether a writer holds it.
     pub(super) live: bool,
     /// The seq after the last event read.
@@ -410,6 +441,7 @@ pub(super) fn render(head: Head<'_>, events: &[(u64, String)]) -> Result<Batch, 
     let Head {
         id,
         place,
+        repair,
         live,
         next,
         offset,
@@ -422,6 +454,8 @@ pub(super) fn render(head: Head<'_>, events: &[(u64, String)]) -> Result<Batch, 
     out.push_str(&serde_json::to_string(id).map_err(internal)?);
     out.push_str(",\"path\":");
     out.push_str(&serde_json::to_string(place).map_err(internal)?);
+    out.push_str(",\"repair\":");
+    out.push_str(&serde_json::to_string(repair).map_err(internal)?);
     out.push_str(&format!(
         ",\"live\":{live},\"next\":{next},\"offset\":{offset},\"reset\":{reset}"
     ));
@@ -502,5 +536,13 @@ mod tests {
         assert_eq!(param("id=a+b", "id").as_deref(), Some("a b"));
         assert_eq!(param("id=50%", "id").as_deref(), Some("50%"));
         assert_eq!(param("after=3", "id"), None);
+    }
+
+    #[test]
+    fn a_repair_command_quotes_what_a_shell_would_split() {
+        assert_eq!(shell_word("/tmp/s1.jsonl"), "/tmp/s1.jsonl");
+        assert_eq!(shell_word("/tmp/my log.jsonl"), "'/tmp/my log.jsonl'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
     }
 }

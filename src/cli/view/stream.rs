@@ -7,7 +7,8 @@
 //! appended (a log that is not held by a writer is watched too: it may be resumed). Of a stored
 //! session, the store's own live reader ([`PgStore::tail`], `LISTEN`/`NOTIFY`) delivers the
 //! lines; once the writer is gone and every line was sent, a last message says `live: false`
-//! and an `end` event closes the stream. An error after the first message is an `problem`
+//! and an `end` event closes the stream (the page then looks again every few seconds, so it
+//! sees a later `dsh repair`, and follows the session live again once a process writes it). An error after the first message is an `problem`
 //! event (its data the sentence); one before it is a plain JSON error answer, so the page can
 //! tell a session that cannot be read from a stream that cannot be opened.
 
@@ -109,10 +110,11 @@ async fn follow_file(path: PathBuf, id: &str, mut last: Batch, tx: &mpsc::Sender
 }
 
 /// The head of a message of a stored session's stream.
-fn head<'a>(id: &'a str, place: &'a str, live: bool, next: u64) -> Head<'a> {
+fn head<'a>(id: &'a str, place: &'a str, repair: &'a str, live: bool, next: u64) -> Head<'a> {
     Head {
         id,
         place,
+        repair,
         live,
         next,
         offset: 0,
@@ -133,6 +135,7 @@ async fn follow_store(
         _ => "",
     };
     let place = source.place(id);
+    let repair = source.store_repair(id);
     let mut lines = match store.tail(id, first.next).await {
         Ok(lines) => lines,
         Err(e) => return problem(tx, api::store_problem(url, e)).await,
@@ -161,7 +164,7 @@ async fn follow_store(
                 Err(p) => return problem(tx, p).await,
             }
         }
-        let sent = match api::render(head(id, &place, true, next), &events) {
+        let sent = match api::render(head(id, &place, &repair, true, next), &events) {
             Ok(b) => send(tx, &b).await,
             Err(p) => return problem(tx, p).await,
         };
@@ -170,8 +173,11 @@ async fn follow_store(
         }
     }
     // The writer is gone and every line it wrote was sent.
-    if let Ok(b) = api::render(head(id, &place, false, next), &[]) {
+    if let Ok(b) = api::render(head(id, &place, &repair, false, next), &[]) {
         let _ = send(tx, &b).await;
     }
-    let _ = tx.send(Event::default().event("end").data("")).await;
+    // With data: a browser drops an event whose data is empty, and would reconnect for ever.
+    let _ = tx
+        .send(Event::default().event("end").data("the writer is gone"))
+        .await;
 }

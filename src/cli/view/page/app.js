@@ -4,8 +4,11 @@
 "use strict";
 
 const POLL_MS = 1000;
+// How often a stored session whose writer is gone is looked at again (a `dsh repair`, or a
+// process resuming it, writes to it again).
+const RECHECK_MS = 3000;
 const state = { id: null, info: null, model: null, open: new Set(), filters: { tool: "", code: "" },
-                timer: null, stream: null, toggle: null, redraw: null };
+                timer: null, stream: null, toggle: null, redraw: null, wasLive: false };
 
 async function getJson(url) {
   const r = await fetch(url, { cache: "no-store" });
@@ -33,7 +36,9 @@ function apply(id, r) {
   state.model.offset = r.offset;
   // The header comes with the first answer only (later ones read just the appended lines).
   const header = r.header || (state.info && state.info.header) || null;
-  state.info = { id: r.id, path: r.path, live: r.live, header };
+  state.info = { id: r.id, path: r.path, live: r.live, header, repair: r.repair || null };
+  if (r.live) state.wasLive = true;
+  document.body.dataset.live = String(!!r.live);
   if (changed) redraw();
 }
 
@@ -56,8 +61,15 @@ function follow() {
   state.stream = es;
   document.body.dataset.follow = "sse";
   es.onmessage = e => apply(id, JSON.parse(e.data));
-  // The writer is gone (a stored session): nothing more will come.
-  es.addEventListener("end", () => es.close());
+  // The writer is gone (a stored session): the stream ends. The page says the session is no
+  // longer written (and what answers the calls it left), and looks again now and then.
+  es.addEventListener("end", () => {
+    es.close();
+    if (state.stream !== es || id !== state.id) return;
+    state.stream = null;
+    document.body.dataset.follow = "ended";
+    state.timer = setTimeout(recheck, RECHECK_MS);
+  });
   es.addEventListener("problem", e => { es.close(); if (id === state.id) showError(id, e.data); });
   es.onerror = () => {
     // A dropped connection is retried by the browser (from the last message's id); a stream
@@ -67,6 +79,20 @@ function follow() {
       poll();
     }
   };
+}
+
+// A stored session whose stream ended: asked for what was written since (a repair's results);
+// followed live again once a process writes it.
+async function recheck() {
+  const id = state.id;
+  try {
+    const r = await getJson("api/events?" + eventsQuery(id));
+    apply(id, r);
+    if (r.live && id === state.id) return follow();
+  } catch (e) {
+    if (id === state.id) showError(id, e.message);
+  }
+  if (id === state.id) state.timer = setTimeout(recheck, RECHECK_MS);
 }
 
 async function poll() {
@@ -83,7 +109,8 @@ async function poll() {
 function choose(id) {
   clearTimeout(state.timer);
   if (state.stream) { state.stream.close(); state.stream = null; }
-  Object.assign(state, { id, info: null, model: null, open: new Set(), filters: { tool: "", code: "" } });
+  Object.assign(state, { id, info: null, model: null, open: new Set(), filters: { tool: "", code: "" },
+                         wasLive: false });
   document.querySelectorAll(".session").forEach(e => e.classList.toggle("selected", e.dataset.id === id));
   history.replaceState(null, "", "#" + encodeURIComponent(id));
   follow();

@@ -21,6 +21,11 @@ function stepOf(m, turn, step) {
   return s;
 }
 
+function newCall(id, name, args, seq, s) {
+  return { id, name, args, seq, turn: s.turn, step: s.n, recorded: true,
+           result: null, approvals: [], hooks: [], subs: [], timing: null };
+}
+
 // The text of content blocks (a string, or blocks with `text`).
 function textOf(content) {
   if (typeof content === "string") return content;
@@ -43,13 +48,28 @@ function applyEvent(m, seq, ev) {
     case "step/start": stepOf(m, d.turn, d.step); break;
     case "assistant/message": {
       const s = stepOf(m, d.turn, d.step);
-      s.text = textOf((d.message || {}).content);
+      const content = (d.message || {}).content;
+      s.text = textOf(content);
+      // The calls the model made, in its order: each is shown from here on, and is `recorded`
+      // once its tool/call is logged (a call never recorded never ran).
+      for (const b of Array.isArray(content) ? content : []) {
+        if (!b || b.type !== "tool-call" || typeof b.id !== "string" || m.calls.has(b.id)) continue;
+        const args = typeof b.arguments === "string" ? b.arguments : JSON.stringify(b.arguments);
+        const c = newCall(b.id, b.name, args, null, s);
+        c.recorded = false;
+        m.calls.set(c.id, c); s.calls.push(c); m.tools.add(c.name);
+      }
       break;
     }
     case "tool/call": {
       const s = stepOf(m, d.turn, d.step);
-      const c = { id: d.callId, name: d.name, args: d.arguments, seq, turn: s.turn, step: s.n,
-                  result: null, approvals: [], hooks: [], subs: [], timing: null };
+      const made = m.calls.get(d.callId);
+      if (made && made.recorded === false) {
+        Object.assign(made, { recorded: true, name: d.name, args: d.arguments, seq });
+        m.pending.push(made.id); m.tools.add(made.name);
+        break;
+      }
+      const c = newCall(d.callId, d.name, d.arguments, seq, s);
       m.calls.set(c.id, c); s.calls.push(c); m.pending.push(c.id); m.tools.add(c.name);
       break;
     }
@@ -132,4 +152,15 @@ function callMatches(c, f) {
     (!f.code || (f.code === "*" ? !!(c.result && c.result.isError)
                                 : !!(c.result && c.result.code === f.code)));
   return self || c.subs.some(s => callMatches(s, f));
+}
+
+// The calls the model made that have no result: `unrecorded` ones never logged (they never
+// ran), `unanswered` ones logged without a result (what `dsh check` reports and `dsh repair`
+// answers; Code Mode's sub-calls are not the model's, so not counted).
+function openCalls(m) {
+  const out = { unanswered: [], unrecorded: [] };
+  for (const c of m.calls.values()) {
+    if (!c.result) (c.recorded === false ? out.unrecorded : out.unanswered).push(c);
+  }
+  return out;
 }

@@ -41,7 +41,26 @@ function section(box, title, body) {
   box.appendChild(body);
 }
 
-function detail(c) {
+// What a call without a result is: still running (the session is written), or left without
+// one by a session that stopped (a call the model made that was never recorded never ran).
+function missing(c, ctx) {
+  if (ctx.live) return { mark: "…", cls: "", text: "no result yet" };
+  const repair = ctx.repair ? "`" + ctx.repair + "`" : "`dsh repair`";
+  if (c.recorded === false) {
+    return { mark: "?", cls: "unrecorded",
+             text: "never recorded: the model made this call, but the session stopped before it " +
+                   "was logged, so it never ran; " + repair + " records it with an INTERRUPTED result" };
+  }
+  if (c.sub) {
+    return { mark: "∅", cls: "stopped",
+             text: "no result: the session stopped before this sub-call finished" };
+  }
+  return { mark: "∅", cls: "stopped",
+           text: "no result: the session stopped before this call was answered (it may have run); " +
+                 repair + " answers it with an INTERRUPTED result" };
+}
+
+function detail(c, ctx) {
   const box = el("div", "detail");
   box.dataset.callId = c.id;
   section(box, "arguments", el("pre", "args", pretty(c.args)));
@@ -49,7 +68,8 @@ function detail(c) {
     const head = c.result.isError ? "result (error" + (c.result.code ? " " + c.result.code : "") + ")" : "result";
     section(box, head, el("pre", "result", c.result.text));
   } else {
-    section(box, "result", el("p", "muted result", "no result yet"));
+    const m = missing(c, ctx);
+    section(box, "result", el("p", "muted result " + m.cls, m.text));
   }
   if (c.timing && c.timing.done !== undefined) {
     const parts = segments(c.timing).map(([s, a, b]) => s + " " + fmtUs(b - a));
@@ -77,13 +97,20 @@ function detail(c) {
   return box;
 }
 
-function callRow(c, state, filters) {
+function callRow(c, state, filters, ctx) {
   const wrap = el("div", "call-wrap");
   if (!callMatches(c, filters)) wrap.classList.add("hidden");
   const row = el("div", "call" + (state.open.has(c.id) ? " open" : ""));
   row.dataset.callId = c.id;
   const failed = c.result && c.result.isError;
-  row.appendChild(el("span", "st " + (c.result ? (failed ? "err" : "ok") : ""), c.result ? (failed ? "✗" : "✓") : "…"));
+  if (c.result) {
+    row.appendChild(el("span", "st " + (failed ? "err" : "ok"), failed ? "✗" : "✓"));
+  } else {
+    const m = missing(c, ctx);
+    const st = el("span", "st " + m.cls, m.mark);
+    st.title = m.text;
+    row.appendChild(st);
+  }
   row.appendChild(el("span", "name", c.name));
   row.appendChild(el("span", "args", argSummary(c.args)));
   const dur = callDuration(c);
@@ -92,10 +119,10 @@ function callRow(c, state, filters) {
   row.appendChild(tail);
   row.addEventListener("click", () => state.toggle(c.id));
   wrap.appendChild(row);
-  if (state.open.has(c.id)) wrap.appendChild(detail(c));
+  if (state.open.has(c.id)) wrap.appendChild(detail(c, ctx));
   if (c.subs.length) {
     const subs = el("div", "subs");
-    for (const s of c.subs) subs.appendChild(callRow(s, state, filters));
+    for (const s of c.subs) subs.appendChild(callRow(s, state, filters, ctx));
     wrap.appendChild(subs);
   }
   return wrap;
@@ -118,8 +145,23 @@ function renderSession(root, info, m, state) {
   head.appendChild(el("h2", null, "session " + hid));
   const meta = el("p", "muted", info.path + " · " + m.count + " events · " + m.calls.size + " calls ");
   if (info.live) meta.appendChild(el("span", "badge live", "live"));
+  else if (state.wasLive) meta.appendChild(el("span", "badge ended", "no longer being written"));
   head.appendChild(meta);
+  // A session no process writes any more, with calls the model made left without a result:
+  // what `dsh check` reports, and what answers them.
+  const open = openCalls(m);
+  const left = open.unanswered.length + open.unrecorded.length;
+  if (!info.live && left > 0) {
+    const repair = info.repair ? "`" + info.repair + "`" : "`dsh repair`";
+    const parts = [];
+    if (open.unanswered.length) parts.push(open.unanswered.length + " call(s) without a result");
+    if (open.unrecorded.length) parts.push(open.unrecorded.length + " call(s) the model made that were never recorded (they never ran)");
+    head.appendChild(el("p", "stopped-note",
+      "Not being written: the session stopped with " + parts.join(" and ") +
+      "; they will never be answered. " + repair + " answers them with INTERRUPTED results."));
+  }
   root.appendChild(head);
+  const ctx = { live: !!info.live, repair: info.repair || null };
   const f = state.filters;
   const filters = el("div", "filters");
   filters.appendChild(select("tool", "filter-tool", [["", "all"], ...[...m.tools].sort().map(t => [t, t])],
@@ -141,7 +183,7 @@ function renderSession(root, info, m, state) {
       if (s.text) step.appendChild(el("div", "text", s.text));
       if (s.calls.length) {
         step.appendChild(waterfall(s, id => state.toggle(id)));
-        for (const c of s.calls) step.appendChild(callRow(c, state, f));
+        for (const c of s.calls) step.appendChild(callRow(c, state, f, ctx));
       }
       turn.appendChild(step);
     }
