@@ -89,6 +89,15 @@ pub enum StoreError {
     /// The store's shared writer connection could not be made.
     #[error("the store's writer could not connect to PostgreSQL: {0}")]
     WriterConnect(String),
+    /// The server accepted no connection, or did not complete its start-up, in time (a hung
+    /// server or proxy).
+    #[error(
+        "PostgreSQL: connect: no answer within {after:?} (`connect_timeout=SECONDS` in the store URL sets the limit)"
+    )]
+    ConnectTimeout {
+        /// The limit that passed.
+        after: Duration,
+    },
 }
 
 /// A PostgreSQL error with its cause, as people read it: the server's own message for an

@@ -167,8 +167,4 @@ async fn connect_on(handle: &Handle, config: &Config) -> Result<Client, StoreErr
         .spawn(async move { crate::writer::connect(&config).await })
         .await
         .map_err(|_| StoreError::Stopped)?
-        .map_err(|source| StoreError::Db {
-            context: "connect",
-            source,
-        })
 }

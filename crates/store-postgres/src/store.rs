@@ -142,9 +142,7 @@ impl PgStore {
 
     /// A fresh connection of its own (driven on the current runtime), outside the pool.
     pub async fn client(&self) -> Result<Client, StoreError> {
-        crate::writer::connect(&self.shared.config)
-            .await
-            .map_err(db("connect"))
+        crate::writer::connect(&self.shared.config).await
     }
 
     /// Opens session `id` for writing: creates it (header with `id` and `cwd`) when absent,

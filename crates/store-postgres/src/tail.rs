@@ -42,11 +42,7 @@ impl PgStore {
         id: &str,
         from: u64,
     ) -> Result<mpsc::Receiver<Result<TailLine, StoreError>>, StoreError> {
-        let (client, mut connection) = self
-            .config()
-            .connect(tokio_postgres::NoTls)
-            .await
-            .map_err(db("connect"))?;
+        let (client, mut connection) = crate::writer::connect_raw(self.config()).await?;
         let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
         let id_owned = id.to_owned();
         tokio::spawn(async move {

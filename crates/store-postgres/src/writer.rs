@@ -75,8 +75,37 @@ impl Append {
     }
 }
 
+/// How long a connection may take, socket and start-up together, when the URL does not say
+/// (`connect_timeout`): a server or proxy that accepts and then says nothing must not hang dsh.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connects within the URL's `connect_timeout` (default [`CONNECT_TIMEOUT`]) for the whole
+/// start-up, not only the socket (tokio-postgres's own limit covers the socket alone).
+pub(crate) async fn connect_raw(
+    config: &Config,
+) -> Result<
+    (
+        Client,
+        tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+    ),
+    StoreError,
+> {
+    let after = config
+        .get_connect_timeout()
+        .copied()
+        .unwrap_or(CONNECT_TIMEOUT);
+    match tokio::time::timeout(after, config.connect(NoTls)).await {
+        Ok(Ok(connected)) => Ok(connected),
+        Ok(Err(source)) => Err(StoreError::Db {
+            context: "connect",
+            source,
+        }),
+        Err(_) => Err(StoreError::ConnectTimeout { after }),
+    }
+}
+
 /// Connects, driving the connection on the current runtime.
-pub(crate) async fn connect(config: &Config) -> Result<Client, tokio_postgres::Error> {
+pub(crate) async fn connect(config: &Config) -> Result<Client, StoreError> {
     connect_watched(config, None).await
 }
 
@@ -85,8 +114,8 @@ pub(crate) async fn connect(config: &Config) -> Result<Client, tokio_postgres::E
 async fn connect_watched(
     config: &Config,
     ended: Option<Arc<Notify>>,
-) -> Result<Client, tokio_postgres::Error> {
-    let (client, connection) = config.connect(NoTls).await?;
+) -> Result<Client, StoreError> {
+    let (client, connection) = connect_raw(config).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "PostgreSQL connection ended");
@@ -198,7 +227,7 @@ impl Writer {
     async fn conn(&mut self) -> Result<&Conn, Attempt> {
         if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
             self.conn = None;
-            let lost = |e: tokio_postgres::Error| Attempt::Lost(e.to_string());
+            let lost = |e: StoreError| Attempt::Lost(e.to_string());
             let client = connect_watched(&self.config, Some(self.ended.clone()))
                 .await
                 .map_err(lost)?;

@@ -2,6 +2,7 @@
 //! import, connection faults.
 
 mod appends;
+mod connect;
 mod faults;
 mod fleet;
 mod lease;
