@@ -93,7 +93,7 @@ fn mcp_gateway_stopped_by_a_signal_cancels_its_calls_and_closes_a_log_that_check
 }
 
 #[test]
-fn mcp_gateway_killed_while_a_call_waits_for_an_exclusive_slot_leaves_it_in_the_log_answered_as_never_started()
+fn i4_mcp_gateway_killed_while_a_call_waits_for_an_exclusive_slot_leaves_it_in_the_log_answered_as_never_started()
  {
     super::mcp_concurrent::require_python_mcp();
     let ws = tempfile::tempdir().unwrap();

@@ -79,7 +79,7 @@ async fn on_disk(path: &Path, id: &str) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shared_turn_a_call_waiting_for_admission_is_on_disk_before_it_waits_and_repair_answers_it_as_never_started()
+async fn i4_l3_shared_turn_a_call_waiting_for_admission_is_on_disk_before_it_waits_and_repair_answers_it_as_never_started()
  {
     // (running call, its tool; waiting call, its tool): a parallel-safe call behind an
     // exclusive one, and an exclusive call behind a parallel-safe one.
@@ -210,7 +210,7 @@ proptest! {
     /// exactly one `tool/call` and one `tool/result`, a call cancelled before it started never
     /// ran and is answered `ABORTED_BEFORE_DISPATCH`, and the log checks clean.
     #[test]
-    fn shared_turn_any_schedule_keeps_exclusive_calls_alone_and_pairs_every_call(
+    fn s2_i1_shared_turn_any_schedule_keeps_exclusive_calls_alone_and_pairs_every_call(
         arrivals in collection::vec(
             (any::<bool>(), prop::bool::weighted(0.25))
                 .prop_map(|(exclusive, cancel)| Arrival { exclusive, cancel }),

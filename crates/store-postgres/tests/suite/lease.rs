@@ -140,7 +140,8 @@ async fn a_writer_whose_lease_expired_and_was_taken_over_cannot_append() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_live_holder_whose_connection_dropped_keeps_its_lease_and_a_second_writer_is_refused() {
+async fn i4_a_live_holder_whose_connection_dropped_keeps_its_lease_and_a_second_writer_is_refused()
+{
     let (store, url) = fresh_store().await;
     let a = store
         .clone()
@@ -195,7 +196,7 @@ async fn a_live_holder_whose_connection_dropped_keeps_its_lease_and_a_second_wri
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_holder_whose_process_died_on_this_host_is_taken_over_without_waiting_the_grace() {
+async fn i4_a_holder_whose_process_died_on_this_host_is_taken_over_without_waiting_the_grace() {
     let (store, url) = fresh_store().await;
     let proxy = Proxy::start().await;
     // The owner names a process of this host that has ended.
