@@ -21,7 +21,9 @@ use crate::json::Json;
 pub struct ToolResult {
     content: Content,
     value: Option<Json>,
-    error: Option<Failure>,
+    /// Boxed: a failure is rare and large, and a result moves between the stages by value (a
+    /// smaller one is copied inline instead of through `memcpy`).
+    error: Option<Box<Failure>>,
     meta: Option<Json>,
     contexts: Arc<[ContextMessage]>,
     concludes_turn: bool,
@@ -65,7 +67,7 @@ impl ToolResult {
         ToolResult {
             content,
             value: None,
-            error: Some(failure),
+            error: Some(Box::new(failure)),
             meta: None,
             contexts: no_contexts(),
             concludes_turn: false,
@@ -149,7 +151,7 @@ impl ToolResult {
     }
     /// The failure, if any.
     pub fn error(&self) -> Option<&Failure> {
-        self.error.as_ref()
+        self.error.as_deref()
     }
     /// Presentation metadata for UIs.
     pub fn meta(&self) -> Option<&Json> {
