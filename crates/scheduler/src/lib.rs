@@ -52,6 +52,9 @@ mod error;
 mod finalize;
 mod inbox;
 pub mod invariants;
+mod one_call;
+#[cfg(test)]
+mod one_call_tests;
 mod pool;
 mod prepare;
 mod runtime;

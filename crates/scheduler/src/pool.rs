@@ -193,25 +193,14 @@ impl<P> Pool<P> {
                     }
                 }
             }
-            Start::Run | Start::RunAlone => {
+            Start::RunAlone => Some(run_alone(&self.runtime, &call).await),
+            Start::Run => {
                 let prepared = self
                     .runtime
                     .prepare(&call)
                     .instrument(crate::trace::stage("prepare", &call))
                     .await;
-                match prepared {
-                    // Boxed: the dispatch future is large, and left inline it would make every
-                    // future that awaits this one (the adapters' loops) as large, copied whole
-                    // at each level on every call.
-                    Prepared::Ready if matches!(how, Start::RunAlone) => Some(
-                        Box::pin(
-                            contained(self.runtime.dispatch(&call))
-                                .instrument(crate::trace::stage("dispatch", &call)),
-                        )
-                        .await,
-                    ),
-                    prepared => self.dispatch(&call, prepared, n).await,
-                }
+                self.dispatch(&call, prepared, n).await
             }
         };
         self.window.push_back(Entry {
@@ -271,24 +260,7 @@ impl<P> Pool<P> {
         let entry = self.window.pop_front()?;
         self.first += 1;
         let candidate = entry.outcome?;
-        let span = crate::trace::stage("finalize", &entry.call);
-        entry.call.marks.set(crate::timing::Mark::Finalize);
-        let result = self
-            .runtime
-            .finalize(&entry.call, candidate)
-            .instrument(span.clone())
-            .await;
-        crate::trace::outcome(&span, &entry.call, &result);
-        entry.call.marks.set(crate::timing::Mark::Done);
-        // A sub-call (its root another call): its marks wait for the root's step.
-        let exec = entry.call.exec();
-        if self.runtime.config.step_timing && exec.root_call_id() != exec.call_id() {
-            self.runtime.sub_timings.push(
-                exec.root_call_id(),
-                exec.call_id_arc().clone(),
-                entry.call.marks.snapshot(),
-            );
-        }
+        let result = finalize_call(&self.runtime, &entry.call, candidate).await;
         if entry.exclusive {
             self.exclusive_open = false;
         }
@@ -390,6 +362,55 @@ impl<P> Pool<P> {
 enum Woke {
     Body(Option<Result<(tokio::task::Id, Candidate), tokio::task::JoinError>>),
     Prepared(Prepared),
+}
+
+/// Prepares a call and, when it is allowed, dispatches it inline to the end: the path of a call
+/// nothing else can run beside (an exclusive call, the last one with nothing in flight, the one
+/// call of a step).
+pub(crate) async fn run_alone(runtime: &Runtime, call: &Arc<Call>) -> Candidate {
+    let prepared = runtime
+        .prepare(call)
+        .instrument(crate::trace::stage("prepare", call))
+        .await;
+    match prepared {
+        // Boxed: the dispatch future is large, and left inline it would make every future that
+        // awaits this one (the adapters' loops) as large, copied whole at each level on every
+        // call.
+        Prepared::Ready => {
+            Box::pin(
+                contained(runtime.dispatch(call)).instrument(crate::trace::stage("dispatch", call)),
+            )
+            .await
+        }
+        Prepared::Decided(candidate) => candidate,
+    }
+}
+
+/// Finalizes a decided call (spec F1-F6): its result frozen, its observers told, its marks set;
+/// a sub-call's marks are kept for its root's step timing.
+pub(crate) async fn finalize_call(
+    runtime: &Runtime,
+    call: &Arc<Call>,
+    candidate: Candidate,
+) -> Arc<ToolResult> {
+    let span = crate::trace::stage("finalize", call);
+    call.marks.set(crate::timing::Mark::Finalize);
+    let result = runtime
+        .finalize(call, candidate)
+        .instrument(span.clone())
+        .await;
+    crate::trace::outcome(&span, call, &result);
+    call.marks.set(crate::timing::Mark::Done);
+    // A sub-call (its root another call): its marks wait for the root's step.
+    let exec = call.exec();
+    if runtime.config.step_timing && exec.root_call_id() != exec.call_id() {
+        runtime.sub_timings.push(
+            exec.root_call_id(),
+            exec.call_id_arc().clone(),
+            call.marks.snapshot(),
+        );
+    }
+    result
 }
 
 /// A dispatch with a panic anywhere in the chain or the body turned into the call's failure.

@@ -101,10 +101,13 @@ impl Runtime {
     ) -> Result<StepOutcome, SchedulerError> {
         let span =
             tracing::debug_span!("step", turn = cx.turn, step = cx.step, calls = blocks.len());
-        self.run_step_in(cx, blocks).instrument(span).await
+        match blocks {
+            [block] => self.run_one(cx, block).instrument(span).await,
+            _ => self.run_step_in(cx, blocks).instrument(span).await,
+        }
     }
 
-    async fn run_step_in(
+    pub(crate) async fn run_step_in(
         self: &Arc<Self>,
         cx: &StepContext,
         blocks: &[ToolCallBlock],
@@ -360,7 +363,7 @@ where
 }
 
 /// A block's `tool/call` event, over the block's shared strings.
-fn tool_call_event(cx: &StepContext, block: &ToolCallBlock) -> Event {
+pub(crate) fn tool_call_event(cx: &StepContext, block: &ToolCallBlock) -> Event {
     Event::tool_call(
         cx.turn,
         cx.step,
@@ -371,7 +374,11 @@ fn tool_call_event(cx: &StepContext, block: &ToolCallBlock) -> Event {
 }
 
 /// The execution input of a block's call in this step.
-fn call_input(cx: &StepContext, block: &ToolCallBlock, arguments: Arguments) -> ToolExecutionInput {
+pub(crate) fn call_input(
+    cx: &StepContext,
+    block: &ToolCallBlock,
+    arguments: Arguments,
+) -> ToolExecutionInput {
     let mut input = ToolExecutionInput::shared(
         block.call_id.clone(),
         block.name.clone(),
@@ -383,7 +390,7 @@ fn call_input(cx: &StepContext, block: &ToolCallBlock, arguments: Arguments) -> 
 }
 
 /// A committed call's `tool/result` event.
-fn tool_result_event(
+pub(crate) fn tool_result_event(
     cx: &StepContext,
     block: &ToolCallBlock,
     call_seq: u64,
@@ -402,7 +409,7 @@ fn tool_result_event(
 }
 
 /// Folds a recorded result into the step's outcome.
-fn fold(out: &mut StepOutcome, result: Arc<ToolResult>) {
+pub(crate) fn fold(out: &mut StepOutcome, result: Arc<ToolResult>) {
     out.contexts
         .extend(result.additional_contexts().iter().cloned());
     out.concludes_turn |= result.concludes_turn();
