@@ -193,7 +193,10 @@ impl<P> Pool<P> {
                     }
                 }
             }
-            Start::RunAlone => Some(run_alone(&self.runtime, &call).await),
+            // Boxed: the stages' futures are large, and left inline they would make every
+            // future that awaits this one (the adapters' loops) as large, copied whole at each
+            // level on every call.
+            Start::RunAlone => Some(Box::pin(run_alone(&self.runtime, &call)).await),
             Start::Run => {
                 let prepared = self
                     .runtime
@@ -373,14 +376,10 @@ pub(crate) async fn run_alone(runtime: &Runtime, call: &Arc<Call>) -> Candidate 
         .instrument(crate::trace::stage("prepare", call))
         .await;
     match prepared {
-        // Boxed: the dispatch future is large, and left inline it would make every future that
-        // awaits this one (the adapters' loops) as large, copied whole at each level on every
-        // call.
         Prepared::Ready => {
-            Box::pin(
-                contained(runtime.dispatch(call)).instrument(crate::trace::stage("dispatch", call)),
-            )
-            .await
+            contained(runtime.dispatch(call))
+                .instrument(crate::trace::stage("dispatch", call))
+                .await
         }
         Prepared::Decided(candidate) => candidate,
     }
