@@ -10,6 +10,7 @@
 //! - a step whose signal was aborted before the call started still records the call and
 //!   answers it `ABORTED_BEFORE_DISPATCH` through the same stages, and the outcome says aborted
 //!   when the signal was aborted at the start or once the call was committed, as for any step;
+//! - the call is not classified (its mode decides only what may run beside it);
 //! - the stages are the pool's own ([`run_alone`], [`finalize_call`]): one mechanism, two
 //!   drivers; a property test holds this path's log equal to the general one's.
 
@@ -44,14 +45,9 @@ impl Runtime {
             .step_timing
             .then(|| StepTiming::start(cx.turn, cx.step));
         out.aborted = cx.signal.is_aborted();
+        // Not classified: alone in its step, it runs alone whatever its mode (spec S2's
+        // classification decides only what may run beside a call).
         let args = Arguments::from_raw(&block.arguments);
-        if !out.aborted {
-            // Classified right before it starts, as every call is (a classifier may observe
-            // it); alone in its step, it runs alone whatever the answer.
-            let _ = self
-                .registry
-                .execution_mode(&block.name, cx.agent.as_ref(), &args);
-        }
         // Recorded before any policy runs.
         let call_seq = cx.session.append(tool_call_event(cx, block)).await?;
         let recorded = timing.is_some().then(std::time::Instant::now);
