@@ -257,7 +257,7 @@ mod tests {
     }
 
     #[test]
-    fn back_to_back_runs_alternate_between_two_prepared_threads() {
+    fn back_to_back_runs_take_turns_on_two_prepared_threads_and_spawn_none() {
         let pool = Arc::new(Pool::default());
         Pool::prepare(&pool, Limits::default());
         let first = waiting(&pool, 1)[0];
@@ -268,17 +268,19 @@ mod tests {
             let o = outcome.blocking_recv().unwrap();
             assert_eq!(o.error, None);
             assert_eq!(o.value, Some(Json::from(n + 1)));
-            // The thread that ran waits again beside the one prepared during the run.
+            // The thread that ran waits again beside the one prepared during the run (which
+            // of the two offered itself first depends on how the threads were scheduled).
             let ids = waiting(&pool, READY);
-            assert_eq!(ids[1], used[used.len() - 1]);
+            assert!(ids.contains(&used[used.len() - 1]), "{ids:?} {used:?}");
         }
         assert_eq!(
             used[0], first,
             "the first run took the thread prepared ahead"
         );
-        assert_ne!(used[1], used[0]);
-        assert_eq!(used[2], used[0]);
-        assert_eq!(used[3], used[1]);
+        let mut threads = used.clone();
+        threads.sort_by_key(|t| format!("{t:?}"));
+        threads.dedup();
+        assert_eq!(threads.len(), 2, "two threads for four runs: {used:?}");
     }
 
     #[test]
