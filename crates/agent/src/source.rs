@@ -182,16 +182,29 @@ impl ModelSource {
             .with_options(self.config.options.clone())))
     }
 
-    fn message_json(&self, blocks: &[AssistantBlock], interrupted: bool) -> Json {
+    /// What every message of this step carries besides its blocks: its `source` and a fresh
+    /// `id`. Made before the request is sent, so none of it is built after the last chunk.
+    fn message_identity(&self) -> (Value, Value) {
+        let source = json!({
+            "kind": "model",
+            "provider": self.config.provider.name(),
+            "model": self.config.model,
+        });
+        (source, Value::from(&*fresh_message_id()))
+    }
+
+    /// The message in the reference shape, from its blocks and its identity.
+    fn message_json(
+        blocks: &[AssistantBlock],
+        interrupted: bool,
+        (source, id): (Value, Value),
+    ) -> Json {
         let content: Vec<Value> = blocks.iter().map(block_json).collect();
         let mut m = serde_json::Map::new();
         m.insert("role".into(), "assistant".into());
         m.insert("content".into(), Value::Array(content));
-        m.insert(
-            "source".into(),
-            json!({"kind": "model", "provider": self.config.provider.name(), "model": self.config.model}),
-        );
-        m.insert("id".into(), Value::from(&*fresh_message_id()));
+        m.insert("source".into(), source);
+        m.insert("id".into(), id);
         if interrupted {
             m.insert("interrupted".into(), true.into());
         }
@@ -345,6 +358,7 @@ impl StepSource for ModelSource {
             return Ok(Next::End(TurnEnd::Error(message)));
         }
         let request = Arc::new(request);
+        let identity = self.message_identity();
         let mut log = ChunkLog::new(cx.session.clone(), cx.turn, cx.step);
         let mut attempt = 0u32;
         loop {
@@ -408,8 +422,9 @@ impl StepSource for ModelSource {
                 .as_ref()
                 .and_then(|u| serde_json::to_value(u).ok())
                 .map(Json::from_shallow);
+            let message = Self::message_json(&blocks, interrupted, identity);
             return Ok(Next::Message(Sourced {
-                message: self.message_json(&blocks, interrupted),
+                message,
                 usage,
                 source_event_seqs: seqs,
                 end,

@@ -29,7 +29,7 @@ use dsh_session::{Event, Session};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use crate::batch::tool_calls_of;
+use crate::batch::{ToolCallBlock, tool_calls_of};
 use crate::error::SchedulerError;
 use crate::inbox::Inbox;
 use crate::runtime::Runtime;
@@ -126,25 +126,16 @@ impl TurnDriver {
     }
 
     /// The message with every call id unique in the session and non-empty (see the module
-    /// docs); the ids are recorded as used.
-    fn unique_ids(&mut self, message: Json) -> Json {
-        let needs_renaming = message
-            .value()
-            .get("content")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool-call"))
-            .map(|b| b.get("id").and_then(Value::as_str).unwrap_or_default())
-            .scan(HashSet::new(), |seen, id| {
-                Some(id.is_empty() || !seen.insert(id) || self.used_ids.contains(id))
-            })
-            .any(|rename| rename);
-        if !needs_renaming {
-            for block in tool_calls_of(&message) {
-                self.used_ids.insert(block.call_id.clone());
+    /// docs), and its tool calls in model order; the ids are recorded as used. The calls are
+    /// read from the message once: when no id needs renaming (the usual case), that one
+    /// reading is both the check and the calls returned.
+    fn unique_ids(&mut self, message: Json) -> (Json, Vec<ToolCallBlock>) {
+        let calls = tool_calls_of(&message);
+        if !self.needs_renaming(&calls) {
+            for call in &calls {
+                self.used_ids.insert(call.call_id.clone());
             }
-            return message;
+            return (message, calls);
         }
         let mut value = message.to_value();
         if let Some(blocks) = value.get_mut("content").and_then(Value::as_array_mut) {
@@ -177,7 +168,27 @@ impl TurnDriver {
                 }
             }
         }
-        Json::from_shallow(value)
+        let message = Json::from_shallow(value);
+        let calls = tool_calls_of(&message);
+        (message, calls)
+    }
+
+    /// Whether a call id of `calls` is empty, repeated among them, or already in the session.
+    fn needs_renaming(&self, calls: &[ToolCallBlock]) -> bool {
+        // Few calls (the usual message) are compared pairwise; many go through a set.
+        let repeated = if calls.len() <= 8 {
+            calls
+                .iter()
+                .enumerate()
+                .any(|(i, c)| calls[..i].iter().any(|p| p.call_id == c.call_id))
+        } else {
+            let mut seen = HashSet::with_capacity(calls.len());
+            !calls.iter().all(|c| seen.insert(&*c.call_id))
+        };
+        repeated
+            || calls
+                .iter()
+                .any(|c| c.call_id.is_empty() || self.used_ids.contains(&*c.call_id))
     }
 
     /// Sets the pool size (validate with [`crate::validate_max_parallel`]).
@@ -377,7 +388,7 @@ impl TurnDriver {
                     return Ok(());
                 }
             };
-            let message = self.unique_ids(sourced.message);
+            let (message, calls) = self.unique_ids(sourced.message);
             let mut event = Event::assistant_message_with_usage(
                 turn,
                 step,
@@ -390,7 +401,7 @@ impl TurnDriver {
             self.session.append(event).await?;
             let blocks = match &sourced.end {
                 Some(_) => Vec::new(),
-                None => tool_calls_of(&message),
+                None => calls,
             };
             if blocks.is_empty() {
                 self.session.append(Event::step_end(turn, step)).await?;
@@ -468,5 +479,41 @@ fn aborted_end(reason: &dsh_core::AbortReason) -> TurnEnd {
     match reason {
         dsh_core::AbortReason::Cancelled(c) => TurnEnd::Aborted(c.clone()),
         dsh_core::AbortReason::Timeout(t) => TurnEnd::Aborted(CancelCause::Other(t.code().into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use dsh_core::ToolRegistry;
+    use dsh_guard::Hooks;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn driver(used: &[&str]) -> TurnDriver {
+        let runtime = Arc::new(Runtime::new(ToolRegistry::new(), Hooks::new()));
+        let mut driver = TurnDriver::new(runtime, Session::in_memory("ids"), None);
+        driver.used_ids = used.iter().map(|id| Arc::from(*id)).collect();
+        driver
+    }
+
+    proptest! {
+        /// Both readings (pairwise for a few calls, a set for many) agree with the rule: an
+        /// id is renamed when empty, repeated in the message, or already in the session.
+        #[test]
+        fn needs_renaming_follows_the_rule(
+            ids in proptest::collection::vec("[abc]{0,1}[0-9]{0,2}", 0..20),
+            used in proptest::collection::vec("[abc][0-9]{0,2}", 0..4),
+        ) {
+            let used: Vec<&str> = used.iter().map(String::as_str).collect();
+            let driver = driver(&used);
+            let calls: Vec<ToolCallBlock> =
+                ids.iter().map(|id| ToolCallBlock::new(id, "t", "{}")).collect();
+            let mut seen = HashSet::new();
+            let expected = ids
+                .iter()
+                .any(|id| id.is_empty() || !seen.insert(id) || used.contains(&id.as_str()));
+            prop_assert_eq!(driver.needs_renaming(&calls), expected);
+        }
     }
 }
