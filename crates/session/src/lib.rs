@@ -61,6 +61,7 @@
 
 mod ack;
 mod check;
+mod compact;
 mod data_writer;
 mod deep;
 mod deferred;
