@@ -114,7 +114,11 @@ impl<'a> Node<'a> for Raw<'a> {
         }
     }
     fn items(&self) -> Option<Vec<Self>> {
-        Some(RawObject::elements_of(self.text)?.map(Raw::new).collect())
+        Some(
+            RawObject::items_of(self.text)?
+                .map(|(text, object)| Raw { text, object })
+                .collect(),
+        )
     }
     fn to_json(&self) -> Json {
         // The text of a line the log's scan accepted, so it parses; should it not, the block

@@ -1,6 +1,6 @@
 //! Walking canonical compact JSON text (what the scan accepts, see [`crate::scan`]) without
-//! building or checking anything: where a value ends, an object's members, an array's
-//! elements, a string's contents.
+//! building or checking anything: where a value ends, an object's members, a string's
+//! contents (an array's elements are read by `skim.rs`, with the members of each object).
 //!
 //! Reading an id out of a logged message used to go through `serde_json` (a deserializer and
 //! a `RawValue` per member, every nested value read again at each level it was reached from).
@@ -9,8 +9,7 @@
 //! back to zero, any other value at the next `,`, `}` or `]`.
 //!
 //! Guarantees: on canonical compact JSON text each function gives exactly the value's own text
-//! (the members of an object in text order, its keys unescaped; the elements of an array; a
-//! string unescaped), as a tree built from the same text would hold it (property tests below).
+//! (the members of an object in text order, its keys unescaped; a string unescaped), as a tree built from the same text would hold it (property tests below).
 //! On any other text it never panics nor loops: it stops where it can no longer read (an
 //! iterator ends early, a lookup gives `None`), but what it gives is then not meaningful. Every
 //! caller reads only text the scan accepted.
@@ -127,6 +126,7 @@ pub(crate) fn members(text: &str) -> Members<'_> {
     Members {
         text,
         at: if text.starts_with('{') { Some(1) } else { None },
+        closed: None,
     }
 }
 
@@ -136,6 +136,16 @@ pub(crate) struct Members<'a> {
     text: &'a str,
     /// Where the next member (or the closing `}`) starts; `None` once done.
     at: Option<usize>,
+    /// The index just past the closing `}`, once the walk reached it.
+    closed: Option<usize>,
+}
+
+impl Members<'_> {
+    /// The index just past the object's closing `}`, once every member was read (`None`
+    /// before, or when the text ended first). The text may go on after the object.
+    pub(crate) fn closed(&self) -> Option<usize> {
+        self.closed
+    }
 }
 
 impl<'a> Iterator for Members<'a> {
@@ -144,8 +154,14 @@ impl<'a> Iterator for Members<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         let i = self.at.take()?;
         let b = self.text.as_bytes();
-        if *b.get(i)? != b'"' {
-            return None;
+        match *b.get(i)? {
+            b'"' => {}
+            // Only right after the `{`: an empty object.
+            b'}' if i == 1 => {
+                self.closed = Some(2);
+                return None;
+            }
+            _ => return None,
         }
         let (key_end, escaped) = string_end(b, i)?;
         if b.get(key_end) != Some(&b':') {
@@ -158,8 +174,10 @@ impl<'a> Iterator for Members<'a> {
         let value_start = key_end + 1;
         let end = value_end(b, value_start)?;
         let value = self.text.get(value_start..end)?;
-        if b.get(end) == Some(&b',') {
-            self.at = Some(end + 1);
+        match b.get(end) {
+            Some(b',') => self.at = Some(end + 1),
+            Some(b'}') => self.closed = Some(end + 1),
+            _ => {}
         }
         Some((key, value))
     }
@@ -169,39 +187,6 @@ impl<'a> Iterator for Members<'a> {
 /// not an object).
 pub(crate) fn member<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     members(text).find(|(k, _)| k.is(key)).map(|(_, v)| v)
-}
-
-/// The elements of the array whose text is `text`, each as its text. Empty when `text` is not
-/// an array.
-pub(crate) fn elements(text: &str) -> Elements<'_> {
-    let at = match text.as_bytes() {
-        [b'[', b']', ..] => None,
-        [b'[', ..] => Some(1),
-        _ => None,
-    };
-    Elements { text, at }
-}
-
-/// Iterator of [`elements`].
-#[derive(Clone, Debug)]
-pub(crate) struct Elements<'a> {
-    text: &'a str,
-    /// Where the next element starts; `None` once done.
-    at: Option<usize>,
-}
-
-impl<'a> Iterator for Elements<'a> {
-    type Item = &'a str;
-
-    fn next(&mut self) -> Option<&'a str> {
-        let i = self.at.take()?;
-        let b = self.text.as_bytes();
-        let end = value_end(b, i)?;
-        if b.get(end) == Some(&b',') {
-            self.at = Some(end + 1);
-        }
-        self.text.get(i..end)
-    }
 }
 
 /// The string whose JSON text is `text`, borrowed when it holds no escape (`None`: `text` is

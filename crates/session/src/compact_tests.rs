@@ -1,5 +1,6 @@
-//! Tests of `compact.rs`: the property test holding every reading of canonical text equal to
-//! the tree built from the same text, and text that is not canonical read without a panic.
+//! Tests of `compact.rs` (and of `skim.rs`'s array items): the property test holding every
+//! reading of canonical text equal to the tree built from the same text, and text that is not
+//! canonical read without a panic.
 
 use proptest::prelude::*;
 use serde_json::Value;
@@ -46,6 +47,9 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
+/// An array element as read: its text, and each member's text when it is an object.
+type Item = (String, Option<Vec<Option<String>>>);
+
 /// What each reading of `text` should give, from the tree of the same text.
 fn check(value: &Value, text: &str) -> Result<(), TestCaseError> {
     prop_assert_eq!(value_end(text.as_bytes(), 0), Some(text.len()));
@@ -67,12 +71,34 @@ fn check(value: &Value, text: &str) -> Result<(), TestCaseError> {
         }
         prop_assert_eq!(member(text, "absent key"), None);
     }
-    let read: Vec<&str> = elements(text).collect();
-    let tree: Vec<String> = match value {
-        Value::Array(items) => items.iter().map(Value::to_string).collect(),
-        _ => Vec::new(),
+    // An array's elements, each object's members read in the same walk.
+    let members_of = |object: &crate::skim::RawObject<'_>, value: &Value| -> Vec<Option<String>> {
+        match value {
+            Value::Object(m) => m.keys().map(|k| object.get(k).map(str::to_owned)).collect(),
+            _ => Vec::new(),
+        }
     };
-    prop_assert_eq!(read, tree);
+    let read: Option<Vec<Item>> = crate::skim::RawObject::items_of(text).map(|items| {
+        items
+            .zip(value.as_array().into_iter().flatten())
+            .map(|((t, object), v)| (t.to_owned(), object.map(|o| members_of(&o, v))))
+            .collect()
+    });
+    let tree: Option<Vec<Item>> = value.as_array().map(|items| {
+        items
+            .iter()
+            .map(|v| {
+                let members = v
+                    .as_object()
+                    .map(|m| m.values().map(|x| Some(x.to_string())).collect());
+                (v.to_string(), members)
+            })
+            .collect()
+    });
+    prop_assert_eq!(&read, &tree);
+    if let Some(items) = crate::skim::RawObject::items_of(text) {
+        prop_assert_eq!(items.count(), value.as_array().map_or(0, Vec::len));
+    }
     let read = string(text);
     prop_assert_eq!(read.as_deref(), value.as_str());
     Ok(())
@@ -105,7 +131,7 @@ proptest! {
         for t in [text.as_str(), prefix] {
             let _ = value_end(t.as_bytes(), 0);
             let _ = members(t).count();
-            let _ = elements(t).count();
+            let _ = crate::skim::RawObject::items_of(t).map(Iterator::count);
             let _ = member(t, "type");
             let _ = string(t);
         }
@@ -116,9 +142,12 @@ proptest! {
 fn truncated_and_malformed_text_stops_early() {
     assert_eq!(members(r#"{"a":1,"b":"#).count(), 1);
     assert_eq!(members(r#"{"a"1}"#).count(), 0);
-    assert_eq!(elements("[1,2").count(), 2);
-    assert_eq!(elements("[1,").count(), 1);
-    assert_eq!(elements("[]").count(), 0);
+    let count = |t| crate::skim::RawObject::items_of(t).map(Iterator::count);
+    assert_eq!(count("[1,2"), Some(2));
+    assert_eq!(count("[1,"), Some(1));
+    assert_eq!(count("[]"), Some(0));
+    assert_eq!(count(r#"[{"a":1},{}]"#), Some(2));
+    assert_eq!(count(r#"[{"a":1"#), Some(0));
     assert_eq!(members("{}").count(), 0);
     assert_eq!(value_end(b"}", 0), None);
     assert_eq!(value_end(b"[\"a", 0), None);

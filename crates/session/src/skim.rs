@@ -38,6 +38,26 @@ impl<'a> RawObject<'a> {
         if !(text.starts_with('{') && text.ends_with('}')) {
             return None;
         }
+        Some(RawObject::walk(text))
+    }
+
+    /// The object at the start of `text` (which may go on after it) and the length of its
+    /// text (`None`: `text` does not start with a whole object).
+    fn prefix(text: &'a str) -> Option<(RawObject<'a>, usize)> {
+        if !text.starts_with('{') {
+            return None;
+        }
+        let object = RawObject::walk(text);
+        // Past the kept members the rest is walked to find the end (rare: few objects of a
+        // message have more than `KEPT` members).
+        let mut rest = object.rest.clone();
+        for _ in rest.by_ref() {}
+        let len = rest.closed()?;
+        Some((object, len))
+    }
+
+    /// The members of the object opening `text`, the first [`KEPT`] of them kept.
+    fn walk(text: &'a str) -> RawObject<'a> {
         let mut kept = [(RawKey::default(), ""); KEPT];
         let mut rest = compact::members(text);
         let mut len = 0;
@@ -48,7 +68,7 @@ impl<'a> RawObject<'a> {
             kept[len] = member;
             len += 1;
         }
-        Some(RawObject { kept, len, rest })
+        RawObject { kept, len, rest }
     }
 
     /// The raw text of member `key`.
@@ -71,16 +91,44 @@ impl<'a> RawObject<'a> {
         compact::string(raw)
     }
 
-    /// The elements of the JSON text `raw`, each as its text, when it is an array (`None` for
-    /// any other value).
-    pub fn elements_of(raw: &str) -> Option<impl Iterator<Item = &str>> {
-        raw.starts_with('[').then(|| compact::elements(raw))
+    /// The elements of the JSON text `raw` when it is an array (`None` for any other value):
+    /// each as its text, with its members when it is an object, both from one walk.
+    pub fn items_of(raw: &'a str) -> Option<RawItems<'a>> {
+        let at = match raw.as_bytes() {
+            [b'[', b']', ..] => None,
+            [b'[', ..] => Some(1),
+            _ => return None,
+        };
+        Some(RawItems { text: raw, at })
     }
 }
 
-/// The elements of an array's raw text, `None` when it is not an array.
-fn elements(raw: &str) -> Option<compact::Elements<'_>> {
-    raw.starts_with('[').then(|| compact::elements(raw))
+/// Iterator of [`RawObject::items_of`]: each element's text, and its members when it is an
+/// object.
+#[derive(Clone, Debug)]
+pub struct RawItems<'a> {
+    text: &'a str,
+    /// Where the next element starts; `None` once done.
+    at: Option<usize>,
+}
+
+impl<'a> Iterator for RawItems<'a> {
+    type Item = (&'a str, Option<RawObject<'a>>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let i = self.at.take()?;
+        let rest = self.text.get(i..)?;
+        let (object, end) = if rest.starts_with('{') {
+            let (object, len) = RawObject::prefix(rest)?;
+            (Some(object), i + len)
+        } else {
+            (None, compact::value_end(self.text.as_bytes(), i)?)
+        };
+        if self.text.as_bytes().get(end) == Some(&b',') {
+            self.at = Some(end + 1);
+        }
+        Some((self.text.get(i..end)?, object))
+    }
 }
 
 /// Whether a block's `type` is the string `kind`.
@@ -107,11 +155,11 @@ pub(crate) fn result_call_id(message: &str) -> Option<Option<Cow<'_, str>>> {
             content = Some(value);
         }
     }
-    let Some(blocks) = content.and_then(elements) else {
+    let Some(blocks) = content.and_then(RawObject::items_of) else {
         return Some(None);
     };
-    for block in blocks {
-        let Some(block) = RawObject::parse(block) else {
+    for (_, block) in blocks {
+        let Some(block) = block else {
             continue;
         };
         if is_block(&block, "tool-result") {
@@ -139,12 +187,12 @@ pub(crate) fn call_blocks<'a>(message: &'a str) -> Option<Vec<CallBlock<'a>>> {
     let members = RawObject::parse(message)?;
     // No `content` at all: the tree-based view looks for an older flat one beside the message.
     let content = members.get("content")?;
-    let Some(blocks) = elements(content) else {
+    let Some(blocks) = RawObject::items_of(content) else {
         return Some(Vec::new());
     };
     let mut out = Vec::new();
-    for block in blocks {
-        let Some(block) = RawObject::parse(block) else {
+    for (_, block) in blocks {
+        let Some(block) = block else {
             continue;
         };
         if !is_block(&block, "tool-call") {
