@@ -33,8 +33,8 @@ pub fn provider_messages<'a>(events: impl IntoIterator<Item = (u64, &'a Event)>)
     let logged = derive_logged(events);
     let mut out = Vec::with_capacity(logged.len());
     for message in &logged {
-        match message.text().and_then(Raw::parse) {
-            Some(raw) => push_message(&raw, &mut out),
+        match message.text() {
+            Some(text) => push_message(&Raw::new(text), &mut out),
             None => push_message(&message.to_json().value(), &mut out),
         }
     }
@@ -83,26 +83,25 @@ impl<'a> Node<'a> for &'a Value {
     }
 }
 
-/// A value read from a log line's canonical JSON text (see [`RawObject`]).
+/// A value read from a log line's canonical JSON text (see [`RawObject`]): an object's
+/// members are found once, when it is read.
 struct Raw<'a> {
     text: &'a str,
     object: Option<RawObject<'a>>,
 }
 
 impl<'a> Raw<'a> {
-    fn parse(text: &'a str) -> Option<Raw<'a>> {
-        let object = if text.starts_with('{') {
-            Some(RawObject::parse(text)?)
-        } else {
-            None
-        };
-        Some(Raw { text, object })
+    fn new(text: &'a str) -> Raw<'a> {
+        Raw {
+            text,
+            object: RawObject::parse(text),
+        }
     }
 }
 
 impl<'a> Node<'a> for Raw<'a> {
     fn member(&self, key: &str) -> Option<Self> {
-        Raw::parse(self.object.as_ref()?.get(key)?.get())
+        self.object.as_ref()?.get(key).map(Raw::new)
     }
     fn string(&self) -> Option<Cow<'a, str>> {
         RawObject::string_of(self.text)
@@ -115,10 +114,11 @@ impl<'a> Node<'a> for Raw<'a> {
         }
     }
     fn items(&self) -> Option<Vec<Self>> {
-        RawObject::elements_of(self.text)?
-            .into_iter()
-            .map(|raw| Raw::parse(raw.get()))
-            .collect()
+        Some(
+            RawObject::items_of(self.text)?
+                .map(|(text, object)| Raw { text, object })
+                .collect(),
+        )
     }
     fn to_json(&self) -> Json {
         // The text of a line the log's scan accepted, so it parses; should it not, the block

@@ -11,9 +11,9 @@ use serde_json::{Map, Value};
 
 use dsh_core::Json;
 
+use crate::compact;
 use crate::deep;
 use crate::event::{Event, SurfaceOp, types};
-use crate::skim::RawObject;
 use crate::snapshot::Events;
 
 /// The model-visible messages of a session's events, in order.
@@ -136,10 +136,8 @@ fn message_of(event: &Event) -> Option<LoggedMessage<'_>> {
 /// Whether a message's text has content: a non-empty array or string (as the tree check in
 /// [`tree_message_of`] reads it).
 fn has_content(text: &str) -> bool {
-    let Some(message) = RawObject::parse(text) else {
-        return false;
-    };
-    match message.get("content").map(|raw| raw.get()) {
+    // Only `content` is needed: the walk stops there.
+    match compact::member(text, "content") {
         Some(raw) if raw.starts_with('[') => raw != "[]",
         Some(raw) if raw.starts_with('"') => raw != "\"\"",
         _ => false,

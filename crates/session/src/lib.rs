@@ -61,6 +61,7 @@
 
 mod ack;
 mod check;
+mod compact;
 mod data_writer;
 mod deep;
 mod deferred;
@@ -103,5 +104,5 @@ pub use repair::{
 };
 pub use session::{Session, Subscription};
 pub use sink::{Line, Lines, LogSink};
-pub use skim::RawObject;
+pub use skim::{RawItems, RawObject};
 pub use snapshot::{Entry, Events};
