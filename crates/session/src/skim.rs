@@ -33,7 +33,9 @@ pub struct RawObject<'a> {
 }
 
 impl<'a> RawObject<'a> {
-    /// The object `text`, or `None` when `text` is not a JSON object.
+    /// The object `text`, or `None` when `text` is not a JSON object. `text` must be canonical
+    /// compact JSON, as a logged event's text is (the session's scan checked it): on any other
+    /// text this never panics, but what it reads is not meaningful.
     pub fn parse(text: &'a str) -> Option<RawObject<'a>> {
         if !(text.starts_with('{') && text.ends_with('}')) {
             return None;
