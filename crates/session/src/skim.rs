@@ -21,7 +21,8 @@ const KEPT: usize = 8;
 
 /// A JSON object read from its canonical compact text (a log line the scan accepted): its
 /// members found in one walk of the text, each value left as raw text (read further only when
-/// asked, never built into a tree). See [`crate::compact`] for what it reads on other text.
+/// asked, never built into a tree). On other text it never panics, but what it reads is not
+/// meaningful.
 #[derive(Clone, Debug)]
 pub struct RawObject<'a> {
     /// The first [`KEPT`] members, in text order.
