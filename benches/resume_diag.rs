@@ -37,16 +37,6 @@ async fn resume(path: &Path) -> (Request, Session) {
     (Request::new("deepseek-chat", messages), session)
 }
 
-/// Every line parsed into a `Value`, as `agent/parse-100k` times it.
-#[inline(never)]
-fn parse_lines(bytes: &[u8]) -> Vec<serde_json::Value> {
-    bytes
-        .split(|&b| b == b'\n')
-        .filter(|line| !line.is_empty())
-        .map(|line| serde_json::from_slice(line).expect("a JSON line"))
-        .collect()
-}
-
 fn main() {
     // `cargo bench` passes `--bench`; only the positional arguments count.
     let args: Vec<String> = std::env::args()
@@ -67,7 +57,7 @@ fn main() {
         match side.as_str() {
             "parse" => {
                 let start = Instant::now();
-                let values = parse_lines(&bytes);
+                let values = events::parse_lines(&bytes);
                 took += start.elapsed();
                 drop(black_box(values));
             }

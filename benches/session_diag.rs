@@ -28,16 +28,6 @@ fn derive_log(bytes: &[u8]) -> (Vec<Json>, Log) {
     (messages, log)
 }
 
-/// Every line parsed into a `Value`, as `derive/parse` times it.
-#[inline(never)]
-fn parse_lines(bytes: &[u8]) -> Vec<serde_json::Value> {
-    bytes
-        .split(|&b| b == b'\n')
-        .filter(|line| !line.is_empty())
-        .map(|line| serde_json::from_slice(line).expect("a JSON line"))
-        .collect()
-}
-
 fn main() {
     // `cargo bench` passes `--bench`; only the positional arguments count.
     let args: Vec<String> = std::env::args()
@@ -51,7 +41,7 @@ fn main() {
     let start = Instant::now();
     for _ in 0..iters {
         match side.as_str() {
-            "parse" => drop(black_box(parse_lines(&bytes))),
+            "parse" => drop(black_box(events::parse_lines(&bytes))),
             _ => {
                 let (messages, log) = derive_log(&bytes);
                 assert!(messages.len() > n / 3);

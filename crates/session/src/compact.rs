@@ -16,7 +16,7 @@
 
 use std::borrow::Cow;
 
-use crate::payload::special_mask;
+use crate::payload::skip_plain;
 
 /// The index just past the string whose opening `"` is at `i`, and whether it holds an escape
 /// (`None`: the text ends first).
@@ -26,14 +26,7 @@ fn string_end(b: &[u8], i: usize) -> Option<(usize, bool)> {
     loop {
         // Eight bytes at a time up to the next `"` or `\` (control bytes are flagged too; in
         // canonical text there are none, elsewhere they are stepped over below).
-        while let Some(word) = b.get(j..j + 8).and_then(|c| <[u8; 8]>::try_from(c).ok()) {
-            let mask = special_mask(u64::from_le_bytes(word));
-            if mask != 0 {
-                j += (mask.trailing_zeros() / 8) as usize;
-                break;
-            }
-            j += 8;
-        }
+        j = skip_plain(b, j);
         match *b.get(j)? {
             b'"' => return Some((j + 1, escaped)),
             b'\\' => {

@@ -424,6 +424,20 @@ impl TextWriter {
     }
 }
 
+/// The index of the first byte at or after `j` that is `"`, `\\` or a control character, found
+/// eight bytes at a time; when the whole words from `j` hold none, the index past the last of
+/// them (the caller reads what is left byte by byte).
+pub(crate) fn skip_plain(b: &[u8], mut j: usize) -> usize {
+    while let Some(word) = b.get(j..j + 8).and_then(|c| <[u8; 8]>::try_from(c).ok()) {
+        let mask = special_mask(u64::from_le_bytes(word));
+        if mask != 0 {
+            return j + (mask.trailing_zeros() / 8) as usize;
+        }
+        j += 8;
+    }
+    j
+}
+
 /// The high bit of every byte of `w` that is `"`, `\\` or a control character below 0x20, and
 /// possibly of bytes above such a byte (SWAR): the lowest flagged byte is always a real one.
 pub(crate) fn special_mask(w: u64) -> u64 {

@@ -15,7 +15,7 @@
 use dsh_core::json::MAX_DEPTH;
 
 use crate::event::types;
-use crate::payload::{Facts, StrFact, SubText, special_mask};
+use crate::payload::{Facts, StrFact, SubText, skip_plain};
 
 /// Keys an object may hold before the scan gives up checking them for duplicates (pairwise) and
 /// leaves the line to the eager reader.
@@ -158,14 +158,7 @@ impl Scan<'_, '_> {
         let mut escaped = false;
         loop {
             // Eight bytes at a time up to the next `"`, `\` or control byte.
-            while let Some(word) = b.get(j..j + 8).and_then(|c| <[u8; 8]>::try_from(c).ok()) {
-                let mask = special_mask(u64::from_le_bytes(word));
-                if mask != 0 {
-                    j += (mask.trailing_zeros() / 8) as usize;
-                    break;
-                }
-                j += 8;
-            }
+            j = skip_plain(b, j);
             match *b.get(j)? {
                 b'"' => return Some((j + 1, escaped)),
                 b'\\' => {
