@@ -67,8 +67,13 @@ impl Call {
         };
         let answer = tokio::select! {
             r = handle.await_response() => r,
-            // Dropping `abandon` tells the server (`notifications/cancelled`).
-            _ = ctx.signal().aborted() => return Err(Failure::aborted()),
+            // The server is told (`notifications/cancelled`) before the call's result is
+            // recorded, so it hears it before dsh goes on or exits; a call dropped instead
+            // (a second signal's fast exit) is told when `abandon` drops.
+            _ = ctx.signal().aborted() => {
+                abandon.tell().await;
+                return Err(Failure::aborted());
+            }
         };
         // Answered, or timed out (rmcp has sent `notifications/cancelled` itself).
         abandon.id = None;
@@ -145,23 +150,34 @@ struct Abandon {
     id: Option<RequestId>,
 }
 
+/// How long an abandoned call waits for its `notifications/cancelled` to be sent.
+const TELL_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Abandon {
+    /// Sends `notifications/cancelled` now, waiting at most [`TELL_WITHIN`] for it to go out.
+    async fn tell(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let _ = tokio::time::timeout(TELL_WITHIN, cancelled(self.peer.clone(), id)).await;
+    }
+}
+
+/// Sends `notifications/cancelled` for request `id`; a server already gone is not an error.
+async fn cancelled(peer: Peer<RoleClient>, id: RequestId) {
+    let cancelled =
+        CancelledNotificationParam::new(Some(id), Some("the call was cancelled".to_owned()));
+    let _ = peer
+        .send_notification(ClientNotification::CancelledNotification(
+            Notification::new(cancelled),
+        ))
+        .await;
+}
+
 impl Drop for Abandon {
     fn drop(&mut self) {
         let Some(id) = self.id.take() else { return };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let peer = self.peer.clone();
-        runtime.spawn(async move {
-            let cancelled = CancelledNotificationParam::new(
-                Some(id),
-                Some("the call was cancelled".to_owned()),
-            );
-            let _ = peer
-                .send_notification(ClientNotification::CancelledNotification(
-                    Notification::new(cancelled),
-                ))
-                .await;
-        });
+        runtime.spawn(cancelled(self.peer.clone(), id));
     }
 }
