@@ -242,3 +242,57 @@ async fn a_group_the_database_refuses_fails_only_its_own_session() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i4_a_fenced_group_in_a_statement_of_many_sessions_is_refused_and_the_others_commit() {
+    let (store, url) = fresh_store().await;
+    let mut sessions = Vec::new();
+    for i in 0..20 {
+        let opened = store
+            .open(&format!("f-{i}"), "/", OpenOptions::new())
+            .await
+            .expect("open");
+        sessions.push(opened.session);
+    }
+    // Another process took session f-5 over: its token moved on.
+    let c = client(&url).await;
+    c.execute(
+        "UPDATE dsh_sessions SET lease_token = lease_token + 1, lease_owner = 'elsewhere' WHERE id = 'f-5'",
+        &[],
+    )
+    .await
+    .expect("take over");
+    let results =
+        futures::future::join_all(sessions.iter().map(|s| s.append(Event::turn_start(1)))).await;
+    for (i, r) in results.iter().enumerate() {
+        if i == 5 {
+            let e = r
+                .as_ref()
+                .expect_err("the fenced session's append is refused");
+            assert!(e.to_string().contains("taken over"), "{e}");
+        } else {
+            assert_eq!(*r.as_ref().expect("the other sessions' appends commit"), 0);
+        }
+    }
+    let fenced: i64 = c
+        .query_one(
+            "SELECT count(*) FROM dsh_events WHERE session_id = 'f-5'",
+            &[],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(fenced, 0, "nothing of the fenced session landed");
+    // The groups shared statements (the many-group statement ran, not only the one-group one):
+    // rows of different sessions committed by one transaction.
+    let shared: i64 = c
+        .query_one(
+            "SELECT coalesce(max(n), 0) FROM (SELECT count(DISTINCT session_id) AS n
+               FROM dsh_events WHERE session_id LIKE 'f-%' GROUP BY xmin::text) t",
+            &[],
+        )
+        .await
+        .expect("transactions")
+        .get(0);
+    assert!(shared > 1, "no statement held two sessions' groups");
+}
