@@ -93,32 +93,69 @@ async fn holder(client: &Client, id: &str) -> Result<Option<Holder>, StoreError>
     }))
 }
 
-/// The fencing token of a holder whose backend is gone and which may be taken over now: its
-/// process died here, or its backend stayed gone for the grace under the same token. `None`
-/// when the lease is free, held by a live backend, or its holder came back.
-async fn gone_holder(client: &Client, id: &str, lease: &Lease) -> Result<Option<i64>, StoreError> {
+/// Where a session's lease stands, as another process judges it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// Unheld or expired.
+    Free,
+    /// Held by a live process: its backend is connected, or came back within the grace.
+    Live,
+    /// Held under this fencing token by a holder whose backend is gone for good: its process
+    /// died here, or its backend stayed gone for [`Lease::takeover_grace`].
+    Gone(i64),
+}
+
+/// Judges session `id`'s lease (`None`: no such session). A holder whose backend is gone but
+/// whose process cannot be seen to have died is watched for up to the grace: a live holder
+/// whose connection dropped reconnects within it, and is then [`Standing::Live`]. So a reader
+/// (`dsh check`, a tail, the viewer) never takes a writer that is reconnecting for a dead one,
+/// by the same rule a taker uses.
+pub(crate) async fn standing(
+    client: &Client,
+    id: &str,
+    lease: &Lease,
+) -> Result<Option<Standing>, StoreError> {
     let Some(first) = holder(client, id).await? else {
         return Ok(None);
     };
-    if first.free || first.alive {
-        return Ok(None);
+    if first.free {
+        return Ok(Some(Standing::Free));
+    }
+    if first.alive {
+        return Ok(Some(Standing::Live));
     }
     if died_here(&first.owner) {
-        return Ok(Some(first.token));
+        return Ok(Some(Standing::Gone(first.token)));
     }
     let until = tokio::time::Instant::now() + lease.takeover_grace;
     loop {
         let now = tokio::time::Instant::now();
         if now >= until {
-            return Ok(Some(first.token));
+            return Ok(Some(Standing::Gone(first.token)));
         }
         tokio::time::sleep((until - now).min(Duration::from_millis(100))).await;
-        match holder(client, id).await? {
-            Some(h) if h.token == first.token && !h.free && !h.alive => {}
-            // Free now, taken by another, or the holder reconnected: decided as usual.
-            _ => return Ok(None),
+        let Some(h) = holder(client, id).await? else {
+            return Ok(None);
+        };
+        if h.free {
+            return Ok(Some(Standing::Free));
+        }
+        if h.alive || h.token != first.token {
+            // The holder came back, or another process took the lease (and is connected to
+            // do so): live either way.
+            return Ok(Some(Standing::Live));
         }
     }
+}
+
+/// The fencing token of a holder whose backend is gone and which may be taken over now (see
+/// [`standing`]). `None` when the lease is free, held by a live backend, or its holder came
+/// back.
+async fn gone_holder(client: &Client, id: &str, lease: &Lease) -> Result<Option<i64>, StoreError> {
+    Ok(match standing(client, id, lease).await? {
+        Some(Standing::Gone(token)) => Some(token),
+        _ => None,
+    })
 }
 
 /// What taking the lease found.

@@ -116,6 +116,12 @@ impl PgStore {
         )
     }
 
+    /// How this handle's sessions hold their leases (and how long a reader waits for a holder
+    /// that is reconnecting).
+    pub(crate) fn lease(&self) -> &Lease {
+        &self.shared.lease
+    }
+
     /// The connection settings.
     pub(crate) fn config(&self) -> &Config {
         &self.shared.config
@@ -296,9 +302,12 @@ impl PgStore {
         Ok(deleted == 1)
     }
 
-    /// Whether a live process holds session `id`'s lease now.
+    /// Whether a live process holds session `id`'s lease now. A holder whose backend is gone
+    /// while its lease is unexpired may be reconnecting: unless its process is seen to have
+    /// died (on this host), this watches it for up to [`Lease::takeover_grace`] and answers
+    /// `true` if it comes back, as a taker would judge it.
     pub async fn is_leased(&self, id: &str) -> Result<bool, StoreError> {
-        leased(self.pooled().await?.get()?, id).await
+        leased(self.pooled().await?.get()?, id, &self.shared.lease).await
     }
 
     /// The sessions, most recently written first (with their header's `cwd`, so a caller can
@@ -334,19 +343,13 @@ impl PgStore {
     }
 }
 
-/// Whether a live process holds session `id`'s lease now: unexpired, and its backend alive.
-pub(crate) async fn leased(client: &Client, id: &str) -> Result<bool, StoreError> {
-    let row = client
-        .query_opt(
-            "SELECT lease_until IS NOT NULL AND lease_until >= now()
-                    AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = lease_backend)
-               FROM dsh_sessions WHERE id = $1",
-            &[&id],
-        )
-        .await
-        .map_err(db("read the lease"))?
-        .ok_or_else(|| StoreError::NoSuchSession(id.to_owned()))?;
-    Ok(row.get(0))
+/// Whether a live process holds session `id`'s lease now: unexpired, and its backend alive or
+/// back within the grace (a writer reconnecting is live; see [`lease::standing`]).
+pub(crate) async fn leased(client: &Client, id: &str, lease: &Lease) -> Result<bool, StoreError> {
+    match lease::standing(client, id, lease).await? {
+        Some(standing) => Ok(standing == lease::Standing::Live),
+        None => Err(StoreError::NoSuchSession(id.to_owned())),
+    }
 }
 
 /// The log bytes of a session's rows, checking that every row is an event at the seq the log

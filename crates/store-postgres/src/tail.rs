@@ -3,7 +3,8 @@
 //! Guarantees: every line is delivered once, in seq order, starting at the seq asked for; a
 //! notification only wakes the reader (the lines are read from the table), so a notification
 //! lost with a connection loses nothing; the tail ends once every line is delivered and no live
-//! process holds the session's lease.
+//! process holds the session's lease (a writer reconnecting after its connection dropped is
+//! live: the tail waits for it, up to the lease's takeover grace).
 
 use std::time::Duration;
 
@@ -65,12 +66,13 @@ impl PgStore {
             .map_err(db("listen"))?;
         let (tx, rx) = mpsc::channel(256);
         let id = id.to_owned();
+        let lease = self.lease().clone();
         tokio::spawn(async move {
             let mut next = i64::try_from(from).unwrap_or(i64::MAX);
             loop {
                 // Whether the writer is gone is read BEFORE the lines, so the last lines it
                 // wrote are read after.
-                let live = crate::store::leased(&client, &id).await;
+                let live = crate::store::leased(&client, &id, &lease).await;
                 let rows = client
                     .query(
                         "SELECT seq, line FROM dsh_events WHERE session_id = $1 AND seq >= $2 ORDER BY seq",

@@ -2,7 +2,7 @@
 //! (spec I4).
 
 use dsh_session::{Event, OpenOptions, check_bytes};
-use dsh_store_postgres::{PgStore, StoreError};
+use dsh_store_postgres::{Lease, PgStore, StoreError};
 
 use super::support::{Proxy, client, fresh_store, opened_with_a_turn, short_lease};
 
@@ -238,4 +238,55 @@ async fn i4_a_holder_whose_process_died_on_this_host_is_taken_over_without_waiti
     assert_eq!(b.repair.interrupted_calls.len(), 1);
     b.session.close().await.expect("close");
     drop(a);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i4_a_writer_reconnecting_after_its_connection_dropped_is_still_seen_as_live() {
+    let (store, url) = fresh_store().await;
+    let proxy = Proxy::start().await;
+    let holder = PgStore::connect(&proxy.url(&url))
+        .await
+        .expect("connect through the relay")
+        .with_lease(Lease {
+            takeover_grace: std::time::Duration::from_secs(20),
+            ..short_lease("elsewhere:1")
+        });
+    let a = holder
+        .open("r", "/", OpenOptions::new())
+        .await
+        .expect("open");
+    started_call(&a.session).await;
+    // The holder is cut off from the database: its backend ends while it lives on.
+    proxy.cut();
+    let c = client(&url).await;
+    loop {
+        let gone: bool = c
+            .query_one(
+                "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity a, dsh_sessions d
+                                     WHERE d.id = 'r' AND a.pid = d.lease_backend)",
+                &[],
+            )
+            .await
+            .expect("backend")
+            .get(0);
+        if gone {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    // A reader asks while the holder cannot reconnect; the holder is let back a moment later.
+    let reader = store.clone().with_lease(Lease {
+        takeover_grace: std::time::Duration::from_secs(20),
+        ..short_lease("reader")
+    });
+    let asked = tokio::spawn(async move { reader.is_leased("r").await });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    proxy.mend();
+    assert!(
+        asked.await.expect("join").expect("lease"),
+        "a writer reconnecting was reported as gone"
+    );
+    // `dsh check`'s other answer stays right: once the holder closes, nobody holds it.
+    a.session.close().await.expect("close");
+    assert!(!store.is_leased("r").await.expect("lease"));
 }
