@@ -32,7 +32,8 @@ impl Stops {
 
     /// Takes every signal that arrived since the last look without waiting; the name of a
     /// SIGTERM or SIGHUP among them (they end a conversation), a SIGINT being dropped (it only
-    /// cancelled the turn it came in).
+    /// cancelled the turn it came in). Only `dsh chat` (feature `agent`) looks between turns.
+    #[cfg(feature = "agent")]
     pub(crate) fn take_ending(&mut self) -> Option<&'static str> {
         use futures::FutureExt as _;
         let _ = self.interrupt.recv().now_or_never();

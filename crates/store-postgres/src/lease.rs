@@ -29,7 +29,9 @@ pub struct Lease {
     pub owner: String,
     /// How long a holder's backend must stay gone, its lease unrenewed, before another process
     /// takes the lease over, when the holder's process cannot be seen to have died (another
-    /// host, another owner form); default 3 s: a live holder reconnects well within it.
+    /// host, another owner form); default 3 s: a live holder reconnects well within it. A
+    /// reader asking whether the session is being written ([`crate::PgStore::is_leased`], a
+    /// tail) watches such a holder for as long before it answers no.
     pub takeover_grace: Duration,
 }
 

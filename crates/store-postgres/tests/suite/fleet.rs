@@ -203,17 +203,38 @@ async fn four_processes_share_a_store_each_with_many_sessions() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_group_the_database_refuses_fails_only_its_own_session() {
-    let (store, url) = fresh_store().await;
-    let mut sessions = Vec::new();
-    for i in 0..20 {
+/// Every session appends a turn's start at once, so their groups share statements: all
+/// commit but session `bad`'s, whose append fails saying `why`.
+async fn all_commit_but(sessions: &[Session], bad: usize, why: &str) {
+    let results =
+        futures::future::join_all(sessions.iter().map(|s| s.append(Event::turn_start(1)))).await;
+    for (i, r) in results.iter().enumerate() {
+        if i == bad {
+            let e = r.as_ref().expect_err("that session's append fails");
+            assert!(e.to_string().contains(why), "{e}");
+        } else {
+            assert_eq!(*r.as_ref().expect("the other sessions' appends commit"), 0);
+        }
+    }
+}
+
+/// Opens sessions `prefix-0` .. `prefix-{n-1}`.
+async fn open_sessions(store: &PgStore, prefix: &str, n: usize) -> Vec<Session> {
+    let mut sessions = Vec::with_capacity(n);
+    for i in 0..n {
         let opened = store
-            .open(&format!("g-{i}"), "/", OpenOptions::new())
+            .open(&format!("{prefix}-{i}"), "/", OpenOptions::new())
             .await
             .expect("open");
         sessions.push(opened.session);
     }
+    sessions
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_the_database_refuses_fails_only_its_own_session() {
+    let (store, url) = fresh_store().await;
+    let sessions = open_sessions(&store, "g", 20).await;
     // Bad data: a row already sits where session g-7's next event goes.
     client(&url)
         .await
@@ -223,17 +244,7 @@ async fn a_group_the_database_refuses_fails_only_its_own_session() {
         )
         .await
         .expect("damage");
-    // Every session appends at once, so their groups share statements.
-    let results =
-        futures::future::join_all(sessions.iter().map(|s| s.append(Event::turn_start(1)))).await;
-    for (i, r) in results.iter().enumerate() {
-        if i == 7 {
-            let e = r.as_ref().expect_err("the damaged session's append fails");
-            assert!(e.to_string().contains("duplicate key"), "{e}");
-        } else {
-            assert_eq!(*r.as_ref().expect("the other sessions' appends commit"), 0);
-        }
-    }
+    all_commit_but(&sessions, 7, "duplicate key").await;
     for (i, s) in sessions.iter().enumerate() {
         if i != 7 {
             s.close().await.expect("close");
@@ -246,14 +257,7 @@ async fn a_group_the_database_refuses_fails_only_its_own_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn i4_a_fenced_group_in_a_statement_of_many_sessions_is_refused_and_the_others_commit() {
     let (store, url) = fresh_store().await;
-    let mut sessions = Vec::new();
-    for i in 0..20 {
-        let opened = store
-            .open(&format!("f-{i}"), "/", OpenOptions::new())
-            .await
-            .expect("open");
-        sessions.push(opened.session);
-    }
+    let sessions = open_sessions(&store, "f", 20).await;
     // Another process took session f-5 over: its token moved on.
     let c = client(&url).await;
     c.execute(
@@ -262,18 +266,7 @@ async fn i4_a_fenced_group_in_a_statement_of_many_sessions_is_refused_and_the_ot
     )
     .await
     .expect("take over");
-    let results =
-        futures::future::join_all(sessions.iter().map(|s| s.append(Event::turn_start(1)))).await;
-    for (i, r) in results.iter().enumerate() {
-        if i == 5 {
-            let e = r
-                .as_ref()
-                .expect_err("the fenced session's append is refused");
-            assert!(e.to_string().contains("taken over"), "{e}");
-        } else {
-            assert_eq!(*r.as_ref().expect("the other sessions' appends commit"), 0);
-        }
-    }
+    all_commit_but(&sessions, 5, "taken over").await;
     let fenced: i64 = c
         .query_one(
             "SELECT count(*) FROM dsh_events WHERE session_id = 'f-5'",
