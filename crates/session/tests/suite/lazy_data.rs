@@ -289,27 +289,8 @@ async fn data_nested_past_the_limit_is_refused_and_still_readable() {
     assert_eq!(e.data().value()["meta"].as_array().map(Vec::len), Some(1));
 }
 
-fn json_leaf() -> impl Strategy<Value = Value> {
-    prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(Value::from),
-        any::<String>().prop_map(Value::from),
-    ]
-}
-
 fn json_value() -> impl Strategy<Value = Value> {
-    json_leaf().prop_recursive(4, 32, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::vec((any::<String>(), inner), 0..4)
-                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
-        ]
-    })
+    super::support::json_value(32, 4)
 }
 
 proptest! {

@@ -9,31 +9,12 @@ use dsh_session::{
     derive_messages_from, read_log, repair_bytes, to_anthropic, to_openai,
 };
 use proptest::prelude::*;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::support::{completed, j, tempdir, text};
 
-fn leaf() -> impl Strategy<Value = Value> {
-    prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(Value::from),
-        any::<String>().prop_map(Value::from),
-    ]
-}
-
 fn json_value() -> impl Strategy<Value = Value> {
-    leaf().prop_recursive(4, 48, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::vec((any::<String>(), inner), 0..6)
-                .prop_map(|kv| Value::Object(kv.into_iter().collect::<Map<_, _>>())),
-        ]
-    })
+    super::support::json_value(48, 6)
 }
 
 fn ident() -> impl Strategy<Value = String> {

@@ -47,3 +47,26 @@ pub fn completed() -> Json {
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
+
+/// Any JSON value up to four levels deep (finite numbers; any strings, keys included): at most
+/// `nodes` values in all and `width` items in an array or object.
+pub fn json_value(nodes: u32, width: usize) -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        any::<String>().prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, nodes, width as u32, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..width).prop_map(Value::Array),
+            prop::collection::vec((any::<String>(), inner), 0..width)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    })
+}
