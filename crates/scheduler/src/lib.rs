@@ -57,6 +57,7 @@ mod one_call;
 mod one_call_tests;
 mod pool;
 mod prepare;
+mod queued;
 mod runtime;
 mod shared_turn;
 mod source;

@@ -30,21 +30,17 @@
 //! waiting behind calls that keep overlapping.
 
 use std::collections::HashSet;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use dsh_core::{AgentId, Arguments, CancelCause, ExecutionMode, Json, Signal};
-use dsh_session::{Event, Session, SessionError};
+use dsh_session::{Event, Session};
 use serde_json::json;
 
 use crate::batch::ToolCallBlock;
 use crate::error::SchedulerError;
+use crate::queued::{Ack, Queued};
 use crate::runtime::Runtime;
 use crate::step::{DEFAULT_MAX_PARALLEL, StepContext, StepOutcome};
-
-/// An append's acknowledgement, kept to be awaited later.
-type Ack = Pin<Box<dyn Future<Output = Result<u64, SessionError>> + Send>>;
 
 /// Runs calls that arrive one at a time, each as a step, overlapping steps sharing a turn.
 pub struct SharedTurn {
@@ -153,7 +149,7 @@ impl SharedTurn {
             _ => self.admission.try_read().map(|g| _beside = Some(g)),
         }
         .is_ok();
-        let mut pending: Vec<Ack> = Vec::new();
+        let mut pending = Queued::default();
         let (block, message, turn, step) = {
             let mut st = self.state.lock().await;
             let (id, original) = unique_id(&mut st.used_ids, call_id);
@@ -168,7 +164,7 @@ impl SharedTurn {
                         active: 0,
                         any_completed: false,
                     });
-                    submit(&mut pending, &self.session, Event::turn_start(turn))?;
+                    pending.push(&self.session, Event::turn_start(turn))?;
                     turn
                 }
             };
@@ -194,10 +190,10 @@ impl SharedTurn {
         };
         // Written in order after the turn's start; the step's `tool/call` being durable means
         // these are (the log is written in order), so they are not waited for on their own.
-        let opened =
-            submit(&mut pending, &self.session, Event::step_start(turn, step)).and_then(|()| {
-                submit(
-                    &mut pending,
+        let opened = pending
+            .push(&self.session, Event::step_start(turn, step))
+            .and_then(|()| {
+                pending.push(
                     &self.session,
                     Event::assistant_message(turn, step, message),
                 )
@@ -209,7 +205,7 @@ impl SharedTurn {
         // nothing.
         let opened = match opened {
             Ok(()) if !admitted => {
-                let durable = wait_all(&mut pending).await;
+                let durable = pending.settle().await;
                 if durable.is_ok() {
                     match mode {
                         ExecutionMode::Exclusive => tokio::select! {
@@ -243,7 +239,7 @@ impl SharedTurn {
             Err(e) => Err(e),
         };
         let mut ran = ran;
-        if let Err(e) = wait_all(&mut pending).await
+        if let Err(e) = pending.settle().await
             && ran.is_ok()
         {
             ran = Err(e);
@@ -332,14 +328,6 @@ enum Wait {
     All,
     /// The step's contexts: the reply need not wait for the step's and turn's ends.
     ResultOnly,
-}
-
-/// Appends `event`: a refusal known at once (a malformed event) is an error now; the
-/// acknowledgement is kept in `pending`, not waited for yet, so the event is written with the
-/// step's `tool/call`, which the step waits for (one sync for all of them).
-fn submit(pending: &mut Vec<Ack>, session: &Session, event: Event) -> Result<(), SchedulerError> {
-    pending.push(Box::pin(session.enqueue(event)?));
-    Ok(())
 }
 
 /// Waits for every acknowledgement in `pending` (all of them, even after a failure); the

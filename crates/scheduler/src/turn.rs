@@ -12,6 +12,14 @@
 //! Contexts of a batch are appended after all of its results, before `step/end` (spec F6); when
 //! the turn was cancelled they stay in the inbox and open the next turn's first step (CAN-20).
 //!
+//! Durability: the framing and the messages are queued, not each waited for ([`Queued`]). What
+//! the driver waits for is what someone outside acts on: the messages a model is sent (before
+//! its request), everything before a pre-step or turn-stopping hook that may read the log, the
+//! calls' `tool/call`s (the step waits for them before any policy runs, and the log is written
+//! in order, so the step's start and its assistant message are durable by then), the results
+//! (the step makes them final only once durable) and `turn/end`. A tool step of one call in a
+//! log on disk syncs twice (its `tool/call`, its `tool/result`), not five times.
+//!
 //! Call ids are unique per session (an exported history with two calls of one id is refused by
 //! the providers): a message reusing an id the session already holds (or holding one twice) has
 //! that call renamed before it is logged, to `<id>-<n>` with the smallest `n >= 2` not yet used,
@@ -32,6 +40,7 @@ use tracing::Instrument;
 use crate::batch::{ToolCallBlock, tool_calls_of};
 use crate::error::SchedulerError;
 use crate::inbox::Inbox;
+use crate::queued::Queued;
 use crate::runtime::Runtime;
 use crate::source::{Next, PreStep, Script, SourceContext, StepInput, StepSource};
 use crate::step::{DEFAULT_MAX_PARALLEL, StepContext, StepOutcome};
@@ -270,20 +279,22 @@ impl TurnDriver {
         source: &mut dyn StepSource,
         signal: Signal,
     ) -> Result<TurnReport, SchedulerError> {
-        self.session.append(Event::turn_start(turn)).await?;
+        let mut queued = Queued::default();
+        queued.push(&self.session, Event::turn_start(turn))?;
         let mut report = TurnReport {
             turn,
             end: TurnEnd::Completed,
             steps: Vec::new(),
         };
         match self
-            .run_steps(turn, prompt, source, &signal, &mut report)
+            .run_steps(turn, prompt, source, &signal, &mut report, &mut queued)
             .await
         {
             Ok(()) => {}
             Err(e) => {
                 report.end = TurnEnd::Error(e.to_string());
                 // Best effort: the log may be what failed.
+                let _ = queued.settle().await;
                 if let Some((t, s)) = self.session.open_step() {
                     let _ = self.session.append(Event::step_end(t, s)).await;
                 }
@@ -313,6 +324,7 @@ impl TurnDriver {
         source: &mut dyn StepSource,
         signal: &Signal,
         report: &mut TurnReport,
+        queued: &mut Queued,
     ) -> Result<(), SchedulerError> {
         let mut step = 0u32;
         let mut continuation = false;
@@ -334,6 +346,9 @@ impl TurnDriver {
                 continuation,
                 signal: signal.clone(),
             };
+            // A pre-step hook may show the model's history to someone (a prompt hook reads
+            // the log): what it holds of it is durable first.
+            queued.settle_visible().await?;
             let decided = source.pre_step(&self.session, input).await;
             // A cancel while the step was being decided wins over what was decided (LOOP-74).
             if let Some(reason) = signal.reason() {
@@ -362,10 +377,14 @@ impl TurnDriver {
             // The step's model request and its calls see one tool list: a tool group replaced
             // meanwhile (an MCP server's new list) waits for the step's end.
             let _steady = self.runtime.registry().hold();
-            self.session.append(Event::step_start(turn, step)).await?;
+            queued.push(&self.session, Event::step_start(turn, step))?;
             for ctx in &messages {
-                self.session.append(Event::user_message(ctx)).await?;
+                queued.push_visible(&self.session, Event::user_message(ctx))?;
             }
+            // The model is sent a history holding these messages: durable first. A step that
+            // adds none (a tool continuation) sends what is durable already, and its start is
+            // written with its first `tool/call` (or its end).
+            queued.settle_visible().await?;
             let cx = SourceContext {
                 session: &self.session,
                 turn,
@@ -376,14 +395,14 @@ impl TurnDriver {
             let sourced = match source.next_message(&cx).await? {
                 Next::Message(sourced) => sourced,
                 Next::Stop => {
-                    self.session.append(Event::step_end(turn, step)).await?;
+                    queued.push(&self.session, Event::step_end(turn, step))?;
                     if let Some(reason) = signal.reason() {
                         report.end = aborted_end(&reason);
                     }
                     return Ok(());
                 }
                 Next::End(end) => {
-                    self.session.append(Event::step_end(turn, step)).await?;
+                    queued.push(&self.session, Event::step_end(turn, step))?;
                     report.end = end;
                     return Ok(());
                 }
@@ -398,13 +417,15 @@ impl TurnDriver {
             if !sourced.source_event_seqs.is_empty() {
                 event = event.with_source_event_seqs(sourced.source_event_seqs);
             }
-            self.session.append(event).await?;
+            // Its calls act on it only after their `tool/call`s, which the step waits for and
+            // which follow it in the log: it is not waited for on its own.
+            queued.push(&self.session, event)?;
             let blocks = match &sourced.end {
                 Some(_) => Vec::new(),
                 None => calls,
             };
             if blocks.is_empty() {
-                self.session.append(Event::step_end(turn, step)).await?;
+                queued.push(&self.session, Event::step_end(turn, step))?;
                 // A message cut short by a cancel (a source stops streaming) ends the turn
                 // as aborted, not completed (LOOP-17's order: message, step/end, turn/end).
                 if let Some(reason) = signal.reason() {
@@ -422,6 +443,9 @@ impl TurnDriver {
                     signal,
                     inbox: &self.inbox,
                 };
+                // The turn-stopping hook reads the log for the last message (a Claude Code
+                // `Stop` hook does): all of it is durable first.
+                queued.settle().await?;
                 if let Some(end) = source.stopping(&cx).await? {
                     report.end = end;
                     return Ok(());
@@ -454,10 +478,10 @@ impl TurnDriver {
                 }
             } else {
                 for ctx in &outcome.contexts {
-                    self.session.append(Event::user_message(ctx)).await?;
+                    queued.push_visible(&self.session, Event::user_message(ctx))?;
                 }
             }
-            self.session.append(Event::step_end(turn, step)).await?;
+            queued.push(&self.session, Event::step_end(turn, step))?;
             let concludes = outcome.concludes_turn;
             report.steps.push(outcome);
             if cancelled {
