@@ -424,6 +424,15 @@ pub const ROWS: &[Row] = &[
         bench: "mcp_gateway",
         command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
     },
+    Row {
+        name: "`dsh run`: 100 steps of one no-op call each, one after the other, the log on disk (two syncs a step: the call's `tool/call` before its body, its `tool/result` before the next step; the framing written with them)",
+        figure: timed("cli/steps-disk", 1.0, "run"),
+        baseline_name: "the same run with the log on tmpfs (`/dev/shm`)",
+        baseline: timed("cli/steps-tmpfs", 1.0, "run"),
+        target: Target::InfoTimes,
+        bench: "cli_run",
+        command: "cargo bench -p dsh --bench cli_run",
+    },
 ];
 
 /// Parses a selection of rows, `12-15` or `1,4,12-15` (numbers as in the table, from 1).

@@ -193,10 +193,7 @@ impl SharedTurn {
         let opened = pending
             .push(&self.session, Event::step_start(turn, step))
             .and_then(|()| {
-                pending.push(
-                    &self.session,
-                    Event::assistant_message(turn, step, message),
-                )
+                pending.push(&self.session, Event::assistant_message(turn, step, message))
             });
         // A call that must wait is durable before it waits: its step's `assistant/message`
         // holds it, so a process killed meanwhile leaves it in the log, and repair answers it

@@ -26,5 +26,5 @@ mod step_source;
 mod step_timing;
 mod support;
 mod tmo_runtime;
-mod turn_durability;
 mod tracing_spans;
+mod turn_durability;

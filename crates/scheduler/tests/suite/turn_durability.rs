@@ -15,7 +15,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use dsh_core::{ContextMessage, Json, Signal, ToolDefinition, ToolOutput};
 use dsh_guard::Hooks;
-use dsh_scheduler::{Next, SchedulerError, SourceContext, Sourced, StepSource, TurnDriver, TurnEnd};
+use dsh_scheduler::{
+    Next, SchedulerError, SourceContext, Sourced, StepSource, TurnDriver, TurnEnd,
+};
 use dsh_session::{Header, LogSink, Session};
 use parking_lot::Mutex;
 
@@ -64,7 +66,8 @@ fn probe(disk: &Disk, late: &Arc<Mutex<Vec<String>>>) -> ToolDefinition {
                 late.lock().push(format!("{id}: its tool/call"));
             }
             if !disk.has("assistant/message", &format!(r#""id":"{id}""#)) {
-                late.lock().push(format!("{id}: its step's assistant message"));
+                late.lock()
+                    .push(format!("{id}: its step's assistant message"));
             }
             async { Ok(Json::string("ok")) }
         })
@@ -128,9 +131,14 @@ impl StepSource for Model {
         &mut self,
         cx: &SourceContext<'_>,
     ) -> Result<Option<TurnEnd>, SchedulerError> {
-        if !self.disk.has("assistant/message", &format!("done at step {}", cx.step)) {
-            self.missing
-                .push(format!("step {}: the last message, at the stopping hook", cx.step));
+        if !self
+            .disk
+            .has("assistant/message", &format!("done at step {}", cx.step))
+        {
+            self.missing.push(format!(
+                "step {}: the last message, at the stopping hook",
+                cx.step
+            ));
         }
         if let Some(steer) = self.steer.take() {
             cx.inbox.push(ContextMessage::plugin_text("steer", steer));
