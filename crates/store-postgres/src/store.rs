@@ -311,35 +311,60 @@ impl PgStore {
     }
 
     /// The sessions, most recently written first (with their header's `cwd`, so a caller can
-    /// keep one workspace's).
+    /// keep one workspace's). Whether each is leased is judged as [`PgStore::is_leased`] judges
+    /// it: a lease whose holder's connection is gone is watched (all such leases together) for
+    /// up to the takeover grace, so a writer reconnecting is listed as writing.
     pub async fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
         let mut pooled = self.pooled().await?;
-        let rows = pooled
-            .get()?
+        let client = pooled.get()?;
+        let rows = client
             .query(
                 "SELECT s.id, s.created_at, s.updated_at,
                         (SELECT count(*) FROM dsh_events e WHERE e.session_id = s.id),
-                        s.lease_until IS NOT NULL AND s.lease_until >= now()
-                          AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = s.lease_backend),
+                        s.lease_until IS NOT NULL AND s.lease_until >= now(),
+                        EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = s.lease_backend),
                         s.header
                    FROM dsh_sessions s ORDER BY s.updated_at DESC, s.id DESC",
                 &[],
             )
             .await
             .map_err(db("list the sessions"))?;
-        Ok(rows
+        let mut in_doubt = Vec::new();
+        let mut listed: Vec<SessionInfo> = rows
             .into_iter()
-            .map(|r| SessionInfo {
-                id: r.get(0),
-                created_at: r.get(1),
-                updated_at: r.get(2),
-                lines: u64::try_from(r.get::<_, i64>(3)).unwrap_or(0),
-                leased: r.get(4),
-                cwd: Header::from_json_line(r.get::<_, &str>(5))
-                    .ok()
-                    .and_then(|h| h.cwd().map(str::to_owned)),
+            .enumerate()
+            .map(|(i, r)| {
+                let (held, alive): (bool, bool) = (r.get(4), r.get(5));
+                if held && !alive {
+                    in_doubt.push(i);
+                }
+                SessionInfo {
+                    id: r.get(0),
+                    created_at: r.get(1),
+                    updated_at: r.get(2),
+                    lines: u64::try_from(r.get::<_, i64>(3)).unwrap_or(0),
+                    leased: held && alive,
+                    cwd: Header::from_json_line(r.get::<_, &str>(6))
+                        .ok()
+                        .and_then(|h| h.cwd().map(str::to_owned)),
+                }
             })
-            .collect())
+            .collect();
+        let judged = futures::future::join_all(
+            in_doubt
+                .iter()
+                .map(|&i| leased(client, &listed[i].id, &self.shared.lease)),
+        )
+        .await;
+        for (i, judged) in in_doubt.into_iter().zip(judged) {
+            listed[i].leased = match judged {
+                Ok(live) => live,
+                // Deleted since it was listed: nobody writes it.
+                Err(StoreError::NoSuchSession(_)) => false,
+                Err(e) => return Err(e),
+            };
+        }
+        Ok(listed)
     }
 }
 

@@ -279,12 +279,19 @@ async fn i4_a_writer_reconnecting_after_its_connection_dropped_is_still_seen_as_
         takeover_grace: std::time::Duration::from_secs(20),
         ..short_lease("reader")
     });
-    let asked = tokio::spawn(async move { reader.is_leased("r").await });
+    let asked = tokio::spawn(async move { tokio::join!(reader.is_leased("r"), reader.sessions()) });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     proxy.mend();
+    let (leased, listed) = asked.await.expect("join");
     assert!(
-        asked.await.expect("join").expect("lease"),
+        leased.expect("lease"),
         "a writer reconnecting was reported as gone"
+    );
+    let listed = listed.expect("list");
+    let r = listed.iter().find(|s| s.id == "r").expect("r is listed");
+    assert!(
+        r.leased,
+        "`dsh sessions` listed a writer reconnecting as not writing"
     );
     // `dsh check`'s other answer stays right: once the holder closes, nobody holds it.
     a.session.close().await.expect("close");
