@@ -10,14 +10,10 @@ use std::sync::Arc;
 
 use dsh_core::{Json, Signal, ToolDefinition, ToolOutput};
 use dsh_scheduler::{StepContext, ToolCallBlock};
-use dsh_session::{Header, LogSink, Session};
+use dsh_session::{Header, Session};
 use parking_lot::Mutex;
 
 use super::support::*;
-
-/// A sink that keeps every write it was given, as one string per write.
-#[derive(Clone, Default)]
-struct Writes(Arc<Mutex<Vec<String>>>);
 
 impl Writes {
     fn has_call(&self, call_id: &str) -> bool {
@@ -38,18 +34,6 @@ impl Writes {
             .iter()
             .filter(|w| w.contains(r#""type":"tool/call""#))
             .count()
-    }
-}
-
-impl LogSink for Writes {
-    fn append_durably(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.0
-            .lock()
-            .push(String::from_utf8_lossy(bytes).into_owned());
-        Ok(())
-    }
-    fn truncate(&mut self, _len: u64) -> std::io::Result<()> {
-        Ok(())
     }
 }
 

@@ -2,7 +2,8 @@
 //! `interleavings`, `placement`, `tracing_spans`): assistant messages, log views, the pairing
 //! check, a driver on a spawned turn, and waiting for the runtime to go quiet; and those of the
 //! runtime-level files (`dsp_*`, `fin_*`): a runtime over some tools, tools that count or fail,
-//! a short-circuiting wrapper and fixed post-execute decisions.
+//! a short-circuiting wrapper and fixed post-execute decisions; and a sink that keeps every
+//! write (`group_durability`, `turn_durability`).
 
 // Tests state their expectations with `unwrap`/`expect`: a panic is the failure report.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -18,8 +19,9 @@ use dsh_core::{
 };
 use dsh_guard::{Hooks, Scope};
 use dsh_scheduler::{Runtime, SchedulerError, TurnDriver, TurnReport};
-use dsh_session::{Event, Session, SurfaceOp};
+use dsh_session::{Event, LogSink, Session, SurfaceOp};
 use dsh_test_support::{PostFn, PreFn, Recorder};
+use parking_lot::Mutex;
 use serde::{Serialize, Serializer};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -419,4 +421,20 @@ pub(super) fn accept(
     contexts: Vec<ContextMessage>,
 ) -> PostToolDecision {
     PostToolDecision::Accept { replace, contexts }
+}
+
+/// A sink standing for the disk: it keeps every write it was given, as one string per write.
+#[derive(Clone, Default)]
+pub(super) struct Writes(pub(super) Arc<Mutex<Vec<String>>>);
+
+impl LogSink for Writes {
+    fn append_durably(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.0
+            .lock()
+            .push(String::from_utf8_lossy(bytes).into_owned());
+        Ok(())
+    }
+    fn truncate(&mut self, _len: u64) -> std::io::Result<()> {
+        Ok(())
+    }
 }

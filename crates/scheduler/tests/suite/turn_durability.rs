@@ -18,45 +18,33 @@ use dsh_guard::Hooks;
 use dsh_scheduler::{
     Next, SchedulerError, SourceContext, Sourced, StepSource, TurnDriver, TurnEnd,
 };
-use dsh_session::{Header, LogSink, Session};
+use dsh_session::{Header, Session};
 use parking_lot::Mutex;
 
 use super::support::*;
 
-/// A sink that keeps everything written to it, as the file would hold it.
-#[derive(Clone, Default)]
-struct Disk(Arc<Mutex<String>>);
-
-impl Disk {
-    fn holds(&self, needle: &str) -> bool {
-        self.0.lock().contains(needle)
-    }
+/// The sink stands for the disk: these read what it holds.
+impl Writes {
     /// Whether a line of `kind` holding `needle` is on disk.
     fn has(&self, kind: &str, needle: &str) -> bool {
         let kind = format!(r#"{{"type":"{kind}","#);
         self.0
             .lock()
-            .lines()
+            .iter()
+            .flat_map(|w| w.lines())
             .any(|l| l.starts_with(&kind) && l.contains(needle))
     }
+    fn holds(&self, needle: &str) -> bool {
+        self.0.lock().iter().any(|w| w.contains(needle))
+    }
     fn lines(&self) -> usize {
-        self.0.lock().lines().count()
-    }
-}
-
-impl LogSink for Disk {
-    fn append_durably(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.0.lock().push_str(&String::from_utf8_lossy(bytes));
-        Ok(())
-    }
-    fn truncate(&mut self, _len: u64) -> std::io::Result<()> {
-        Ok(())
+        self.0.lock().iter().map(|w| w.lines().count()).sum()
     }
 }
 
 /// A tool whose body notes, for each run, whether its step's assistant message and its own
 /// `tool/call` were on disk.
-fn probe(disk: &Disk, late: &Arc<Mutex<Vec<String>>>) -> ToolDefinition {
+fn probe(disk: &Writes, late: &Arc<Mutex<Vec<String>>>) -> ToolDefinition {
     let (disk, late) = (disk.clone(), late.clone());
     ToolDefinition::builder("probe", "checks what is on disk when it runs")
         .output(ToolOutput::string())
@@ -81,7 +69,7 @@ fn probe(disk: &Disk, late: &Arc<Mutex<Vec<String>>>) -> ToolDefinition {
 /// history the request is built from or from the disk; the stopping hook notes whether the
 /// last message is on disk, and sends `steer` once.
 struct Model {
-    disk: Disk,
+    disk: Writes,
     calls: u32,
     missing: Vec<String>,
     steer: Option<&'static str>,
@@ -148,8 +136,8 @@ impl StepSource for Model {
     }
 }
 
-async fn run(calls: u32, steer: Option<&'static str>) -> (Disk, Session, Model, Vec<String>) {
-    let disk = Disk::default();
+async fn run(calls: u32, steer: Option<&'static str>) -> (Writes, Session, Model, Vec<String>) {
+    let disk = Writes::default();
     let late: Arc<Mutex<Vec<String>>> = Arc::default();
     let hooks = Hooks::new();
     post_ctx_per_call(&hooks);
