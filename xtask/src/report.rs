@@ -425,7 +425,7 @@ pub const ROWS: &[Row] = &[
         command: "cargo bench -p dsh --bench mcp_gateway -- mcp/",
     },
     Row {
-        name: "`dsh run`: 100 steps of one no-op call each, one after the other, the log on disk (two syncs a step: the call's `tool/call` before its body, its `tool/result` before the next step; the framing written with them)",
+        name: "`dsh run`: 100 steps of one no-op call each, one after the other, the log on disk (three syncs a step: its `step/start` before the request, the call's `tool/call` before its body, its `tool/result` before the next step; the rest written with them)",
         figure: timed("cli/steps-disk", 1.0, "run"),
         baseline_name: "the same run with the log on tmpfs (`/dev/shm`)",
         baseline: timed("cli/steps-tmpfs", 1.0, "run"),

@@ -13,12 +13,14 @@
 //! the turn was cancelled they stay in the inbox and open the next turn's first step (CAN-20).
 //!
 //! Durability: the framing and the messages are queued, not each waited for ([`Queued`]). What
-//! the driver waits for is what someone outside acts on: the messages a model is sent (before
-//! its request), everything before a pre-step or turn-stopping hook that may read the log, the
-//! calls' `tool/call`s (the step waits for them before any policy runs, and the log is written
-//! in order, so the step's start and its assistant message are durable by then), the results
-//! (the step makes them final only once durable) and `turn/end`. A tool step of one call in a
-//! log on disk syncs twice (its `tool/call`, its `tool/result`), not five times.
+//! the driver waits for is what someone outside acts on: `step/start` (its listeners may cancel
+//! the turn before the request, LOOP-23/24, and see it as the log's last event, LOOP-67; the
+//! previous step's end is written with it), the messages a model is sent (before its request),
+//! everything before a turn-stopping hook, the model-visible messages before a pre-step hook,
+//! the calls' `tool/call`s (the step waits for them before any policy runs, and the log is
+//! written in order, so the assistant message is durable by then), the results (the step makes
+//! them final only once durable) and `turn/end`. A tool step of one call in a log on disk syncs
+//! three times (its start, its `tool/call`, its `tool/result`), not five.
 //!
 //! Call ids are unique per session (an exported history with two calls of one id is refused by
 //! the providers): a message reusing an id the session already holds (or holding one twice) has
@@ -377,13 +379,15 @@ impl TurnDriver {
             // The step's model request and its calls see one tool list: a tool group replaced
             // meanwhile (an MCP server's new list) waits for the step's end.
             let _steady = self.runtime.registry().hold();
+            // `step/start` is durable, and the last event of the log, when its listeners run
+            // (LOOP-67), and before the model is asked: a listener that cancels the turn
+            // there sends no request (LOOP-23/24). The previous step's end goes with it.
             queued.push(&self.session, Event::step_start(turn, step))?;
+            queued.settle().await?;
             for ctx in &messages {
                 queued.push_visible(&self.session, Event::user_message(ctx))?;
             }
-            // The model is sent a history holding these messages: durable first. A step that
-            // adds none (a tool continuation) sends what is durable already, and its start is
-            // written with its first `tool/call` (or its end).
+            // The model is sent a history holding these messages: durable first.
             queued.settle_visible().await?;
             let cx = SourceContext {
                 session: &self.session,
@@ -443,8 +447,8 @@ impl TurnDriver {
                     signal,
                     inbox: &self.inbox,
                 };
-                // The turn-stopping hook reads the log for the last message (a Claude Code
-                // `Stop` hook does): all of it is durable first.
+                // The turn-stopping hook may read the log for the last message: all of it is
+                // durable first.
                 queued.settle().await?;
                 if let Some(end) = source.stopping(&cx).await? {
                     report.end = end;

@@ -1,5 +1,6 @@
 mod call_ids;
 mod cancel;
+mod durable_framing;
 mod history;
 mod hooks;
 mod inbox;

@@ -4,8 +4,8 @@
 //! - the messages the model is sent, when the source is asked for the step's message (the log
 //!   replays exactly what the model saw);
 //! - the step's assistant message and the call's `tool/call`, when the body runs (spec S4);
-//! - everything, the last message included, when the turn-stopping hook runs (a `Stop` hook
-//!   reads the log) and when the turn returns.
+//! - everything, the last message included, when the turn-stopping hook runs (it may read
+//!   the log) and when the turn returns.
 
 // Tests state their expectations with `unwrap`/`expect`: a panic is the failure report.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
