@@ -348,8 +348,8 @@ impl TurnDriver {
                 continuation,
                 signal: signal.clone(),
             };
-            // A pre-step hook may show the model's history to someone (a prompt hook reads
-            // the log): what it holds of it is durable first.
+            // A pre-step hook may read the log: the model-visible messages queued (a step's
+            // contexts) are durable first.
             queued.settle_visible().await?;
             let decided = source.pre_step(&self.session, input).await;
             // A cancel while the step was being decided wins over what was decided (LOOP-74).

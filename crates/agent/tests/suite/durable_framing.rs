@@ -8,13 +8,9 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 
-use dsh_agent::{Agent, AgentConfig, Cancel};
-use dsh_guard::Hooks;
-use dsh_scheduler::Runtime;
+use dsh_agent::Cancel;
 use dsh_session::{Header, LogSink, Session};
-use dsh_test_support::mock_provider::MockProvider;
 use parking_lot::Mutex;
 
 use super::support::*;
@@ -34,19 +30,8 @@ impl LogSink for Disk {
 }
 
 async fn on_disk() -> Rig {
-    let server = MockProvider::start().await.unwrap();
-    let runs = Arc::new(AtomicUsize::new(0));
-    let runtime = Arc::new(Runtime::new(registry(&runs, &[]), Hooks::new()));
     let session = Session::with_sink(Header::new("on-disk", "/tmp"), Disk::default()).unwrap();
-    let config = AgentConfig::new(openai_provider(&server), "deepseek-chat");
-    let agent = Agent::new(runtime.clone(), session.clone(), config);
-    Rig {
-        server,
-        agent,
-        session,
-        runs,
-        runtime,
-    }
+    rig_over(session, |c| c, &[], |_, _| {}).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

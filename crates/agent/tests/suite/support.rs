@@ -156,13 +156,28 @@ pub(super) async fn rig_custom(
     extra_tools: &[&str],
     add: impl FnOnce(&ToolRegistry, Arc<OnceLock<Agent>>),
 ) -> Rig {
+    rig_over(
+        Session::in_memory("agent-test"),
+        configure,
+        extra_tools,
+        add,
+    )
+    .await
+}
+
+/// [`rig_custom`] over `session` (a log on disk, say).
+pub(super) async fn rig_over(
+    session: Session,
+    configure: impl FnOnce(AgentConfig) -> AgentConfig,
+    extra_tools: &[&str],
+    add: impl FnOnce(&ToolRegistry, Arc<OnceLock<Agent>>),
+) -> Rig {
     let server = MockProvider::start().await.unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
     let registry = registry(&runs, extra_tools);
     let cell = Arc::new(OnceLock::new());
     add(&registry, cell.clone());
     let runtime = Arc::new(Runtime::new(registry, Hooks::new()));
-    let session = Session::in_memory("agent-test");
     let config = configure(AgentConfig::new(openai_provider(&server), "deepseek-chat"));
     let agent = Agent::new(runtime.clone(), session.clone(), config);
     let _ = cell.set(agent.clone());
