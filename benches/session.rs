@@ -3,8 +3,10 @@
 //!
 //! - `append/1000`, `append/100000`, `append/1000000`: appending 1,000 realistic events to an
 //!   in-memory session that already holds that many (filling it, and dropping it, is not
-//!   timed; the events are built before the timer starts); the 1k figure is the baseline of the
-//!   others: append must not slow down as the log grows;
+//!   timed; the events are built before the timer starts, and twice the largest CPU cache is
+//!   written between the fill and the timer, so the log is out of the caches at every size);
+//!   the 100k figure is the baseline of the 1M one: append must not slow down as the log
+//!   grows past the cache;
 //! - `durable/group` vs `durable/raw`: 10 concurrent appenders on a durable JSON Lines session
 //!   (group commit, one `fdatasync` per group) vs a plain loop of `write` + `fdatasync` over
 //!   batches of 10 of the same lines; one iteration is 10 events either way;
@@ -42,14 +44,58 @@ fn current_thread() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
+/// The size of this machine's largest CPU cache (sysfs; 64 MiB when it cannot be read).
+fn last_level_cache_bytes() -> usize {
+    let mut largest = 0;
+    for index in 0..8 {
+        let path = format!("/sys/devices/system/cpu/cpu0/cache/index{index}/size");
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        let text = text.trim();
+        let (digits, unit) = match text.strip_suffix('K') {
+            Some(d) => (d, 1 << 10),
+            None => match text.strip_suffix('M') {
+                Some(d) => (d, 1 << 20),
+                None => (text, 1),
+            },
+        };
+        if let Ok(n) = digits.parse::<usize>() {
+            largest = largest.max(n * unit);
+        }
+    }
+    if largest == 0 { 64 << 20 } else { largest }
+}
+
+/// Memory written between a fill and the timed appends, twice the largest cache, so that the
+/// log behind the appends is out of every cache at each size: what the append costs past the
+/// cache, on any machine (a 100k-event log, about 45 MB, fits a 260 MiB cache and not a
+/// 32 MiB one).
+struct Flush(Vec<u8>);
+
+impl Flush {
+    fn new() -> Flush {
+        Flush(vec![0; 2 * last_level_cache_bytes()])
+    }
+
+    /// Writes one byte of every cache line of the buffer.
+    fn run(&mut self) {
+        for line in self.0.chunks_mut(64) {
+            line[0] = line[0].wrapping_add(1);
+        }
+        black_box(&self.0);
+    }
+}
+
 fn append(c: &mut Criterion) {
     let mut g = c.benchmark_group("append");
-    // One iteration fills a fresh session to the size under test (not timed), then times the
-    // next APPENDED appends; tiny warm-up and measurement times make criterion take one
+    let mut flush = Flush::new();
+    // One iteration fills a fresh session to the size under test (not timed), flushes the
+    // caches (not timed), then times the next APPENDED appends; tiny warm-up and measurement times make criterion take one
     // iteration per sample, so a sample at 1M costs one fill.
     g.warm_up_time(Duration::from_millis(1))
         .measurement_time(Duration::from_millis(1))
-        .sample_size(10)
+        .sample_size(20)
         .sampling_mode(SamplingMode::Flat);
     let rt = current_thread();
     let next = events::events(APPENDED);
@@ -67,6 +113,7 @@ fn append(c: &mut Criterion) {
                         for e in fill {
                             session.append(e).await.expect("append");
                         }
+                        flush.run();
                         // Cloned after the fill, so the appended events are as warm in the
                         // cache at 1M as at 1k: what differs is only the log behind them.
                         let next = next.clone();
