@@ -2,8 +2,9 @@
 //! the work of `pipeline/full` and `pipeline/spawn` (benches/pipeline.rs) without criterion, so
 //! that callgrind counts the instructions of one call, whatever else the machine is doing.
 //!
-//! `pipeline_diag <full|spawn> [calls]` runs `calls` sequential calls (default 20,000) the way
-//! the benchmark does, inside one task on the same runtime. Instructions per call are the
+//! `pipeline_diag <full|timed|spawn> [calls]` runs `calls` sequential calls (default 20,000) the
+//! way the benchmark does, inside one task on the same runtime (`timed`: the same steps with
+//! stage timing on, as `timing/on-1` of benches/step_timing.rs runs them). Instructions per call are the
 //! difference of two counts over the difference of their call numbers, e.g.
 //! `valgrind --tool=callgrind pipeline_diag full 0` and `... full 20000`.
 
@@ -20,7 +21,10 @@ use std::time::Instant;
 
 use dsh::core::Json;
 
-use fixtures::{NOOP, blocks, in_task, noop_body, registry, runtime, step, tokio_runtime};
+use dsh::scheduler::{Runtime, RuntimeConfig};
+use fixtures::{
+    NOOP, blocks, in_task, noop_body, pass_through_hooks, registry, runtime, step, tokio_runtime,
+};
 
 /// The pool size of the benchmark's step context.
 const POOL: usize = 10;
@@ -35,8 +39,19 @@ fn main() {
     let rt = tokio_runtime();
     let value = Json::string("ok");
     let elapsed = match side.as_str() {
-        "full" => {
-            let runtime = runtime(registry(1, &value, false));
+        "full" | "timed" => {
+            let runtime = if side == "timed" {
+                Arc::new(
+                    Runtime::new(registry(1, &value, false), pass_through_hooks()).with_config(
+                        RuntimeConfig {
+                            step_timing: true,
+                            ..RuntimeConfig::default()
+                        },
+                    ),
+                )
+            } else {
+                runtime(registry(1, &value, false))
+            };
             let blocks = Arc::new(blocks(1024, NOOP, "{}"));
             in_task(&rt, move || async move {
                 let cx = step(POOL);
@@ -64,7 +79,7 @@ fn main() {
             }
             start.elapsed()
         }),
-        other => panic!("unknown side {other:?}: full or spawn"),
+        other => panic!("unknown side {other:?}: full, timed or spawn"),
     };
     println!("{side}: {calls} calls in {elapsed:?}");
 }

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Instant, SystemTime};
 
-use dsh_session::{DataError, DataWriter, Event, Keys};
+use dsh_session::{DataError, DataWriter, Event, Keys, OnDemandData};
 
 /// The event type of a step's timing.
 pub const STEP_TIMING: &str = "dsh/step-timing";
@@ -236,16 +236,32 @@ static SHAPES: LazyLock<Result<Shapes, DataError>> = LazyLock::new(|| {
     })
 });
 
-/// A step's clock and the timing of its calls, in commit (model) order, written as the event's
-/// canonical JSON text right away (no tree of maps and key strings per call, and no scan of the
-/// line afterwards: see [`dsh_session::DataWriter`]).
+/// A step's clock and the timing of its calls, in commit (model) order. The event keeps them as
+/// they are and writes its canonical JSON text only when someone needs it (a durable log's line,
+/// on the log's writer thread; a reader of the tree): the step pays for a few words a call, not
+/// for the text (see [`dsh_session::OnDemandData`]).
 pub(crate) struct StepTiming {
     /// The step's start, as [`since_epoch`] gives it.
     started: u64,
-    shapes: Option<&'static Shapes>,
-    /// The event's data so far: the header, then the calls' entries.
-    data: Option<DataWriter<'static>>,
-    count: usize,
+    /// The wall clock at the step's start, in milliseconds since the Unix epoch.
+    wall: u64,
+    turn: u32,
+    step: u32,
+    /// The first committed call's marks, inline: a step of one call (the usual case)
+    /// allocates nothing for them.
+    first: Option<Entry>,
+    /// The later calls' marks.
+    rest: Vec<Entry>,
+}
+
+/// One committed call's marks.
+struct Entry {
+    call_id: Arc<str>,
+    /// When its `tool/call` was durable, as [`since_epoch`] gives it (0: unknown).
+    recorded: u64,
+    marks: Snapshot,
+    /// Its Code Mode sub-calls' marks, in commit order.
+    subs: Vec<SubMarks>,
 }
 
 impl StepTiming {
@@ -256,26 +272,66 @@ impl StepTiming {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or(0);
+        StepTiming {
+            started,
+            wall,
+            turn,
+            step,
+            first: None,
+            rest: Vec::new(),
+        }
+    }
+
+    /// Adds one committed call: `recorded` is when its `tool/call` was durable; `subs` are its
+    /// Code Mode sub-calls' marks.
+    pub(crate) fn add(
+        &mut self,
+        call_id: &Arc<str>,
+        recorded: Option<Instant>,
+        marks: &Snapshot,
+        subs: Vec<SubMarks>,
+    ) {
+        let entry = Entry {
+            call_id: call_id.clone(),
+            recorded: recorded.map_or(0, since_epoch),
+            marks: *marks,
+            subs,
+        };
+        if self.first.is_none() {
+            self.first = Some(entry);
+        } else {
+            self.rest.push(entry);
+        }
+    }
+
+    /// The committed calls' marks, in commit order.
+    fn calls(&self) -> impl Iterator<Item = &Entry> {
+        self.first.iter().chain(&self.rest)
+    }
+
+    /// The `dsh/step-timing` event, or `None` when the step committed no call.
+    pub(crate) fn event(self) -> Option<Event> {
+        self.first.as_ref()?;
         let shapes = match &*SHAPES {
-            Ok(shapes) => Some(shapes),
+            Ok(shapes) => shapes,
+            Err(e) => {
+                tracing::error!("dsh/step-timing not written: {e}");
+                return None;
+            }
+        };
+        static TYPE: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(STEP_TIMING));
+        match Event::on_demand(
+            TYPE.clone(),
+            Box::new(Timed {
+                timing: self,
+                shapes,
+            }),
+        ) {
+            Ok(event) => Some(event),
             Err(e) => {
                 tracing::error!("dsh/step-timing not written: {e}");
                 None
             }
-        };
-        let data = shapes.map(|shapes| {
-            let mut data = DataWriter::new(&shapes.top, 256);
-            data.u64(TURN, u64::from(turn));
-            data.u64(STEP, u64::from(step));
-            data.u64(STARTED_AT, wall);
-            data.open_array(CALLS);
-            data
-        });
-        StepTiming {
-            started,
-            shapes,
-            data,
-            count: 0,
         }
     }
 
@@ -284,46 +340,18 @@ impl StepTiming {
         at.saturating_sub(self.started) / 1000
     }
 
-    /// Adds one committed call: `recorded` is when its `tool/call` was durable; `subs` are its
-    /// Code Mode sub-calls' marks.
-    pub(crate) fn add(
-        &mut self,
-        call_id: &str,
-        recorded: Option<Instant>,
-        marks: &Snapshot,
-        subs: Vec<SubMarks>,
-    ) {
-        let (Some(shapes), Some(mut data)) = (self.shapes, self.data.take()) else {
-            return;
-        };
-        self.count += 1;
-        data.item_object(&shapes.call);
-        self.entry(&mut data, call_id, recorded, marks);
-        if !subs.is_empty() {
-            data.open_array(SUBS);
-            for (id, m) in &subs {
-                data.item_object(&shapes.call);
-                self.entry(&mut data, id, None, m);
-                data.close();
-            }
-            data.close();
-        }
-        data.close();
-        self.data = Some(data);
-    }
-
     /// One entry's fields: `callId`, `recorded`, `prepare`, ... (a mark never reached is left
     /// out).
     fn entry(
         &self,
         data: &mut DataWriter<'static>,
         call_id: &str,
-        recorded: Option<Instant>,
+        recorded: u64,
         marks: &Snapshot,
     ) {
         data.str(CALL_ID, call_id);
-        if let Some(at) = recorded {
-            data.u64(RECORDED, self.micros(since_epoch(at)));
+        if recorded != 0 {
+            data.u64(RECORDED, self.micros(recorded));
         }
         if let Some(at) = get(marks, Mark::Prepare) {
             data.u64(PREPARE, self.micros(at));
@@ -344,22 +372,64 @@ impl StepTiming {
             }
         }
     }
+}
 
-    /// The `dsh/step-timing` event, or `None` when the step committed no call.
-    pub(crate) fn event(self) -> Option<Event> {
-        if self.count == 0 {
-            return None;
-        }
-        let mut data = self.data?;
-        data.close();
-        static TYPE: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(STEP_TIMING));
-        match Event::from_data(TYPE.clone(), data) {
-            Ok(event) => Some(event),
-            Err(e) => {
-                tracing::error!("dsh/step-timing not written: {e}");
-                None
+/// Whether a call's marks hold the approval pair (written as a nested array).
+fn has_approval(marks: &Snapshot) -> bool {
+    get(marks, Mark::ApprovalAsked).is_some() && get(marks, Mark::ApprovalAnswered).is_some()
+}
+
+/// A step's timing as its event keeps it, with the shapes its text is written in.
+struct Timed {
+    timing: StepTiming,
+    shapes: &'static Shapes,
+}
+
+impl OnDemandData for Timed {
+    fn write(&self) -> DataWriter<'static> {
+        let (timing, shapes) = (&self.timing, self.shapes);
+        let calls = usize::from(timing.first.is_some()) + timing.rest.len();
+        let mut data = DataWriter::new(&shapes.top, 64 + 160 * calls);
+        data.u64(TURN, u64::from(timing.turn));
+        data.u64(STEP, u64::from(timing.step));
+        data.u64(STARTED_AT, timing.wall);
+        data.open_array(CALLS);
+        for call in timing.calls() {
+            data.item_object(&shapes.call);
+            timing.entry(&mut data, &call.call_id, call.recorded, &call.marks);
+            if !call.subs.is_empty() {
+                data.open_array(SUBS);
+                for (id, marks) in &call.subs {
+                    data.item_object(&shapes.call);
+                    timing.entry(&mut data, id, 0, marks);
+                    data.close();
+                }
+                data.close();
             }
+            data.close();
         }
+        data.close();
+        data
+    }
+
+    fn depth(&self) -> usize {
+        // data > calls > a call's entry (3), > its approval pair (4); > subs > a sub-call's
+        // entry (5), > its approval pair (6).
+        self.timing
+            .calls()
+            .map(|call| {
+                let own = if has_approval(&call.marks) { 4 } else { 3 };
+                let subs = if call.subs.is_empty() {
+                    0
+                } else if call.subs.iter().any(|(_, m)| has_approval(m)) {
+                    6
+                } else {
+                    5
+                };
+                own.max(subs)
+            })
+            .max()
+            .unwrap_or(2)
     }
 }
 
@@ -481,8 +551,13 @@ mod tests {
                 (Mark::Done, 52),
             ],
         );
-        timing.add("c1", None, &root, vec![(Arc::from("c1:code:1"), sub)]);
-        timing.add("c2", None, &root, Vec::new());
+        timing.add(
+            &Arc::from("c1"),
+            None,
+            &root,
+            vec![(Arc::from("c1:code:1"), sub)],
+        );
+        timing.add(&Arc::from("c2"), None, &root, Vec::new());
         let event = timing.event().expect("an event");
         let data = event.data().value().clone();
         assert_eq!(
@@ -597,7 +672,7 @@ mod tests {
                     .map(|(id, m)| (Arc::from(id.as_str()), at(t0, m)))
                     .collect();
                 let recorded = recorded.map(|us| t0 + Duration::from_micros(us));
-                timing.add(id, recorded, &at(t0, marks), subs);
+                timing.add(&Arc::from(id.as_str()), recorded, &at(t0, marks), subs);
             }
             let event = timing.event().expect("an event");
             let tree = tree_event(turn, step, &event.data().value()["startedAt"], &calls);

@@ -73,6 +73,7 @@ mod framing;
 mod header;
 mod invariant;
 mod jsonl;
+mod on_demand;
 mod payload;
 pub mod provider_ids;
 mod queue;
@@ -97,6 +98,7 @@ pub use export::{to_anthropic, to_openai};
 pub use header::{Header, HeaderError, LOG_VERSION};
 pub use invariant::{APPROVAL_OUTCOMES, APPROVAL_POLICIES, InvariantChecker};
 pub use jsonl::OpenOptions;
+pub use on_demand::OnDemandData;
 pub use read::{Log, read_log};
 pub use repair::{
     INTERRUPTED_TEXT, InterruptedCall, NOT_STARTED_TEXT, RepairReport, TornTail, repair,

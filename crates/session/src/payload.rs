@@ -19,6 +19,7 @@ use dsh_core::json::{MAX_DEPTH, text_depth};
 
 use crate::deep;
 use crate::deferred::Deferred;
+use crate::on_demand::OnDemandData;
 
 /// Where a top-level string field of a typed event sits in its text.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -145,6 +146,8 @@ enum Source {
     Text(Box<str>),
     /// Typed fields whose text is written on demand.
     Fields(Box<Deferred>),
+    /// A caller's typed fields whose text is written on demand.
+    OnDemand(Box<dyn OnDemandData>),
 }
 
 /// An event's data.
@@ -207,6 +210,16 @@ impl Payload {
         }
     }
 
+    /// Data kept as a caller's typed fields, written on first use (see `on_demand.rs`).
+    pub fn on_demand(data: Box<dyn OnDemandData>) -> Payload {
+        Payload {
+            depth: depth_u32(data.depth()),
+            source: Source::OnDemand(data),
+            json: OnceLock::new(),
+            facts: Facts::unknown(),
+        }
+    }
+
     /// The text, when the data was written as text.
     pub fn text(&self) -> Option<&str> {
         match &self.source {
@@ -226,6 +239,7 @@ impl Payload {
                 debug_assert_eq!(self.depth(), text_depth(text.as_bytes()), "{text:.200}");
                 Some(Cow::Owned(text))
             }
+            Source::OnDemand(data) => Some(Cow::Owned(crate::on_demand::written(&**data))),
             Source::Tree => None,
         }
     }

@@ -43,6 +43,26 @@ impl Event {
         })
     }
 
+    /// An event of type `event_type` whose `data` is kept as the caller's typed fields and
+    /// written (through a [`crate::DataWriter`]) only when needed: a durable log's line, on the
+    /// log's writer thread; a reader of the tree; an export. The text is the one
+    /// [`Event::from_data`] would keep for the same writer, byte for byte. Refused when the
+    /// type is a chunk run.
+    pub fn on_demand(
+        event_type: Arc<str>,
+        data: Box<dyn crate::OnDemandData>,
+    ) -> Result<Event, DataError> {
+        if event_type.ends_with(types::CHUNKS_SUFFIX) {
+            return Err(DataError::ChunkRun(event_type.to_string()));
+        }
+        Ok(Event {
+            event_type,
+            data: Arc::new(Payload::on_demand(data)),
+            source_event_seqs: None,
+            tail: Tail::new(None, 1, None),
+        })
+    }
+
     /// Any event, its data kept verbatim (`approval/*`, `hook/*`, `permission/*`, chunk runs...).
     pub fn other(event_type: &str, data: Json) -> Event {
         let span = span_for(event_type, data.value());

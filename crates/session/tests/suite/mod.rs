@@ -9,6 +9,7 @@ mod fixtures;
 mod invariants;
 mod lazy_data;
 mod model_visible;
+mod on_demand;
 mod props;
 mod repair;
 mod seam;
