@@ -249,8 +249,7 @@ impl Runtime {
                             match self.record(cx, &blocks[i..upto], &mut ahead).await {
                                 Ok(()) => {
                                     if timing.is_some() {
-                                        let now = std::time::Instant::now();
-                                        recorded_at.push(upto, now);
+                                        recorded_at.push(upto, crate::timing::now());
                                     }
                                     recorded = upto;
                                     unsynced.clear();

@@ -23,7 +23,7 @@
 //! call's step writes them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Instant, SystemTime};
 
@@ -84,6 +84,23 @@ impl Marks {
         }
     }
 
+    /// Records that the call reached `mark` at `at` (as [`now`] gives it), unless it already
+    /// did or `at` is unset (0): for a caller that read the clock for another purpose at the
+    /// same point, so the call does not read it twice.
+    pub(crate) fn set_at(&self, mark: Mark, at: u64) {
+        if self.on && at != 0 {
+            let slot = &self.at[mark as usize];
+            if slot.load(Ordering::Relaxed) == 0 {
+                slot.store(at, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// When the call reached `mark` (0: not yet, or timing off).
+    pub(crate) fn at(&self, mark: Mark) -> u64 {
+        self.at[mark as usize].load(Ordering::Relaxed)
+    }
+
     /// The instants recorded so far.
     pub(crate) fn snapshot(&self) -> Snapshot {
         std::array::from_fn(|i| self.at[i].load(Ordering::Relaxed))
@@ -92,9 +109,41 @@ impl Marks {
 
 /// Now, as a mark holds it (the epoch is fixed first, so the first mark of all is not
 /// clamped to it).
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     LazyLock::force(&EPOCH);
     since_epoch(Instant::now())
+}
+
+/// How long the wall clock read at one instant is used for later ones (see [`wall_ms`]).
+const REANCHOR_NS: u64 = 1_000_000_000;
+
+/// `wall_ms - monotonic_ms` at the last reading of the wall clock ([`wall_ms`]).
+static WALL_OFFSET_MS: AtomicI64 = AtomicI64::new(0);
+/// When the wall clock was last read, as [`now`] gives it (0: never).
+static WALL_READ_AT: AtomicU64 = AtomicU64::new(0);
+
+/// The wall clock (milliseconds since the Unix epoch) at `at` (as [`now`] gives it): read at
+/// most once a second of the monotonic clock and carried forward from the last reading in
+/// between, so a step reads one clock at its start, not two (a clock read costs ~30 ns on a
+/// virtual machine, a sizeable share of a one-call step). A jump of the wall clock (a
+/// correction, a resume from suspend) shows within a second.
+fn wall_ms(at: u64) -> u64 {
+    let read_at = WALL_READ_AT.load(Ordering::Acquire);
+    if read_at != 0 && at >= read_at && at - read_at < REANCHOR_NS {
+        let ms =
+            WALL_OFFSET_MS.load(Ordering::Relaxed) + i64::try_from(at / 1_000_000).unwrap_or(0);
+        return u64::try_from(ms).unwrap_or(0);
+    }
+    let wall = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    let offset = i64::try_from(wall)
+        .unwrap_or(i64::MAX)
+        .saturating_sub(i64::try_from(at / 1_000_000).unwrap_or(0));
+    WALL_OFFSET_MS.store(offset, Ordering::Relaxed);
+    WALL_READ_AT.store(at, Ordering::Release);
+    wall
 }
 
 /// `at` as a mark holds it: nanoseconds past [`EPOCH`], plus one (never 0).
@@ -171,14 +220,14 @@ impl SubTimings {
 #[derive(Debug, Default)]
 pub(crate) struct Recorded {
     /// The group the next committed call is looked up in: its end and instant.
-    front: Option<(usize, Instant)>,
+    front: Option<(usize, u64)>,
     /// Later groups.
-    rest: std::collections::VecDeque<(usize, Instant)>,
+    rest: std::collections::VecDeque<(usize, u64)>,
 }
 
 impl Recorded {
     /// Calls up to `end` (exclusive) were recorded at `at`.
-    pub(crate) fn push(&mut self, end: usize, at: Instant) {
+    pub(crate) fn push(&mut self, end: usize, at: u64) {
         if self.front.is_none() {
             self.front = Some((end, at));
         } else {
@@ -187,7 +236,7 @@ impl Recorded {
     }
 
     /// When call `i` was recorded; `i` only grows from one call to the next.
-    pub(crate) fn at(&mut self, i: usize) -> Option<Instant> {
+    pub(crate) fn at(&mut self, i: usize) -> Option<u64> {
         while let Some((end, _)) = self.front
             && i >= end
         {
@@ -268,10 +317,7 @@ impl StepTiming {
     /// Starts the clock of step `step` of turn `turn`.
     pub(crate) fn start(turn: u32, step: u32) -> StepTiming {
         let started = now();
-        let wall = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or(0);
+        let wall = wall_ms(started);
         StepTiming {
             started,
             wall,
@@ -282,18 +328,18 @@ impl StepTiming {
         }
     }
 
-    /// Adds one committed call: `recorded` is when its `tool/call` was durable; `subs` are its
-    /// Code Mode sub-calls' marks.
+    /// Adds one committed call: `recorded` is when its `tool/call` was durable (as [`now`]
+    /// gives it); `subs` are its Code Mode sub-calls' marks.
     pub(crate) fn add(
         &mut self,
         call_id: &Arc<str>,
-        recorded: Option<Instant>,
+        recorded: Option<u64>,
         marks: &Snapshot,
         subs: Vec<SubMarks>,
     ) {
         let entry = Entry {
             call_id: call_id.clone(),
-            recorded: recorded.map_or(0, since_epoch),
+            recorded: recorded.unwrap_or(0),
             marks: *marks,
             subs,
         };
@@ -475,14 +521,37 @@ mod tests {
     }
 
     #[test]
+    fn the_wall_clock_is_carried_forward_within_a_second_and_read_again_after() {
+        let at = now();
+        let first = wall_ms(at);
+        let system = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(0))
+            .unwrap_or(0);
+        assert!(first.abs_diff(system) < 2_000, "{first} against {system}");
+        // 250 ms later on the monotonic clock, within the second: carried forward (other tests
+        // may read the clock again meanwhile, which moves the offset by a millisecond at most).
+        let later = wall_ms(at + 250_000_000);
+        assert!(
+            (249..=251).contains(&later.saturating_sub(first)),
+            "{first} {later}"
+        );
+        // Past the second: the wall clock is read again and the carried value is replaced.
+        let past = at + 2 * REANCHOR_NS;
+        let again = wall_ms(past);
+        assert_eq!(WALL_READ_AT.load(Ordering::Acquire), past);
+        assert!(again.abs_diff(system) < 2_000, "{again} against {system}");
+    }
+
+    #[test]
     fn each_call_reads_the_instant_of_its_group() {
-        let t0 = Instant::now();
-        let at = |us| t0 + Duration::from_micros(us);
+        let t0 = now();
+        let at = |us: u64| t0 + us * 1000;
         let mut recorded = Recorded::default();
         recorded.push(1, at(1));
         recorded.push(4, at(2));
         recorded.push(5, at(3));
-        let seen: Vec<Option<Instant>> = (0..6).map(|i| recorded.at(i)).collect();
+        let seen: Vec<Option<u64>> = (0..6).map(|i| recorded.at(i)).collect();
         assert_eq!(
             seen,
             [
@@ -671,7 +740,7 @@ mod tests {
                     .iter()
                     .map(|(id, m)| (Arc::from(id.as_str()), at(t0, m)))
                     .collect();
-                let recorded = recorded.map(|us| t0 + Duration::from_micros(us));
+                let recorded = recorded.map(|us| since_epoch(t0 + Duration::from_micros(us)));
                 timing.add(&Arc::from(id.as_str()), recorded, &at(t0, marks), subs);
             }
             let event = timing.event().expect("an event");

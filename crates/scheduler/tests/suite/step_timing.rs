@@ -77,23 +77,7 @@ async fn step_timing_event_follows_the_last_result_with_ordered_marks() {
         .collect();
     assert_eq!(ids, ["c1", "c2"], "model order");
     for c in calls {
-        let marks: Vec<u64> = [
-            "recorded",
-            "prepare",
-            "dispatch",
-            "dispatched",
-            "finalize",
-            "done",
-        ]
-        .iter()
-        .map(|k| {
-            c[*k]
-                .as_u64()
-                .unwrap_or_else(|| panic!("{k} missing in {c}"))
-        })
-        .collect();
-        assert!(marks.windows(2).all(|w| w[0] <= w[1]), "{c}");
-        assert!(c.get("approval").is_none(), "no question was asked: {c}");
+        assert_ordered_marks(c);
     }
     // The history a model is sent back is the same with or without it.
     let timing_seq = events.last().unwrap().0;
@@ -102,6 +86,63 @@ async fn step_timing_event_follows_the_last_result_with_ordered_marks() {
         history_before(&session, timing_seq)
     );
     assert!(!history_before(&session, u64::MAX).is_empty());
+}
+
+/// Every mark of a call's entry is there, in stage order, and no question was asked.
+fn assert_ordered_marks(c: &serde_json::Value) {
+    let marks: Vec<u64> = [
+        "recorded",
+        "prepare",
+        "dispatch",
+        "dispatched",
+        "finalize",
+        "done",
+    ]
+    .iter()
+    .map(|k| {
+        c[*k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k} missing in {c}"))
+    })
+    .collect();
+    assert!(marks.windows(2).all(|w| w[0] <= w[1]), "{c}");
+    assert!(c.get("approval").is_none(), "no question was asked: {c}");
+}
+
+#[tokio::test]
+async fn step_timing_of_a_one_call_step_has_every_mark_in_order() {
+    let rt = runtime_with(true);
+    let session = Session::in_memory("timing-one");
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    rt.run_step(
+        &step(&session),
+        &[ToolCallBlock::new("c1", "echo", r#"{"text":"a"}"#)],
+    )
+    .await
+    .unwrap();
+    let after = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert_eq!(
+        types(&session).last().map(String::as_str),
+        Some(STEP_TIMING)
+    );
+    let events = log(&session);
+    let data = events.last().unwrap().1.data().value().clone();
+    let started = data["startedAt"].as_u64().unwrap();
+    // The wall clock is carried forward from a reading at most a second old.
+    assert!(
+        started + 1_000 >= before && started <= after + 1_000,
+        "{before} <= {started} <= {after}"
+    );
+    let calls = data["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{data}");
+    assert_eq!(calls[0]["callId"], "c1");
+    assert_ordered_marks(&calls[0]);
 }
 
 #[tokio::test]
