@@ -52,17 +52,7 @@ impl Runtime {
         let call_seq = cx.session.append(tool_call_event(cx, block)).await?;
         let recorded = timing.is_some().then(crate::timing::now);
         let call = Arc::new(self.call(call_input(cx, block, args)));
-        // Alone in its step, the call's prepare begins as its record is durable and its
-        // finalize as its body returns: one clock read serves each pair (a read costs ~30 ns
-        // on a virtual machine; the marks are written in microseconds).
-        if let Some(at) = recorded {
-            call.marks.set_at(crate::timing::Mark::Prepare, at);
-        }
         let candidate = run_alone(self, &call).await;
-        call.marks.set_at(
-            crate::timing::Mark::Finalize,
-            call.marks.at(crate::timing::Mark::Dispatched),
-        );
         let result = finalize_call(self, &call, candidate).await;
         if let Some(t) = timing.as_mut() {
             t.add(

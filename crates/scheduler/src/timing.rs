@@ -84,23 +84,6 @@ impl Marks {
         }
     }
 
-    /// Records that the call reached `mark` at `at` (as [`now`] gives it), unless it already
-    /// did or `at` is unset (0): for a caller that read the clock for another purpose at the
-    /// same point, so the call does not read it twice.
-    pub(crate) fn set_at(&self, mark: Mark, at: u64) {
-        if self.on && at != 0 {
-            let slot = &self.at[mark as usize];
-            if slot.load(Ordering::Relaxed) == 0 {
-                slot.store(at, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// When the call reached `mark` (0: not yet, or timing off).
-    pub(crate) fn at(&self, mark: Mark) -> u64 {
-        self.at[mark as usize].load(Ordering::Relaxed)
-    }
-
     /// The instants recorded so far.
     pub(crate) fn snapshot(&self) -> Snapshot {
         std::array::from_fn(|i| self.at[i].load(Ordering::Relaxed))
@@ -117,33 +100,50 @@ pub(crate) fn now() -> u64 {
 /// How long the wall clock read at one instant is used for later ones (see [`wall_ms`]).
 const REANCHOR_NS: u64 = 1_000_000_000;
 
-/// `wall_ms - monotonic_ms` at the last reading of the wall clock ([`wall_ms`]).
-static WALL_OFFSET_MS: AtomicI64 = AtomicI64::new(0);
-/// When the wall clock was last read, as [`now`] gives it (0: never).
-static WALL_READ_AT: AtomicU64 = AtomicU64::new(0);
+/// The last reading of the wall clock, carried forward by [`WallClock::at`].
+struct WallClock {
+    /// `wall_ms - monotonic_ms` at that reading.
+    offset_ms: AtomicI64,
+    /// When it was read, as [`now`] gives it (0: never).
+    read_at: AtomicU64,
+}
+
+/// The process's carried wall clock.
+static WALL: WallClock = WallClock {
+    offset_ms: AtomicI64::new(0),
+    read_at: AtomicU64::new(0),
+};
 
 /// The wall clock (milliseconds since the Unix epoch) at `at` (as [`now`] gives it): read at
 /// most once a second of the monotonic clock and carried forward from the last reading in
 /// between, so a step reads one clock at its start, not two (a clock read costs ~30 ns on a
 /// virtual machine, a sizeable share of a one-call step). A jump of the wall clock (a
-/// correction, a resume from suspend) shows within a second.
+/// correction, a resume from suspend) shows within a second. Two threads reading it again at
+/// once, or a thread paused between its two clock reads, can leave the carried value off by
+/// about a millisecond for up to a second; `startedAt` is written in milliseconds.
 fn wall_ms(at: u64) -> u64 {
-    let read_at = WALL_READ_AT.load(Ordering::Acquire);
-    if read_at != 0 && at >= read_at && at - read_at < REANCHOR_NS {
-        let ms =
-            WALL_OFFSET_MS.load(Ordering::Relaxed) + i64::try_from(at / 1_000_000).unwrap_or(0);
-        return u64::try_from(ms).unwrap_or(0);
+    WALL.at(at)
+}
+
+impl WallClock {
+    fn at(&self, at: u64) -> u64 {
+        let read_at = self.read_at.load(Ordering::Acquire);
+        if read_at != 0 && at >= read_at && at - read_at < REANCHOR_NS {
+            let ms =
+                self.offset_ms.load(Ordering::Relaxed) + i64::try_from(at / 1_000_000).unwrap_or(0);
+            return u64::try_from(ms).unwrap_or(0);
+        }
+        let wall = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        let offset = i64::try_from(wall)
+            .unwrap_or(i64::MAX)
+            .saturating_sub(i64::try_from(at / 1_000_000).unwrap_or(0));
+        self.offset_ms.store(offset, Ordering::Relaxed);
+        self.read_at.store(at, Ordering::Release);
+        wall
     }
-    let wall = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
-    let offset = i64::try_from(wall)
-        .unwrap_or(i64::MAX)
-        .saturating_sub(i64::try_from(at / 1_000_000).unwrap_or(0));
-    WALL_OFFSET_MS.store(offset, Ordering::Relaxed);
-    WALL_READ_AT.store(at, Ordering::Release);
-    wall
 }
 
 /// `at` as a mark holds it: nanoseconds past [`EPOCH`], plus one (never 0).
@@ -287,8 +287,8 @@ static SHAPES: LazyLock<Result<Shapes, DataError>> = LazyLock::new(|| {
 
 /// A step's clock and the timing of its calls, in commit (model) order. The event keeps them as
 /// they are and writes its canonical JSON text only when someone needs it (a durable log's line,
-/// on the log's writer thread; a reader of the tree): the step pays for a few words a call, not
-/// for the text (see [`dsh_session::OnDemandData`]).
+/// written as the event is appended; a reader of the tree): a step on an in-memory log pays for
+/// a few words a call, not for the text (see [`dsh_session::OnDemandData`]).
 pub(crate) struct StepTiming {
     /// The step's start, as [`since_epoch`] gives it.
     started: u64,
@@ -522,24 +522,28 @@ mod tests {
 
     #[test]
     fn the_wall_clock_is_carried_forward_within_a_second_and_read_again_after() {
+        // A clock of its own: other tests read the process's meanwhile.
+        let clock = WallClock {
+            offset_ms: AtomicI64::new(0),
+            read_at: AtomicU64::new(0),
+        };
         let at = now();
-        let first = wall_ms(at);
+        let first = clock.at(at);
         let system = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(0))
             .unwrap_or(0);
         assert!(first.abs_diff(system) < 2_000, "{first} against {system}");
-        // 250 ms later on the monotonic clock, within the second: carried forward (other tests
-        // may read the clock again meanwhile, which moves the offset by a millisecond at most).
-        let later = wall_ms(at + 250_000_000);
+        // 250 ms later on the monotonic clock, within the second: carried forward.
+        let later = clock.at(at + 250_000_000);
         assert!(
             (249..=251).contains(&later.saturating_sub(first)),
             "{first} {later}"
         );
         // Past the second: the wall clock is read again and the carried value is replaced.
         let past = at + 2 * REANCHOR_NS;
-        let again = wall_ms(past);
-        assert_eq!(WALL_READ_AT.load(Ordering::Acquire), past);
+        let again = clock.at(past);
+        assert_eq!(clock.read_at.load(Ordering::Acquire), past);
         assert!(again.abs_diff(system) < 2_000, "{again} against {system}");
     }
 

@@ -1,6 +1,7 @@
 //! Writing an event's `data` straight as canonical compact JSON text, for a caller that builds
-//! its own event type (`dsh/step-timing`) on a hot path: no tree of maps, and no scan of the
-//! line afterwards ([`crate::Event::from_data`]).
+//! its own event type on a hot path: no tree of maps, and no scan of the line afterwards
+//! ([`crate::Event::from_data`], or [`crate::Event::on_demand`] to write it only when needed,
+//! as `dsh/step-timing` does).
 //!
 //! Guarantees: whatever a caller does, the text a [`DataWriter`] hands to an event is in the
 //! canonical form the log reader accepts without a tree ([`crate::scan`]): compact, strings
@@ -8,7 +9,8 @@
 //! twice in an object. The last holds by construction: an object's keys come from a [`Keys`]
 //! shape (checked once for duplicates) and must be written in the shape's order, each at most
 //! once. A misuse (a key out of order, an item where a key is due, a container left open) is
-//! not written: it makes [`crate::Event::from_data`] return an error.
+//! not written: it makes [`crate::Event::from_data`] return an error (data written on demand
+//! becomes `{}`, reported; see `on_demand.rs`).
 
 use crate::payload::{Facts, PackedStr, StrFact, SubText, push_json_str};
 

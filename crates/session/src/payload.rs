@@ -239,7 +239,7 @@ impl Payload {
                 debug_assert_eq!(self.depth(), text_depth(text.as_bytes()), "{text:.200}");
                 Some(Cow::Owned(text))
             }
-            Source::OnDemand(data) => Some(Cow::Owned(crate::on_demand::written(&**data))),
+            Source::OnDemand(data) => Some(Cow::Owned(crate::on_demand::written(&**data).0)),
             Source::Tree => None,
         }
     }
@@ -269,9 +269,16 @@ impl Payload {
 
     /// The tree, built from the text on first use.
     pub fn json(&self) -> &Json {
-        self.json.get_or_init(|| match self.text_or_written() {
-            Some(text) => parse_own(&text, self.depth()),
-            None => Json::null(),
+        self.json.get_or_init(|| match &self.source {
+            // Parsed at the depth of what was written (`{}` when the writer failed).
+            Source::OnDemand(data) => {
+                let (text, depth) = crate::on_demand::written(&**data);
+                parse_own(&text, depth)
+            }
+            _ => match self.text_or_written() {
+                Some(text) => parse_own(&text, self.depth()),
+                None => Json::null(),
+            },
         })
     }
 }

@@ -44,8 +44,8 @@ impl Event {
     }
 
     /// An event of type `event_type` whose `data` is kept as the caller's typed fields and
-    /// written (through a [`crate::DataWriter`]) only when needed: a durable log's line, on the
-    /// log's writer thread; a reader of the tree; an export. The text is the one
+    /// written (through a [`crate::DataWriter`]) only when needed: a durable log's line, as the
+    /// event is appended; a reader of the tree; an export (an in-memory log never writes it). The text is the one
     /// [`Event::from_data`] would keep for the same writer, byte for byte. Refused when the
     /// type is a chunk run.
     pub fn on_demand(

@@ -142,3 +142,31 @@ fn a_chunk_run_type_is_refused() {
         "{refused:?}"
     );
 }
+
+/// A writer that declares a shallower text than it writes.
+struct Shallow(Sample);
+
+impl OnDemandData for Shallow {
+    fn write(&self) -> DataWriter<'static> {
+        self.0.writer()
+    }
+
+    fn depth(&self) -> usize {
+        1
+    }
+}
+
+#[tokio::test]
+async fn data_deeper_than_declared_gives_empty_data_whose_line_reads_back() {
+    let shallow = Shallow(Sample {
+        turn: 1,
+        label: "x".to_owned(),
+        items: vec![1],
+        misuse: false,
+    });
+    let event = Event::on_demand(Arc::from("dsh/sample"), Box::new(shallow)).expect("typed");
+    assert_eq!(event.to_json_line(), r#"{"type":"dsh/sample","data":{}}"#);
+    assert_eq!(event.data().value(), &serde_json::json!({}));
+    let read = Event::from_json_line(&event.to_json_line()).expect("reads back");
+    assert_eq!(read.to_json_line(), event.to_json_line());
+}
