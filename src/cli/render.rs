@@ -279,6 +279,20 @@ impl Renderer {
             super::out(&json_for_terminal(text));
         }
         let Some(call) = event.as_tool_call() else {
+            // A Code Mode sub-call has no `tool/call`: its clock starts with its
+            // `tool/code-dispatch-start` (its line is printed when it ends, under its program's).
+            if event.event_type() == dsh::session::types::CODE_DISPATCH_START
+                && let Some(id) = event.data().value()["subCallId"].as_str()
+            {
+                self.running.lock().insert(
+                    id.to_owned(),
+                    Running {
+                        started: Instant::now(),
+                        bar: None,
+                        progress_printed: None,
+                    },
+                );
+            }
             return;
         };
         let args = dsh::core::Arguments::from_raw(call.arguments);

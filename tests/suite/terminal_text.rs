@@ -106,3 +106,49 @@ fn run_code_sub_call_lines_are_folded_past_a_few() {
         out.both()
     );
 }
+
+#[test]
+fn a_run_code_sub_calls_line_shows_its_own_time() {
+    // A sub-call has no `tool/call` event; its time runs from its `tool/code-dispatch-start`.
+    let t = tmp();
+    let code = "await tools.sleep({ms: 200}); return 1;";
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[
+            openai(
+                "",
+                &[call(
+                    "rc",
+                    "run_code",
+                    json!({"description": "Nap", "code": code}),
+                )],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let out = dsh_run(&[
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--demo-tools",
+        "--mode",
+        "both",
+        "--approve",
+        "always",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("  ↳ ✓ sleep"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    let ms: u64 = line
+        .rsplit(' ')
+        .next()
+        .and_then(|w| w.strip_suffix("ms"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(ms >= 200, "the sub-call slept 200 ms: {line}");
+}
