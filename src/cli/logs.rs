@@ -67,6 +67,11 @@ pub fn report_check(
     }
 }
 
+/// How many bytes of `bytes` are whole lines (up to and with the last newline).
+pub(crate) fn complete_lines(bytes: &[u8]) -> usize {
+    bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+}
+
 /// Prints the model-visible history.
 pub fn transcript(log: &Path, format: Format) -> Result<i32, Exit> {
     let bytes = std::fs::read(log)
@@ -76,8 +81,11 @@ pub fn transcript(log: &Path, format: Format) -> Result<i32, Exit> {
 
 /// Prints the model-visible history of a log's bytes, `label` naming the log.
 pub fn transcript_bytes(label: &str, bytes: &[u8], format: Format) -> Result<i32, Exit> {
-    let parsed =
-        dsh::session::read_log(bytes).map_err(|e| Exit::internal(format!("{label}: {e}")))?;
+    // A last line without its newline was torn by a crash: it never reached a model, and repair
+    // or a resume cuts it off, so the history is that of the complete lines (the warning below
+    // names it, as `dsh check` does).
+    let parsed = dsh::session::read_log(&bytes[..complete_lines(bytes)])
+        .map_err(|e| Exit::internal(format!("{label}: {e}")))?;
     // A history with an unanswered call is refused by the providers: say so, never silently.
     let problems = dsh::session::check_bytes(bytes);
     if let Some(first) = problems.first() {

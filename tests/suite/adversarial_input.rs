@@ -367,3 +367,50 @@ fn adv_a_deep_role_or_content_is_refused_without_printing_it() {
         assert!(out.stderr.len() < 500, "{} bytes", out.stderr.len());
     }
 }
+
+#[test]
+fn adv_a_torn_last_line_leaves_the_transcript_of_the_complete_lines_with_a_warning() {
+    // A crash mid-append tears the last line: the history is that of the lines before it (what
+    // a resume sends the model), with a warning, not a refusal.
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[
+            openai("", &[call("e", "echo", serde_json::json!({"text": "hi"}))]),
+            openai("done", &[]),
+        ],
+    );
+    let log = t.path().join("run.jsonl");
+    let out = dsh_run(&[
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--demo-tools",
+        "--session",
+        s(&log),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let bytes = std::fs::read(&log).unwrap();
+    let body = &bytes[..bytes.len() - 1];
+    let last = body.iter().rposition(|&b| b == b'\n').unwrap() + 1;
+    let whole = t.path().join("whole.jsonl");
+    std::fs::write(&whole, &bytes[..last]).unwrap();
+    let torn = t.path().join("torn.jsonl");
+    std::fs::write(&torn, &bytes[..last + (bytes.len() - last) / 2]).unwrap();
+    for format in ["openai", "anthropic", "dsh"] {
+        let expected = dsh_run(&["transcript", s(&whole), "--format", format]);
+        assert_eq!(expected.code, 0, "{}", expected.both());
+        let got = dsh_run(&["transcript", s(&torn), "--format", format]);
+        assert_eq!(got.code, 0, "{}", got.both());
+        assert_eq!(got.stdout, expected.stdout, "{format}");
+        assert!(got.stdout.contains("hi"), "{}", got.stdout);
+        let line = bytes[..last].iter().filter(|&&b| b == b'\n').count() + 1;
+        assert!(
+            got.stderr.contains("warning") && got.stderr.contains(&format!("line {line}")),
+            "{}",
+            got.both()
+        );
+    }
+}

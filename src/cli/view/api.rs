@@ -12,6 +12,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use crate::cli::logs::complete_lines;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use dsh_store_postgres::{PgStore, StoreError};
@@ -330,12 +331,6 @@ fn bad_log(place: &str) -> impl Fn(String) -> Problem + '_ {
     move |m| (StatusCode::UNPROCESSABLE_ENTITY, format!("{place}: {m}"))
 }
 
-/// The end of the last complete line of `bytes` (a line being written is not read until its
-/// newline is there).
-fn complete(bytes: &[u8]) -> usize {
-    bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
-}
-
 fn read_file(path: &Path, id: String, after: u64, offset: u64) -> Result<Batch, Problem> {
     let mut file = std::fs::File::open(path).map_err(io_problem(path))?;
     // A writer holds the log's lock while the session runs.
@@ -354,7 +349,7 @@ fn read_file(path: &Path, id: String, after: u64, offset: u64) -> Result<Batch, 
         let mut rest = Vec::new();
         file.read_to_end(&mut rest).map_err(io_problem(path))?;
         if rest.first() == Some(&b'\n') {
-            let end = complete(&rest);
+            let end = complete_lines(&rest);
             let (events, next) = appended(&rest[1..end], after).map_err(bad_log(&place))?;
             let offset = offset - 1 + end as u64;
             let head = Head {
@@ -374,7 +369,7 @@ fn read_file(path: &Path, id: String, after: u64, offset: u64) -> Result<Batch, 
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(io_problem(path))?;
     // A log shorter than where the last answer stopped was rewritten (repaired): all again.
-    let reset = offset > complete(&bytes) as u64;
+    let reset = offset > complete_lines(&bytes) as u64;
     let after = if reset { 0 } else { after };
     whole(&bytes, &id, &place, &repair, live, after, Some(reset))
 }
@@ -391,7 +386,7 @@ fn whole(
     after: u64,
     file: Option<bool>,
 ) -> Result<Batch, Problem> {
-    let end = complete(bytes);
+    let end = complete_lines(bytes);
     let log = dsh::session::read_log(&bytes[..end]).map_err(|e| bad_log(place)(e.to_string()))?;
     let header = match &log.header {
         Some(h) => Some(serde_json::to_string(h.json().value()).map_err(internal)?),
