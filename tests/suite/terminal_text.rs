@@ -61,33 +61,7 @@ fn bidi_controls_never_reach_the_terminal() {
 fn run_code_sub_call_lines_are_folded_past_a_few() {
     let t = tmp();
     let code = "let n = 0;\nfor (let i = 0; i < 300; i++) { await tools.echo({text: 'e' + i}); n++; }\nfor (let i = 0; i < 2; i++) { try { await tools.fail({message: 'no'}); } catch (e) {} }\nreturn n;";
-    let sc = script(
-        t.path(),
-        "s.jsonl",
-        &[
-            openai(
-                "",
-                &[call(
-                    "rc",
-                    "run_code",
-                    json!({"description": "Many echoes", "code": code}),
-                )],
-            ),
-            openai("done", &[]),
-        ],
-    );
-    let out = dsh_run(&[
-        "run",
-        s(&sc),
-        "--workspace",
-        s(t.path()),
-        "--demo-tools",
-        "--mode",
-        "both",
-        "--approve",
-        "always",
-    ]);
-    assert_eq!(out.code, 0, "{}", out.both());
+    let out = run_program(t.path(), "Many echoes", code);
     let lines: Vec<&str> = out.stdout.lines().collect();
     let subs: Vec<&&str> = lines.iter().filter(|l| l.starts_with("  ↳ ✓")).collect();
     assert_eq!(subs.len(), 5, "{}", out.stdout);
@@ -112,33 +86,7 @@ fn a_run_code_sub_calls_line_shows_its_own_time() {
     // A sub-call has no `tool/call` event; its time runs from its `tool/code-dispatch-start`.
     let t = tmp();
     let code = "await tools.sleep({ms: 200}); return 1;";
-    let sc = script(
-        t.path(),
-        "s.jsonl",
-        &[
-            openai(
-                "",
-                &[call(
-                    "rc",
-                    "run_code",
-                    json!({"description": "Nap", "code": code}),
-                )],
-            ),
-            openai("done", &[]),
-        ],
-    );
-    let out = dsh_run(&[
-        "run",
-        s(&sc),
-        "--workspace",
-        s(t.path()),
-        "--demo-tools",
-        "--mode",
-        "both",
-        "--approve",
-        "always",
-    ]);
-    assert_eq!(out.code, 0, "{}", out.both());
+    let out = run_program(t.path(), "Nap", code);
     let line = out
         .stdout
         .lines()
@@ -151,4 +99,37 @@ fn a_run_code_sub_calls_line_shows_its_own_time() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{line}"));
     assert!(ms >= 200, "the sub-call slept 200 ms: {line}");
+}
+
+/// `dsh run` of one `run_code` call of `code` with the demo tools, every call approved; it
+/// must exit 0.
+fn run_program(dir: &std::path::Path, description: &str, code: &str) -> Out {
+    let sc = script(
+        dir,
+        "s.jsonl",
+        &[
+            openai(
+                "",
+                &[call(
+                    "rc",
+                    "run_code",
+                    json!({"description": description, "code": code}),
+                )],
+            ),
+            openai("done", &[]),
+        ],
+    );
+    let out = dsh_run(&[
+        "run",
+        s(&sc),
+        "--workspace",
+        s(dir),
+        "--demo-tools",
+        "--mode",
+        "both",
+        "--approve",
+        "always",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    out
 }
