@@ -34,6 +34,7 @@ mod sandbox;
 mod sessions;
 mod signals;
 mod store;
+mod store_url;
 #[cfg(feature = "agent")]
 mod stream_view;
 mod tools;

@@ -51,17 +51,7 @@ impl StoreArg {
     }
 }
 
-/// The URL without its password, for messages.
-pub fn shown(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            let user = creds.split(':').next().unwrap_or("");
-            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
-}
+pub use super::store_url::shown;
 
 /// How a stored session is named in messages: `ID in URL`.
 pub fn place(url: &str, id: &str) -> PathBuf {

@@ -31,27 +31,7 @@ fn a_failed_connection_says_why_and_never_the_password() {
         .port();
     let refused = format!("postgres://dsh:s3cret-pw@127.0.0.1:{port}/dsh");
     // A wrong password for a user who needs one.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        client
-            .batch_execute(
-                "DO $$ BEGIN
-                   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'dsh_pw') THEN
-                     CREATE ROLE dsh_pw LOGIN SUPERUSER PASSWORD 'right-pw';
-                   END IF;
-                 END $$",
-            )
-            .await
-            .unwrap();
-    });
-    cluster().require_password("dsh_pw");
+    password_role(&base);
     let wrong = with_credentials(&base, "dsh_pw", "s3cret-pw");
     let right = with_credentials(&base, "dsh_pw", "right-pw");
     // The password that works works: the refusal below is the password's.
@@ -80,6 +60,103 @@ fn a_failed_connection_says_why_and_never_the_password() {
             );
             assert!(!out.stderr.contains("s3cret-pw"), "{}", out.both());
             assert!(!out.stdout.contains("s3cret-pw"), "{}", out.both());
+        }
+    }
+}
+
+/// Makes role `dsh_pw` (password `right-pw`) and requires its password from now on.
+fn password_role(base: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(base, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute(
+                "DO $$ BEGIN
+                   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'dsh_pw') THEN
+                     CREATE ROLE dsh_pw LOGIN SUPERUSER PASSWORD 'right-pw';
+                   END IF;
+                 END $$",
+            )
+            .await
+            .unwrap();
+    });
+    cluster().require_password("dsh_pw");
+}
+
+/// `base` (`postgres://dsh@HOST:PORT/DB`) for user `dsh_pw` with `password`, in the three
+/// spellings the client takes: in the URL's credentials, in its query, and as key-value text.
+fn spellings(base: &str, password: &str) -> [String; 3] {
+    let rest = base.strip_prefix("postgres://dsh@").unwrap();
+    let (host_port, db) = rest.split_once('/').unwrap();
+    let (host, port) = host_port.split_once(':').unwrap();
+    [
+        format!("postgres://dsh_pw:{password}@{rest}"),
+        format!("postgres://dsh_pw@{rest}?sslmode=disable&password={password}"),
+        format!("host={host} port={port} user=dsh_pw password='{password}' dbname={db}"),
+    ]
+}
+
+#[test]
+fn no_spelling_of_the_password_is_shown_by_a_failure_or_a_run() {
+    let base = fresh_db();
+    password_role(&base);
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
+    );
+    for (n, url) in spellings(&base, "right-pw").iter().enumerate() {
+        let id = format!("pw-{n}");
+        let out = dsh_run(&[
+            "run",
+            s(&sc),
+            "--workspace",
+            s(t.path()),
+            "--store",
+            url,
+            "--session",
+            &id,
+            "--demo-tools",
+        ]);
+        assert_eq!(out.code, 0, "{url}: {}", out.both());
+        // The run names where its log is, without the password.
+        assert!(out.both().contains(&format!("{id} in ")), "{}", out.both());
+        assert!(!out.both().contains("right-pw"), "{url}: {}", out.both());
+        for args in [
+            vec!["check", "--store", url, &id],
+            vec!["sessions", "--store", url],
+        ] {
+            let out = dsh_run(&args);
+            assert_eq!(out.code, 0, "{args:?}: {}", out.both());
+            assert!(!out.both().contains("right-pw"), "{args:?}: {}", out.both());
+        }
+    }
+    for url in spellings(&base, "s3cret-pw") {
+        for args in [
+            vec!["sessions", "--store", url.as_str()],
+            vec!["check", "--store", url.as_str(), "pw-0"],
+            vec!["export", "--store", url.as_str(), "pw-0"],
+        ] {
+            let out = dsh_run(&args);
+            assert_eq!(out.code, 1, "{args:?}: {}", out.both());
+            assert!(
+                out.stderr
+                    .contains(r#"password authentication failed for user "dsh_pw""#),
+                "{args:?}: {}",
+                out.both()
+            );
+            assert!(
+                !out.both().contains("s3cret-pw"),
+                "{args:?}: {}",
+                out.both()
+            );
         }
     }
 }
