@@ -1,9 +1,10 @@
 //! Versioned schema migrations, embedded in the program.
 //!
 //! Guarantees: migrations run in order, each in its own transaction with the version recorded
-//! in `dsh_schema_migrations`, under a transaction-level advisory lock (two processes starting
-//! on a fresh database do not race); a database with a version newer than this program knows
-//! is refused, never written.
+//! in `dsh_schema_migrations`, under a transaction-level advisory lock taken before anything
+//! else, the migrations table's creation included (two processes starting on a fresh database
+//! do not race); a database with a version newer than this program knows is refused, never
+//! written.
 
 use tokio_postgres::Client;
 
@@ -29,21 +30,27 @@ fn db(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> StoreError
 }
 
 /// Brings the database's schema to [`SCHEMA_VERSION`].
+///
+/// Every step, the migrations table's creation included, runs in a transaction that first
+/// takes the advisory lock: two processes creating the table at once would otherwise both
+/// insert its type into the catalog, and one would fail on the catalog's unique index.
 pub(crate) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
-    client
-        .batch_execute(
-            "CREATE TABLE IF NOT EXISTS dsh_schema_migrations (
-                 version integer PRIMARY KEY,
-                 applied_at timestamptz NOT NULL DEFAULT now()
-             )",
-        )
+    let tx = client.transaction().await.map_err(db("migrate"))?;
+    lock(&tx).await?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS dsh_schema_migrations (
+             version integer PRIMARY KEY,
+             applied_at timestamptz NOT NULL DEFAULT now()
+         )",
+    )
+    .await
+    .map_err(db("create the migrations table"))?;
+    tx.commit()
         .await
         .map_err(db("create the migrations table"))?;
     for (version, sql) in MIGRATIONS {
         let tx = client.transaction().await.map_err(db("migrate"))?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY])
-            .await
-            .map_err(db("lock for migration"))?;
+        lock(&tx).await?;
         let newest: Option<i32> = tx
             .query_one("SELECT max(version) FROM dsh_schema_migrations", &[])
             .await
@@ -70,5 +77,13 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
         .map_err(db("record a migration"))?;
         tx.commit().await.map_err(db("commit a migration"))?;
     }
+    Ok(())
+}
+
+/// Takes the migration lock for the rest of `tx`.
+async fn lock(tx: &tokio_postgres::Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY])
+        .await
+        .map_err(db("lock for migration"))?;
     Ok(())
 }

@@ -123,3 +123,34 @@ async fn l3_an_append_to_a_session_whose_row_was_removed_inserts_no_row_and_is_r
     // Only the row written before the removal exists; nothing was inserted without a session.
     assert_eq!(event_rows(&c, "orphan").await, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn l3_processes_that_first_use_an_empty_database_at_once_all_connect() {
+    // Eight stores (eight connections, as eight processes have) connecting at the same instant
+    // to an empty database, on several databases: each must find the schema made once, none
+    // may fail on the catalog's unique index by creating it at the same time as another.
+    for _ in 0..6 {
+        let url = fresh_url_on(cluster()).await;
+        let start = std::sync::Arc::new(tokio::sync::Barrier::new(8));
+        let connects: Vec<_> = (0..8)
+            .map(|_| {
+                let (url, start) = (url.clone(), start.clone());
+                tokio::spawn(async move {
+                    start.wait().await;
+                    PgStore::connect(&url).await.map(drop)
+                })
+            })
+            .collect();
+        for connect in connects {
+            let connected = connect.await.expect("the connect task ran");
+            assert!(connected.is_ok(), "{url}: {:?}", connected.err());
+        }
+        let c = client(&url).await;
+        let versions: i64 = c
+            .query_one("SELECT count(*) FROM dsh_schema_migrations", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(versions, i64::from(dsh_store_postgres::SCHEMA_VERSION));
+    }
+}
