@@ -5,8 +5,10 @@
 //! only when no live process holds the lease, otherwise nothing changes and the holder is
 //! named. No live process holds it when it is unheld or expired, or when the holder's recorded
 //! backend is gone AND either its process is known dead (an owner `host:pid` of this host
-//! whose pid is not running) or the backend stayed gone for [`Lease::takeover_grace`] under
-//! the same fencing token. A live holder whose connection dropped (a network blip, a pooler
+//! whose pid is not running or a zombie) or, for a holder whose process cannot be seen (another host,
+//! another owner form), the backend stayed gone for [`Lease::takeover_grace`] under the same
+//! fencing token. A holder of this host whose process is running keeps its lease until it
+//! expires, even with its backend gone (a stopped process cannot renew, but is not dead). A live holder whose connection dropped (a network blip, a pooler
 //! or server restart) renews on a new connection at once (`writer.rs`), which records its new
 //! backend: it is never taken over for a dropped connection.
 
@@ -28,8 +30,9 @@ pub struct Lease {
     /// on the same host can tell the holder's process died).
     pub owner: String,
     /// How long a holder's backend must stay gone, its lease unrenewed, before another process
-    /// takes the lease over, when the holder's process cannot be seen to have died (another
-    /// host, another owner form); default 3 s: a live holder reconnects well within it. A
+    /// takes the lease over, when the holder's process cannot be seen (another host, another
+    /// owner form; a holder of this host is taken over at once when its process is gone, and
+    /// only at expiry while it runs); default 3 s: a live holder reconnects well within it. A
     /// reader asking whether the session is being written ([`crate::PgStore::is_leased`], a
     /// tail) watches such a holder for as long before it answers no.
     pub takeover_grace: Duration,
@@ -53,17 +56,24 @@ fn host() -> String {
         .unwrap_or_else(|_| "localhost".to_owned())
 }
 
-/// Whether `owner` names a process of this host (`host:pid`) that is not running.
-fn died_here(owner: &str) -> bool {
-    let Some((host_name, pid)) = owner.rsplit_once(':') else {
-        return false;
+/// For an `owner` that names another process of this host (`host:pid`), whether that process
+/// is running; `None` for an owner of another host, of another form, or this very process
+/// (which cannot tell its own forgotten handle from a live one).
+fn running_here(owner: &str) -> Option<bool> {
+    let (host_name, pid) = owner.rsplit_once(':')?;
+    let pid = pid.parse::<u32>().ok()?;
+    if host_name != host() || pid == std::process::id() {
+        return None;
+    }
+    // A zombie (killed, not yet reaped by its parent) is dead: its state follows the command
+    // name's closing parenthesis in `/proc/PID/stat`.
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return Some(false);
     };
-    let Ok(pid) = pid.parse::<u32>() else {
-        return false;
-    };
-    host_name == host()
-        && pid != std::process::id()
-        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    Some(!matches!(state, Some('Z' | 'X')))
 }
 
 /// The lease as another process sees it.
@@ -126,8 +136,12 @@ pub(crate) async fn standing(
     if first.alive {
         return Ok(Some(Standing::Live));
     }
-    if died_here(&first.owner) {
-        return Ok(Some(Standing::Gone(first.token)));
+    match running_here(&first.owner) {
+        Some(false) => return Ok(Some(Standing::Gone(first.token))),
+        // Running here, yet its backend is gone: stopped (a debugger, SIGSTOP, a suspended
+        // laptop) or unable to reach the database. It is live until its lease expires.
+        Some(true) => return Ok(Some(Standing::Live)),
+        None => {}
     }
     let until = tokio::time::Instant::now() + lease.takeover_grace;
     loop {

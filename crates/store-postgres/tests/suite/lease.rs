@@ -258,22 +258,7 @@ async fn i4_a_writer_reconnecting_after_its_connection_dropped_is_still_seen_as_
     started_call(&a.session).await;
     // The holder is cut off from the database: its backend ends while it lives on.
     proxy.cut();
-    let c = client(&url).await;
-    loop {
-        let gone: bool = c
-            .query_one(
-                "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity a, dsh_sessions d
-                                     WHERE d.id = 'r' AND a.pid = d.lease_backend)",
-                &[],
-            )
-            .await
-            .expect("backend")
-            .get(0);
-        if gone {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
+    backend_gone(&url, "r").await;
     // A reader asks while the holder cannot reconnect; the holder is let back a moment later.
     let reader = store.clone().with_lease(Lease {
         takeover_grace: std::time::Duration::from_secs(20),
@@ -296,4 +281,89 @@ async fn i4_a_writer_reconnecting_after_its_connection_dropped_is_still_seen_as_
     // `dsh check`'s other answer stays right: once the holder closes, nobody holds it.
     a.session.close().await.expect("close");
     assert!(!store.is_leased("r").await.expect("lease"));
+}
+
+/// Returns once session `id`'s recorded lease backend is no longer connected.
+async fn backend_gone(url: &str, id: &str) {
+    let c = client(url).await;
+    loop {
+        let gone: bool = c
+            .query_one(
+                "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity a, dsh_sessions d
+                                     WHERE d.id = $1 AND a.pid = d.lease_backend)",
+                &[&id],
+            )
+            .await
+            .expect("backend")
+            .get(0);
+        if gone {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i4_a_stopped_holder_running_on_this_host_keeps_its_lease_until_its_process_ends() {
+    let (store, url) = fresh_store().await;
+    let proxy = Proxy::start().await;
+    // The owner names a process of this host that runs, but (cut off from the database, as a
+    // stopped process is) cannot renew or reconnect.
+    let mut running = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .expect("sleep");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    let a = PgStore::connect(&proxy.url(&url))
+        .await
+        .expect("connect through the relay")
+        .with_lease(short_lease(&format!("{}:{}", host.trim(), running.id())))
+        .open("s", "/", OpenOptions::new())
+        .await
+        .expect("open");
+    started_call(&a.session).await;
+    proxy.cut();
+    backend_gone(&url, "s").await;
+    // A taker with a grace far shorter than the lease: the holder's process is seen running,
+    // so the grace does not apply and the taker is refused at once.
+    let mut quick = short_lease("b");
+    quick.takeover_grace = std::time::Duration::from_millis(10);
+    quick.ttl = std::time::Duration::from_secs(600);
+    match store
+        .clone()
+        .with_lease(quick.clone())
+        .open("s", "/", OpenOptions::new())
+        .await
+    {
+        Err(StoreError::Leased { owner, .. }) => {
+            assert_eq!(owner, format!("{}:{}", host.trim(), running.id()));
+        }
+        Ok(_) => panic!("a running holder's lease was taken over"),
+        Err(e) => panic!("takeover: {e}"),
+    }
+    assert!(store.is_leased("s").await.expect("lease"));
+    // Once its process ends, it is taken over at once: killed and not yet reaped (a zombie,
+    // as a killed child of a supervisor is) counts as ended.
+    running.kill().expect("kill");
+    let b = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            match store
+                .clone()
+                .with_lease(quick.clone())
+                .open("s", "/", OpenOptions::new())
+                .await
+            {
+                Ok(b) => break b,
+                // The signal may take a moment to land.
+                Err(StoreError::Leased { .. }) => tokio::task::yield_now().await,
+                Err(e) => panic!("takeover: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("taken over once the holder's process ended, before its lease expired");
+    running.wait().expect("wait");
+    assert_eq!(b.repair.interrupted_calls.len(), 1);
+    b.session.close().await.expect("close");
+    drop(a);
 }
