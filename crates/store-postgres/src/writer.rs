@@ -220,13 +220,19 @@ enum Outcome {
     Failed(String),
 }
 
+/// Whether `e` lost the connection rather than answered: a closed connection, an I/O error, a
+/// server shutting down or a backend terminated (SQLSTATE classes 57 and 08) is worth a new
+/// connection; a database error (a constraint, a bad statement) is final.
+pub(crate) fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_none_or(|db| {
+        let code = db.code().code();
+        code.starts_with("57") || code.starts_with("08")
+    })
+}
+
 fn classify(e: tokio_postgres::Error) -> Attempt {
-    // A database error (a constraint, a bad statement) is final; anything else (a closed
-    // connection, an I/O error, a server shutting down) is worth a new connection.
     match e.as_db_error() {
-        Some(db) if !db.code().code().starts_with("57") && !db.code().code().starts_with("08") => {
-            Attempt::Failed(format!("{e}: {}", db.message()))
-        }
+        Some(db) if !connection_lost(&e) => Attempt::Failed(format!("{e}: {}", db.message())),
         _ => Attempt::Lost(e.to_string()),
     }
 }

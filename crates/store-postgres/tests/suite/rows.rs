@@ -65,3 +65,42 @@ async fn a_tail_sees_every_line_in_seq_order_as_it_is_committed_and_ends_with_th
     s.session.close().await.expect("close");
     assert!(tail.recv().await.is_none(), "the tail ends with the writer");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tail_whose_connection_is_terminated_reconnects_and_misses_nothing() {
+    let (store, url) = fresh_store().await;
+    let s = opened_with_a_turn(&store, "cut").await;
+    let mut tail = store.tail("cut", 0).await.expect("tail");
+    let note = |i: u64| {
+        Event::other(
+            "test/note",
+            dsh_core::Json::from_shallow(serde_json::json!({"i": i})),
+        )
+    };
+    let c = client(&url).await;
+    let mut seen = Vec::new();
+    for round in 0..3u64 {
+        for i in round * 10..round * 10 + 10 {
+            s.session.append(note(i)).await.expect("append");
+        }
+        // Every other backend of the database is terminated: the tail's (and the writer's,
+        // which reconnects on its own).
+        c.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .expect("terminate");
+    }
+    s.session
+        .append(note(30))
+        .await
+        .expect("append after the cuts");
+    s.session.close().await.expect("close");
+    while let Some(line) = tail.recv().await {
+        seen.push(line.expect("no error: the tail reconnected").seq);
+    }
+    let want: Vec<u64> = (0..=31).collect();
+    assert_eq!(seen, want, "every line once, in seq order");
+}
