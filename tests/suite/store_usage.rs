@@ -208,7 +208,7 @@ fn an_empty_dsh_store_means_files_and_an_empty_store_option_is_refused() {
 }
 
 #[test]
-fn a_session_id_with_a_control_character_is_refused_by_the_store() {
+fn a_session_id_with_a_control_character_or_too_long_is_refused_by_the_store() {
     let url = fresh_db();
     let t = tmp();
     let sc = script(
@@ -216,7 +216,9 @@ fn a_session_id_with_a_control_character_is_refused_by_the_store() {
         "s.jsonl",
         &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
     );
-    for id in ["nl\nid", "tab\tid", "esc\u{1b}[31mred"] {
+    // An id too long for a notification (8,000 bytes) is refused before anything runs too.
+    let long = "x".repeat(8_000);
+    for id in ["nl\nid", "tab\tid", "esc\u{1b}[31mred", &long] {
         let out = dsh_run(&[
             "run",
             s(&sc),

@@ -51,9 +51,14 @@ pub enum StoreError {
     /// A session with this id already exists (import).
     #[error("session {0} already exists in the store")]
     Exists(String),
-    /// A session id the store does not take for a new session: empty, or holding a control
-    /// character (a line break would split every listing of the store's sessions).
-    #[error("session id {id:?} {problem}: a session id is one line of printable text")]
+    /// A session id the store does not take for a new session: empty, holding a control
+    /// character (a line break would split every listing of the store's sessions), or longer
+    /// than [`MAX_ID_BYTES`] (every append notifies its readers with the id, and a
+    /// notification holds less than 8,000 bytes).
+    #[error(
+        "session id {} {problem}: a session id is one line of printable text of at most {MAX_ID_BYTES} bytes",
+        id_text(.id)
+    )]
     BadId {
         /// The id refused.
         id: String,
@@ -132,12 +137,26 @@ pub(crate) fn cause(e: &tokio_postgres::Error) -> String {
     text
 }
 
-/// Checks that `id` can name a new session: not empty, no control character.
+/// The longest session id a new session takes, in bytes of UTF-8.
+pub const MAX_ID_BYTES: usize = 1024;
+
+/// An id as a message quotes it: escaped, and cut to its first 60 characters when longer.
+fn id_text(id: &str) -> String {
+    match id.char_indices().nth(60) {
+        Some((cut, _)) => format!("{:?}... ({} bytes)", &id[..cut], id.len()),
+        None => format!("{id:?}"),
+    }
+}
+
+/// Checks that `id` can name a new session: not empty, no control character, at most
+/// [`MAX_ID_BYTES`].
 pub(crate) fn check_id(id: &str) -> Result<(), StoreError> {
     let problem = if id.is_empty() {
         "is empty"
     } else if id.chars().any(char::is_control) {
         "holds a control character (a line break, a tab, an escape, ...)"
+    } else if id.len() > MAX_ID_BYTES {
+        "is too long"
     } else {
         return Ok(());
     };
@@ -235,13 +254,30 @@ mod tests {
     fn a_new_session_id_is_one_line_of_printable_text() {
         assert!(check_id("build-42").is_ok());
         assert!(check_id("été 2026").is_ok());
-        for bad in ["", "nl\nid", "tab\tid", "esc\u{1b}[31m", "c1\u{85}"] {
+        let longest = "é".repeat(MAX_ID_BYTES / 2);
+        assert!(check_id(&longest).is_ok());
+        let too_long = format!("{longest}x");
+        for bad in [
+            "",
+            "nl\nid",
+            "tab\tid",
+            "esc\u{1b}[31m",
+            "c1\u{85}",
+            &too_long,
+        ] {
             let e = check_id(bad).unwrap_err();
             assert!(
                 e.to_string()
                     .contains("a session id is one line of printable text"),
                 "{e}"
             );
+            assert!(e.to_string().len() < 300, "{e}");
         }
+        assert!(
+            check_id(&too_long)
+                .unwrap_err()
+                .to_string()
+                .contains("is too long"),
+        );
     }
 }

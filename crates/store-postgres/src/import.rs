@@ -24,8 +24,8 @@ impl PgStore {
     /// transaction. Every line is stored verbatim, so [`PgStore::export`] gives the same bytes
     /// back. Refused (nothing stored): a log that does not read strictly (the error names its
     /// line), a blank line or a last line without its newline (neither could be given back
-    /// byte for byte), a session id already in the store, or one that is empty or holds a
-    /// control character ([`StoreError::BadId`]). Pairing problems are kept as they are
+    /// byte for byte), a session id already in the store, or one that is empty, holds a
+    /// control character or is longer than [`crate::MAX_ID_BYTES`] ([`StoreError::BadId`]). Pairing problems are kept as they are
     /// (`dsh check` names them; opening the session repairs them).
     pub async fn import(&self, bytes: &[u8]) -> Result<Imported, StoreError> {
         self.import_as(bytes, None).await

@@ -154,8 +154,8 @@ impl PgStore {
     /// Opens session `id` for writing: creates it (header with `id` and `cwd`) when absent,
     /// otherwise takes its lease (refused while a live process holds it) and resumes it after
     /// the same crash repair as a file (spec I4). `options` applies as for a file (strictness,
-    /// invariants); its id and cwd are not used. An id that is empty or holds a control
-    /// character is refused ([`StoreError::BadId`]).
+    /// invariants); its id and cwd are not used. An id that is empty, holds a control
+    /// character or is longer than [`crate::MAX_ID_BYTES`] is refused ([`StoreError::BadId`]).
     pub async fn open(
         &self,
         id: &str,
