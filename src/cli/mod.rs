@@ -274,11 +274,11 @@ pub fn main() -> i32 {
                 None => logs::check(&logs),
             },
             Command::Transcript { log, format, store } => match store.url()? {
-                Some(url) => store::transcript(&url, &log.to_string_lossy(), format).await,
+                Some(url) => store::transcript(&url, &store::id_of(&log)?, format).await,
                 None => logs::transcript(&log, format),
             },
             Command::Repair { log, store } => match store.url()? {
-                Some(url) => store::repair(&url, &log.to_string_lossy()).await,
+                Some(url) => store::repair(&url, &store::id_of(&log)?).await,
                 None => logs::repair(&log),
             },
             Command::Export(args) => store::export(args).await,

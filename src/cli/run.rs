@@ -165,9 +165,10 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
     let mut created_row = None;
     let (session, report, log, new_log) = match store {
         Some(url) => {
-            let id = session
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_else(dsh::jsonl::session_id);
+            let id = match session {
+                Some(given) => super::store::id_of(&given)?,
+                None => dsh::jsonl::session_id(),
+            };
             let store = super::store::connect(&url).await?;
             let (session, report, created) =
                 super::store::open(&store, &url, &id, &workspace).await?;

@@ -53,6 +53,17 @@ impl StoreArg {
 
 pub use super::store_url::shown;
 
+/// A session id given where a file name may be (`--session`, `dsh check`'s and `dsh view`'s
+/// operands), as the store's text: one that is not UTF-8 is refused rather than changed.
+pub fn id_of(given: &Path) -> Result<String, Exit> {
+    given.to_str().map(str::to_owned).ok_or_else(|| {
+        Exit::usage(format!(
+            "session id {:?} is not valid UTF-8: a session id in a store is text",
+            given.to_string_lossy()
+        ))
+    })
+}
+
 /// How a stored session is named in messages: `ID in URL`.
 pub fn place(url: &str, id: &str) -> PathBuf {
     PathBuf::from(format!("{id} in {}", shown(url)))
@@ -149,10 +160,13 @@ pub async fn most_recent(store: &PgStore, url: &str, workspace: &Path) -> Result
 
 /// `dsh check --store URL ID...`.
 pub async fn check(url: &str, ids: &[PathBuf]) -> Result<i32, Exit> {
+    let ids = ids
+        .iter()
+        .map(|id| id_of(id))
+        .collect::<Result<Vec<_>, _>>()?;
     let store = connect(url).await?;
     let mut clean = true;
     for id in ids {
-        let id = id.to_string_lossy();
         let status = async {
             store.verify(&id).await?;
             let bytes = store.export(&id).await?;

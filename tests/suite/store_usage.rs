@@ -251,6 +251,28 @@ fn a_session_id_with_a_control_character_or_too_long_is_refused_by_the_store() {
         "{}",
         imported.both()
     );
+    // An id that is not UTF-8 is refused, not changed into another id.
+    use std::os::unix::ffi::OsStrExt as _;
+    let not_utf8 = std::ffi::OsStr::from_bytes(b"a\xffb");
+    let ws = ["--workspace", s(t.path())];
+    for (before, after) in [
+        (vec!["run", s(&sc), "--demo-tools", "--session"], &ws[..]),
+        (vec!["check"], &[][..]),
+        (vec!["transcript"], &[][..]),
+        (vec!["repair"], &[][..]),
+    ] {
+        let out = run(dsh()
+            .args(&before)
+            .arg(not_utf8)
+            .args(["--store", &url])
+            .args(after));
+        assert_eq!(out.code, 2, "{before:?}: {}", out.both());
+        assert!(
+            out.stderr.contains("is not valid UTF-8"),
+            "{before:?}: {}",
+            out.both()
+        );
+    }
     let listed = dsh_run(&["sessions", "--store", &url, "--all"]);
     assert_eq!(listed.stdout, "", "nothing was created: {}", listed.both());
 }

@@ -159,10 +159,10 @@ pub async fn view(args: ViewArgs) -> Result<i32, Exit> {
     let (source, first) = match &args.store.url()? {
         Some(url) => {
             // The session to open first, in the URL's fragment (the page reads it).
-            let first = args
-                .target
-                .as_ref()
-                .map(|id| format!("#{}", percent_encode(&id.to_string_lossy())));
+            let first = match &args.target {
+                Some(id) => Some(format!("#{}", percent_encode(&super::store::id_of(id)?))),
+                None => None,
+            };
             (api::Source::from_store(url).await?, first)
         }
         None => (api::Source::from_target(args.target.as_ref())?, None),
