@@ -251,11 +251,20 @@ impl PgStore {
         assemble(id, &header, &rows, Some(next_seq)).map(drop)
     }
 
-    /// A session's header text, its next seq and its `(seq, line)` rows in seq order.
+    /// A session's header text, its next seq and its `(seq, line)` rows in seq order, all
+    /// from one snapshot: a session being written is read as of one commit, so its next seq
+    /// and its rows agree.
     async fn rows(&self, id: &str) -> Result<(String, i64, Vec<(i64, String)>), StoreError> {
         let mut pooled = self.pooled().await?;
-        let client = pooled.get()?;
-        let header = client
+        let tx = pooled
+            .get()?
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(db("read the session"))?;
+        let header = tx
             .query_opt(
                 "SELECT header, next_seq FROM dsh_sessions WHERE id = $1",
                 &[&id],
@@ -263,7 +272,8 @@ impl PgStore {
             .await
             .map_err(db("read the session"))?
             .ok_or_else(|| StoreError::NoSuchSession(id.to_owned()))?;
-        let rows = lease::event_rows(client, id).await?;
+        let rows = lease::event_rows(&tx, id).await?;
+        tx.commit().await.map_err(db("read the session"))?;
         Ok((header.get(0), header.get(1), rows))
     }
 
