@@ -187,6 +187,8 @@ pub async fn check(url: &str, ids: &[PathBuf]) -> Result<i32, Exit> {
 /// `dsh transcript --store URL ID`.
 pub async fn transcript(url: &str, id: &str, format: Format) -> Result<i32, Exit> {
     let store = connect(url).await?;
+    // A row that is not an event is named by its session and seq, as `dsh check` names it.
+    store.verify(id).await.map_err(|e| failed(url, e))?;
     let bytes = store.export(id).await.map_err(|e| failed(url, e))?;
     super::logs::transcript_bytes(id, &bytes, format)
 }
@@ -287,7 +289,19 @@ pub async fn export(args: ExportArgs) -> Result<i32, Exit> {
         .write_all(&bytes)
         .and_then(|()| stdout.flush())
         .map_err(|e| Exit::internal(format!("cannot write the export: {e}")))?;
-    Ok(0)
+    // The rows are exported as stored, damaged or not (what is there is what a person needs
+    // to mend it); a damaged session is said, and fails the command.
+    match store.verify(&args.id).await {
+        Ok(()) => Ok(0),
+        Err(e @ (StoreError::BadRow { .. } | StoreError::Session { .. })) => {
+            Err(Exit::internal(format!(
+                "{e}; the rows were exported as they are stored, and are not a log that reads \
+                 back (`dsh check --store URL {}` checks the session)",
+                super::sessions::one_line(&args.id)
+            )))
+        }
+        Err(other) => Err(failed(&url, other)),
+    }
 }
 
 /// `dsh import --store URL FILE`: loads a log as a new session and prints its id.

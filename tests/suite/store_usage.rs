@@ -312,3 +312,82 @@ fn importing_a_torn_log_says_that_dsh_repair_cuts_the_torn_tail() {
     let imported = dsh_run(&["import", "--store", &url, s(&log), "--id", "torn"]);
     assert_eq!(imported.code, 0, "{}", imported.both());
 }
+
+/// Runs `statement` on the database at `url`.
+fn sql(url: &str, statement: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client.batch_execute(statement).await.unwrap();
+    });
+}
+
+#[test]
+fn a_damaged_row_fails_export_and_transcript_naming_its_session_and_seq() {
+    let url = fresh_db();
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
+    );
+    let out = dsh_run(&[
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--store",
+        &url,
+        "--session",
+        "hurt",
+        "--demo-tools",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let clean = dsh_run(&["export", "--store", &url, "hurt"]);
+    assert_eq!(clean.code, 0, "{}", clean.both());
+    assert_eq!(clean.stderr, "");
+    // A gap in the seqs (then mended), and two lines in one row.
+    for (damage, mend) in [
+        (
+            "UPDATE dsh_events SET seq = 40 WHERE session_id = 'hurt' AND seq = 2",
+            "UPDATE dsh_events SET seq = 2 WHERE session_id = 'hurt' AND seq = 40",
+        ),
+        (
+            "UPDATE dsh_events SET line = line || E'\\n' || line WHERE session_id = 'hurt' AND seq = 2",
+            "",
+        ),
+    ] {
+        sql(&url, damage);
+        let exported = dsh_run(&["export", "--store", &url, "hurt"]);
+        assert_eq!(exported.code, 1, "{damage}: {}", exported.both());
+        // What is stored is still given, for whoever mends it.
+        assert!(exported.stdout.len() >= clean.stdout.len(), "{damage}");
+        assert!(
+            exported.stderr.contains("session hurt, seq ")
+                && exported.stderr.contains("exported as they are stored"),
+            "{damage}: {}",
+            exported.both()
+        );
+        let transcript = dsh_run(&["transcript", "--store", &url, "hurt"]);
+        assert_eq!(transcript.code, 1, "{damage}: {}", transcript.both());
+        assert!(
+            transcript.stderr.contains("session hurt, seq "),
+            "{damage}: {}",
+            transcript.both()
+        );
+        assert_eq!(transcript.stdout, "", "{damage}");
+        if !mend.is_empty() {
+            sql(&url, mend);
+            assert_eq!(
+                dsh_run(&["export", "--store", &url, "hurt"]).stdout,
+                clean.stdout
+            );
+        }
+    }
+}
