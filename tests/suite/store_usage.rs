@@ -391,3 +391,33 @@ fn a_damaged_row_fails_export_and_transcript_naming_its_session_and_seq() {
         }
     }
 }
+
+#[test]
+fn importing_a_log_with_a_blank_line_names_it_and_says_what_to_do() {
+    let url = fresh_db();
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
+    );
+    let log = t.path().join("blank.jsonl");
+    let out = run_script(&sc, t.path(), &log, &["--demo-tools"]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(3, "");
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    // A file reads past it...
+    assert_eq!(dsh_run(&["check", s(&log)]).code, 0);
+    // ...the store cannot give it back, so it is refused with the line and the way out.
+    let refused = dsh_run(&["import", "--store", &url, s(&log), "--id", "blank"]);
+    assert_eq!(refused.code, 2, "{}", refused.both());
+    assert!(
+        refused.stderr.contains("line 4") && refused.stderr.contains("remove the blank lines"),
+        "{}",
+        refused.both()
+    );
+    let listed = dsh_run(&["sessions", "--store", &url, "--all"]);
+    assert_eq!(listed.stdout, "", "nothing was stored: {}", listed.both());
+}

@@ -73,7 +73,12 @@ impl PgStore {
                     session: id,
                     source: dsh_session::SessionError::Corrupt {
                         line: i + 2,
-                        message: "a blank line (the store keeps one row per event)".to_owned(),
+                        message:
+                            "a blank line, which the store cannot keep (one row per event, and \
+                                  an export gives back the log it imported byte for byte): \
+                                  remove the blank lines (`dsh check` reads past them), then \
+                                  import again"
+                                .to_owned(),
                     },
                 });
             }
