@@ -95,7 +95,7 @@ pub(crate) fn now() -> u64 {
 
 /// The monotonic clock in nanoseconds, read as one `clock_gettime` (the vDSO) and a multiply.
 /// Going through [`std::time::Instant`] and a [`std::time::Duration`] from an epoch cost about
-/// 80 instructions more a mark: a quarter of what timing added to a one-call step.
+/// 100 instructions more a mark: nearly a third of what timing added to a one-call step.
 #[cfg(unix)]
 fn monotonic_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
@@ -516,17 +516,26 @@ mod tests {
         assert_eq!(get(&snap, Mark::Prepare), Some(first), "first time only");
         assert!(first >= before, "{first} {before}");
         // Nanoseconds of the clock `Instant` reads: an interval inside one `Instant` measured
-        // is no longer than it, and not much shorter.
-        let (i0, n0) = (Instant::now(), now());
-        while i0.elapsed() < Duration::from_millis(5) {
-            std::hint::spin_loop();
+        // is never longer than it, and not much shorter. The second holds unless the thread
+        // was preempted between two paired reads, so it is asked of one of a few tries.
+        let mut measured = Vec::new();
+        for _ in 0..5 {
+            let (i0, n0) = (Instant::now(), now());
+            while i0.elapsed() < Duration::from_millis(5) {
+                std::hint::spin_loop();
+            }
+            let (n1, i1) = (now(), Instant::now());
+            let outer = u64::try_from(i1.duration_since(i0).as_nanos()).unwrap_or(u64::MAX);
+            let inner = n1 - n0;
+            assert!(inner <= outer, "{inner} ns in {outer} ns");
+            measured.push((inner, outer));
+            if inner >= outer / 2 {
+                break;
+            }
         }
-        let (n1, i1) = (now(), Instant::now());
-        let outer = u64::try_from(i1.duration_since(i0).as_nanos()).unwrap_or(u64::MAX);
-        let inner = n1 - n0;
         assert!(
-            inner <= outer && inner >= outer / 2,
-            "{inner} ns in {outer} ns"
+            measured.iter().any(|&(inner, outer)| inner >= outer / 2),
+            "(inner, outer) ns: {measured:?}"
         );
         assert!(get(&snap, Mark::Done).is_some_and(|done| done >= first));
         assert!(get(&snap, Mark::Dispatch).is_none(), "never reached");
