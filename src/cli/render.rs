@@ -282,7 +282,7 @@ impl Renderer {
             // A Code Mode sub-call has no `tool/call`: its clock starts with its
             // `tool/code-dispatch-start` (its line is printed when it ends, under its program's).
             if event.event_type() == dsh::session::types::CODE_DISPATCH_START
-                && let Some(id) = event.data().value()["subCallId"].as_str()
+                && let Some(id) = event.sub_call_id()
             {
                 self.running.lock().insert(
                     id.to_owned(),

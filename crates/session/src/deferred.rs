@@ -136,6 +136,7 @@ impl Deferred {
             (Deferred::Call(c), "name") => Some(Some(&c.name)),
             (Deferred::Call(c), "arguments") => Some(Some(&c.arguments)),
             (Deferred::Result(_), "callId" | "name" | "arguments") => Some(None),
+            (Deferred::Dispatch(d), "subCallId") => Some(Some(&d.sub_call_id)),
             // As for their text-backed form, the tree answers.
             (Deferred::Dispatch(_), _) => None,
             _ => None,

@@ -161,6 +161,16 @@ impl Event {
         }
     }
 
+    /// The sub-call a `tool/code-dispatch-start` or `tool/code-dispatch` is about (its
+    /// `subCallId`), read from the typed fields of an event built in this process without
+    /// building its tree.
+    pub fn sub_call_id(&self) -> Option<&str> {
+        match &*self.event_type {
+            types::CODE_DISPATCH_START | types::CODE_DISPATCH => self.data_str("subCallId"),
+            _ => None,
+        }
+    }
+
     /// The `tool/call` payload, if this is a well-formed `tool/call`.
     pub fn as_tool_call(&self) -> Option<ToolCallView<'_>> {
         if &*self.event_type != types::TOOL_CALL {
@@ -301,4 +311,23 @@ pub struct ToolResultView<'a> {
     pub meta: Option<&'a Value>,
     /// `sourceEventSeqs[0]`: the seq of the matching `tool/call`.
     pub call_seq: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dispatch_names_its_sub_call_without_building_its_tree() {
+        let args = || Json::from_shallow(serde_json::json!({"text": "hi"}));
+        let start = Event::code_dispatch_start("root", "root", "sub-1", "echo", args());
+        let done = Event::code_dispatch("root", "root", "sub-2", "echo", args(), false, vec![]);
+        assert_eq!(start.sub_call_id(), Some("sub-1"));
+        assert_eq!(done.sub_call_id(), Some("sub-2"));
+        assert!(start.data.tree().is_none(), "the tree was built");
+        // Read back from its line, the same answer.
+        let read = Event::from_json_line(&start.to_json_line()).expect("reads");
+        assert_eq!(read.sub_call_id(), Some("sub-1"));
+        assert_eq!(Event::turn_start(1).sub_call_id(), None);
+    }
 }
