@@ -11,19 +11,69 @@ pub fn check(logs: &[PathBuf]) -> Result<i32, Exit> {
         let label = path.display().to_string();
         let status = dsh::session::check_file_status(path).map_err(|e| e.to_string());
         let repair = format!("dsh repair {label}");
-        clean &= report_check(&label, status, &repair, "holds its lock");
+        clean &= report_check(
+            &label,
+            status,
+            &repair,
+            "holds its lock",
+            &LineNames::Numbers,
+        );
     }
     Ok(if clean { 0 } else { 1 })
 }
 
+/// How messages name a log's lines: by number in a file, by seq in a stored session (whose
+/// lines have no numbers a person could look up).
+pub enum LineNames {
+    /// `LOG:LINE: ...` and `line LINE`.
+    Numbers,
+    /// `ID, seq SEQ: ...` and `seq SEQ`: each line's seq, the header's `None`.
+    Seqs(Vec<Option<u64>>),
+}
+
+impl LineNames {
+    /// The names of a stored session's exported lines (numbers when they do not read).
+    pub fn of_session(bytes: &[u8]) -> LineNames {
+        match dsh::session::read_log(bytes) {
+            Ok(log) => LineNames::Seqs(
+                std::iter::once(None)
+                    .chain(log.events.iter().map(|(seq, _)| Some(*seq)))
+                    .collect(),
+            ),
+            Err(_) => LineNames::Numbers,
+        }
+    }
+
+    /// Line `line` (1-based) as a message names it.
+    fn name(&self, line: usize) -> String {
+        match self {
+            LineNames::Seqs(seqs) => match seqs.get(line.wrapping_sub(1)) {
+                Some(Some(seq)) => format!("seq {seq}"),
+                Some(None) => "the header".to_owned(),
+                None => format!("line {line}"),
+            },
+            LineNames::Numbers => format!("line {line}"),
+        }
+    }
+
+    /// What follows a log's label before a message about line `line`.
+    fn after_label(&self, line: usize) -> String {
+        match self {
+            LineNames::Seqs(_) => format!(", {}", self.name(line)),
+            LineNames::Numbers => format!(":{line}"),
+        }
+    }
+}
+
 /// Prints what checking one log found, `label` naming it (a file, or a stored session);
-/// `repair` is the command that repairs it and `holding` says how a writer is known to be
-/// live. Returns whether the log counts as clean.
+/// `repair` is the command that repairs it, `holding` says how a writer is known to be live
+/// and `names` how its lines are named. Returns whether the log counts as clean.
 pub fn report_check(
     label: &str,
     status: Result<dsh::session::FileCheck, String>,
     repair: &str,
     holding: &str,
+    names: &LineNames,
 ) -> bool {
     match status {
         Ok(status) if status.problems.is_empty() => {
@@ -41,7 +91,10 @@ pub fn report_check(
                 } else {
                     ""
                 };
-                super::out(&format!("{label}:{}: {message}{note}", p.line));
+                super::out(&format!(
+                    "{label}{}: {message}{note}",
+                    names.after_label(p.line)
+                ));
             }
             if in_flight > 0 && status.live {
                 super::out(&format!(
@@ -76,11 +129,22 @@ pub(crate) fn complete_lines(bytes: &[u8]) -> usize {
 pub fn transcript(log: &Path, format: Format) -> Result<i32, Exit> {
     let bytes = std::fs::read(log)
         .map_err(|e| Exit::internal(format!("cannot read {}: {e}", log.display())))?;
-    transcript_bytes(&log.display().to_string(), &bytes, format)
+    transcript_bytes(
+        &log.display().to_string(),
+        &bytes,
+        format,
+        &LineNames::Numbers,
+    )
 }
 
-/// Prints the model-visible history of a log's bytes, `label` naming the log.
-pub fn transcript_bytes(label: &str, bytes: &[u8], format: Format) -> Result<i32, Exit> {
+/// Prints the model-visible history of a log's bytes, `label` naming the log and `names` its
+/// lines.
+pub fn transcript_bytes(
+    label: &str,
+    bytes: &[u8],
+    format: Format,
+    names: &LineNames,
+) -> Result<i32, Exit> {
     // A last line without its newline was torn by a crash: it never reached a model, and repair
     // or a resume cuts it off, so the history is that of the complete lines (the warning below
     // names it, as `dsh check` does).
@@ -95,9 +159,9 @@ pub fn transcript_bytes(label: &str, bytes: &[u8], format: Format) -> Result<i32
             ""
         };
         eprintln!(
-            "dsh: warning: {label} has {} problem(s), so a provider may refuse this history (`dsh check` lists them{hint}); first: line {}: {}",
+            "dsh: warning: {label} has {} problem(s), so a provider may refuse this history (`dsh check` lists them{hint}); first: {}: {}",
             problems.len(),
-            first.line,
+            names.name(first.line),
             super::render::sanitize(&first.message)
         );
     }

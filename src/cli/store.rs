@@ -171,15 +171,21 @@ pub async fn check(url: &str, ids: &[PathBuf]) -> Result<i32, Exit> {
             store.verify(&id).await?;
             let bytes = store.export(&id).await?;
             let live = store.is_leased(&id).await?;
-            Ok::<_, StoreError>(dsh::session::FileCheck {
+            let names = super::logs::LineNames::of_session(&bytes);
+            let check = dsh::session::FileCheck {
                 problems: dsh::session::check_bytes(&bytes),
                 live,
-            })
+            };
+            Ok::<_, StoreError>((check, names))
         }
         .await
         .map_err(|e| e.to_string());
+        let (status, names) = match status {
+            Ok((check, names)) => (Ok(check), names),
+            Err(e) => (Err(e), super::logs::LineNames::Numbers),
+        };
         let repair = format!("dsh repair --store URL {id}");
-        clean &= super::logs::report_check(&id, status, &repair, "holds its lease");
+        clean &= super::logs::report_check(&id, status, &repair, "holds its lease", &names);
     }
     Ok(if clean { 0 } else { 1 })
 }
@@ -190,7 +196,8 @@ pub async fn transcript(url: &str, id: &str, format: Format) -> Result<i32, Exit
     // A row that is not an event is named by its session and seq, as `dsh check` names it.
     store.verify(id).await.map_err(|e| failed(url, e))?;
     let bytes = store.export(id).await.map_err(|e| failed(url, e))?;
-    super::logs::transcript_bytes(id, &bytes, format)
+    let names = super::logs::LineNames::of_session(&bytes);
+    super::logs::transcript_bytes(id, &bytes, format, &names)
 }
 
 /// `dsh repair --store URL ID`: takes the lease, repairs, releases.

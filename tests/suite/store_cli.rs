@@ -115,6 +115,32 @@ fn i4_a_session_killed_in_one_process_is_resumed_by_another_and_checks_clean() {
         "{}",
         before.both()
     );
+    // A stored session's lines are named by seq (it has no line numbers to look up), the same
+    // seq the line holds in the export.
+    let exported = dsh_run(&["export", "--store", &url, "fleet-1"]).stdout;
+    let problem = before
+        .stdout
+        .lines()
+        .find(|l| l.contains("tool/call \"long\""))
+        .unwrap();
+    let seq: u64 = problem
+        .strip_prefix("fleet-1, seq ")
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("named by seq: {problem}"));
+    let log = dsh::session::read_log(exported.as_bytes()).unwrap();
+    let (_, logged) = log.events.iter().find(|(s, _)| *s == seq).unwrap();
+    assert_eq!(
+        logged.as_tool_call().map(|c| c.call_id),
+        Some("long"),
+        "{problem}"
+    );
+    let transcript = dsh_run(&["transcript", "--store", &url, "fleet-1"]);
+    assert!(
+        transcript.stderr.contains(&format!("first: seq {seq}: ")),
+        "{}",
+        transcript.both()
+    );
 
     // Another process resumes the session: repaired on takeover, then its own turn.
     let next = script(
