@@ -28,6 +28,7 @@ mod options;
 #[cfg(feature = "otel")]
 mod otel;
 mod panics;
+mod percent;
 mod render;
 mod run;
 mod sandbox;

@@ -34,7 +34,7 @@ fn without_password_url(rest: &str) -> String {
         .split('&')
         .filter(|pair| {
             let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
-            !is_password(&percent_decoded(key))
+            !is_password(&super::percent::decoded(key, false))
         })
         .collect();
     if kept.is_empty() {
@@ -113,30 +113,6 @@ fn pair_end(text: &str, start: usize) -> Option<usize> {
 
 fn is_password(key: &str) -> bool {
     key.eq_ignore_ascii_case("password")
-}
-
-/// `%XX` escapes decoded (a bad escape is kept as it is), as the client reads a URL's keys.
-fn percent_decoded(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

@@ -9,6 +9,23 @@ use serde_json::json;
 use super::store_cli::{cluster, fresh_db};
 use super::support::*;
 
+/// A script of one `echo` call, in `dir`.
+fn echo_script(dir: &std::path::Path) -> std::path::PathBuf {
+    script(
+        dir,
+        "s.jsonl",
+        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
+    )
+}
+
+/// A file log `name` in `dir`, written by a run of [`echo_script`].
+fn file_log(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let log = dir.join(name);
+    let out = run_script(&echo_script(dir), dir, &log, &["--demo-tools"]);
+    assert_eq!(out.code, 0, "{}", out.both());
+    log
+}
+
 /// The URL with `user:password` put in.
 fn with_credentials(url: &str, user: &str, password: &str) -> String {
     url.replacen(
@@ -66,26 +83,14 @@ fn a_failed_connection_says_why_and_never_the_password() {
 
 /// Makes role `dsh_pw` (password `right-pw`) and requires its password from now on.
 fn password_role(base: &str) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(base, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        client
-            .batch_execute(
-                "DO $$ BEGIN
-                   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'dsh_pw') THEN
-                     CREATE ROLE dsh_pw LOGIN SUPERUSER PASSWORD 'right-pw';
-                   END IF;
-                 END $$",
-            )
-            .await
-            .unwrap();
-    });
+    sql(
+        base,
+        "DO $$ BEGIN
+           IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'dsh_pw') THEN
+             CREATE ROLE dsh_pw LOGIN SUPERUSER PASSWORD 'right-pw';
+           END IF;
+         END $$",
+    );
     cluster().require_password("dsh_pw");
 }
 
@@ -107,11 +112,7 @@ fn no_spelling_of_the_password_is_shown_by_a_failure_or_a_run() {
     let base = fresh_db();
     password_role(&base);
     let t = tmp();
-    let sc = script(
-        t.path(),
-        "s.jsonl",
-        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
-    );
+    let sc = echo_script(t.path());
     for (n, url) in spellings(&base, "right-pw").iter().enumerate() {
         let id = format!("pw-{n}");
         let out = dsh_run(&[
@@ -164,11 +165,7 @@ fn no_spelling_of_the_password_is_shown_by_a_failure_or_a_run() {
 #[test]
 fn an_empty_dsh_store_means_files_and_an_empty_store_option_is_refused() {
     let t = tmp();
-    let sc = script(
-        t.path(),
-        "s.jsonl",
-        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
-    );
+    let sc = echo_script(t.path());
     let log = t.path().join("log.jsonl");
     let out = run(dsh()
         .args(["run", s(&sc), "--workspace", s(t.path()), "--demo-tools"])
@@ -211,11 +208,7 @@ fn an_empty_dsh_store_means_files_and_an_empty_store_option_is_refused() {
 fn a_session_id_with_a_control_character_or_too_long_is_refused_by_the_store() {
     let url = fresh_db();
     let t = tmp();
-    let sc = script(
-        t.path(),
-        "s.jsonl",
-        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
-    );
+    let sc = echo_script(t.path());
     // An id too long for a notification (8,000 bytes) is refused before anything runs too.
     let long = "x".repeat(8_000);
     for id in ["nl\nid", "tab\tid", "esc\u{1b}[31mred", &long] {
@@ -281,14 +274,7 @@ fn a_session_id_with_a_control_character_or_too_long_is_refused_by_the_store() {
 fn importing_a_torn_log_says_that_dsh_repair_cuts_the_torn_tail() {
     let url = fresh_db();
     let t = tmp();
-    let sc = script(
-        t.path(),
-        "s.jsonl",
-        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
-    );
-    let log = t.path().join("torn.jsonl");
-    let out = run_script(&sc, t.path(), &log, &["--demo-tools"]);
-    assert_eq!(out.code, 0, "{}", out.both());
+    let log = file_log(t.path(), "torn.jsonl");
     // A crash mid-write: the last line cut short, no newline.
     let mut bytes = std::fs::read(&log).unwrap();
     bytes.extend_from_slice(br#"{"type":"turn/start","data":{"tu"#);
@@ -332,11 +318,7 @@ fn sql(url: &str, statement: &str) {
 fn a_damaged_row_fails_export_and_transcript_naming_its_session_and_seq() {
     let url = fresh_db();
     let t = tmp();
-    let sc = script(
-        t.path(),
-        "s.jsonl",
-        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
-    );
+    let sc = echo_script(t.path());
     let out = dsh_run(&[
         "run",
         s(&sc),
@@ -396,14 +378,7 @@ fn a_damaged_row_fails_export_and_transcript_naming_its_session_and_seq() {
 fn importing_a_log_with_a_blank_line_names_it_and_says_what_to_do() {
     let url = fresh_db();
     let t = tmp();
-    let sc = script(
-        t.path(),
-        "s.jsonl",
-        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
-    );
-    let log = t.path().join("blank.jsonl");
-    let out = run_script(&sc, t.path(), &log, &["--demo-tools"]);
-    assert_eq!(out.code, 0, "{}", out.both());
+    let log = file_log(t.path(), "blank.jsonl");
     let text = std::fs::read_to_string(&log).unwrap();
     let mut lines: Vec<&str> = text.lines().collect();
     lines.insert(3, "");
