@@ -12,6 +12,7 @@
 //! or server restart) renews on a new connection at once (`writer.rs`), which records its new
 //! backend: it is never taken over for a dropped connection.
 
+use std::path::Path;
 use std::time::Duration;
 
 use tokio_postgres::Client;
@@ -62,7 +63,8 @@ fn host() -> String {
 fn running_here(owner: &str) -> Option<bool> {
     let (host_name, pid) = owner.rsplit_once(':')?;
     let pid = pid.parse::<u32>().ok()?;
-    if host_name != host() || pid == std::process::id() {
+    // Without `/proc` (not Linux) no process can be seen: the grace applies.
+    if host_name != host() || pid == std::process::id() || !Path::new("/proc/self").exists() {
         return None;
     }
     // A zombie (killed, not yet reaped by its parent) is dead: its state follows the command
