@@ -46,6 +46,27 @@ pub(super) fn fresh_db() -> String {
 
 /// `dsh run` of a long `sleep` call on session `id`, killed with SIGKILL once its call is
 /// committed (printed with `--json` only once durable).
+/// The arguments of `dsh run SCRIPT` in workspace `ws`, on session `id` of the store at
+/// `url`, with the demo tools.
+pub(super) fn store_run_args<'a>(
+    sc: &'a std::path::Path,
+    ws: &'a std::path::Path,
+    url: &'a str,
+    id: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "run",
+        s(sc),
+        "--workspace",
+        s(ws),
+        "--store",
+        url,
+        "--session",
+        id,
+        "--demo-tools",
+    ]
+}
+
 fn killed_mid_call(url: &str, ws: &std::path::Path, id: &str) {
     let sc = script(
         ws,
@@ -55,18 +76,7 @@ fn killed_mid_call(url: &str, ws: &std::path::Path, id: &str) {
             &[call("long", "sleep", json!({"ms": 20_000}))],
         )],
     );
-    let mut live = Live::spawn(dsh().args([
-        "run",
-        s(&sc),
-        "--workspace",
-        s(ws),
-        "--store",
-        url,
-        "--session",
-        id,
-        "--demo-tools",
-        "--json",
-    ]));
+    let mut live = Live::spawn(dsh().args(store_run_args(&sc, ws, url, id)).arg("--json"));
     live.until(|l| l.contains("\"tool/call\""));
     live.child.kill().unwrap();
     live.child.wait().unwrap();
@@ -86,18 +96,7 @@ pub fn running_store_session(
         &format!("{id}.jsonl"),
         &[openai("", &[call(call_id, "sleep", json!({ "ms": ms }))])],
     );
-    let mut run = Live::spawn(dsh().args([
-        "run",
-        s(&sc),
-        "--workspace",
-        s(dir),
-        "--store",
-        url,
-        "--session",
-        id,
-        "--demo-tools",
-        "--json",
-    ]));
+    let mut run = Live::spawn(dsh().args(store_run_args(&sc, dir, url, id)).arg("--json"));
     run.until(|l| l.contains("\"tool/call\""));
     run
 }
@@ -190,30 +189,13 @@ fn a_second_process_writing_a_leased_session_is_refused_in_one_sentence() {
             &[call("long", "sleep", json!({"ms": 20_000}))],
         )],
     );
-    let mut first = Live::spawn(dsh().args([
-        "run",
-        s(&sc),
-        "--workspace",
-        s(t.path()),
-        "--store",
-        &url,
-        "--session",
-        "busy",
-        "--demo-tools",
-        "--json",
-    ]));
+    let mut first = Live::spawn(
+        dsh()
+            .args(store_run_args(&sc, t.path(), &url, "busy"))
+            .arg("--json"),
+    );
     first.until(|l| l.contains("\"tool/call\""));
-    let second = dsh_run(&[
-        "run",
-        s(&sc),
-        "--workspace",
-        s(t.path()),
-        "--store",
-        &url,
-        "--session",
-        "busy",
-        "--demo-tools",
-    ]);
+    let second = dsh_run(&store_run_args(&sc, t.path(), &url, "busy"));
     first.child.kill().unwrap();
     first.child.wait().unwrap();
     assert_eq!(second.code, 1, "{}", second.both());

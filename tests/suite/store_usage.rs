@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use super::store_cli::{cluster, fresh_db};
+use super::store_cli::{cluster, fresh_db, store_run_args};
 use super::support::*;
 
 /// A script of one `echo` call, in `dir`.
@@ -115,17 +115,7 @@ fn no_spelling_of_the_password_is_shown_by_a_failure_or_a_run() {
     let sc = echo_script(t.path());
     for (n, url) in spellings(&base, "right-pw").iter().enumerate() {
         let id = format!("pw-{n}");
-        let out = dsh_run(&[
-            "run",
-            s(&sc),
-            "--workspace",
-            s(t.path()),
-            "--store",
-            url,
-            "--session",
-            &id,
-            "--demo-tools",
-        ]);
+        let out = dsh_run(&store_run_args(&sc, t.path(), url, &id));
         assert_eq!(out.code, 0, "{url}: {}", out.both());
         // The run names where its log is, without the password.
         assert!(out.both().contains(&format!("{id} in ")), "{}", out.both());
@@ -212,17 +202,7 @@ fn a_session_id_with_a_control_character_or_too_long_is_refused_by_the_store() {
     // An id too long for a notification (8,000 bytes) is refused before anything runs too.
     let long = "x".repeat(8_000);
     for id in ["nl\nid", "tab\tid", "esc\u{1b}[31mred", &long] {
-        let out = dsh_run(&[
-            "run",
-            s(&sc),
-            "--workspace",
-            s(t.path()),
-            "--store",
-            &url,
-            "--session",
-            id,
-            "--demo-tools",
-        ]);
+        let out = dsh_run(&store_run_args(&sc, t.path(), &url, id));
         assert_eq!(out.code, 2, "{id:?}: {}", out.both());
         assert!(
             out.stderr
@@ -319,17 +299,7 @@ fn a_damaged_row_fails_export_and_transcript_naming_its_session_and_seq() {
     let url = fresh_db();
     let t = tmp();
     let sc = echo_script(t.path());
-    let out = dsh_run(&[
-        "run",
-        s(&sc),
-        "--workspace",
-        s(t.path()),
-        "--store",
-        &url,
-        "--session",
-        "hurt",
-        "--demo-tools",
-    ]);
+    let out = dsh_run(&store_run_args(&sc, t.path(), &url, "hurt"));
     assert_eq!(out.code, 0, "{}", out.both());
     let clean = dsh_run(&["export", "--store", &url, "hurt"]);
     assert_eq!(clean.code, 0, "{}", clean.both());
