@@ -118,6 +118,44 @@ fn is_password(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::shown;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the password and wherever it is put, what is shown never holds it and
+        /// still names the host, the port and the database.
+        #[test]
+        fn no_password_in_any_spelling_reaches_what_is_shown(
+            url_pw in "[A-Za-z0-9._~-]{1,24}",
+            text_pw in "[ -~]{0,24}",
+            user in "[a-z][a-z0-9_]{0,8}",
+            extra in prop::option::of("[a-z_]{1,10}=[a-z0-9]{1,6}"),
+        ) {
+            let secret = format!("PW{url_pw}");
+            let quoted = format!("PW{}", text_pw.replace('\\', "\\\\").replace('\'', "\\'"));
+            let extra_query = extra.as_deref().map(|e| format!("&{e}")).unwrap_or_default();
+            let extra_pair = extra.as_deref().unwrap_or_default();
+            for (text, secret) in [
+                (format!("postgres://{user}:{secret}@db.example:5433/sessions"), &secret),
+                (
+                    format!("postgresql://{user}@db.example:5433/sessions?password={secret}{extra_query}"),
+                    &secret,
+                ),
+                (
+                    format!("host=db.example port=5433 user={user} password='{quoted}' {extra_pair} dbname=sessions"),
+                    &quoted,
+                ),
+                (
+                    format!("host=db.example port=5433 password={secret} user={user} dbname=sessions"),
+                    &secret,
+                ),
+            ] {
+                let seen = shown(&text);
+                prop_assert!(!seen.contains(secret.as_str()), "{text} -> {seen}");
+                prop_assert!(seen.contains("db.example") && seen.contains("5433"), "{text} -> {seen}");
+                prop_assert!(seen.contains("sessions"), "{text} -> {seen}");
+            }
+        }
+    }
 
     #[test]
     fn a_urls_password_is_left_out_of_its_credentials_and_its_query() {
