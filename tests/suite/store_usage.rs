@@ -295,7 +295,7 @@ fn sql(url: &str, statement: &str) {
 }
 
 #[test]
-fn a_damaged_row_fails_export_and_transcript_naming_its_session_and_seq() {
+fn l4_a_damaged_row_fails_export_and_transcript_naming_its_session_and_seq() {
     let url = fresh_db();
     let t = tmp();
     let sc = echo_script(t.path());
