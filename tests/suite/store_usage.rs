@@ -366,3 +366,41 @@ fn importing_a_log_with_a_blank_line_names_it_and_says_what_to_do() {
     let listed = dsh_run(&["sessions", "--store", &url, "--all"]);
     assert_eq!(listed.stdout, "", "nothing was stored: {}", listed.both());
 }
+
+#[test]
+fn a_bash_command_does_not_inherit_dsh_store_and_its_password() {
+    // `DSH_STORE` may hold the store's password: a command's output would carry it into the log
+    // and to the model, so the commands dsh starts never inherit it.
+    let base = fresh_db();
+    password_role(&base);
+    let [url, ..] = spellings(&base, "right-pw");
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "env.jsonl",
+        &[openai(
+            "",
+            &[call(
+                "e1",
+                "bash",
+                json!({"command": "printf 'store=%s' \"${DSH_STORE-withheld}\""}),
+            )],
+        )],
+    );
+    for preset in ["danger-full-access", "workspace-write"] {
+        let id = format!("env-{preset}");
+        let out = run(dsh()
+            .args(["run", s(&sc), "--workspace", s(t.path())])
+            .args(["--session", &id, "--preset", preset])
+            .env("DSH_STORE", &url));
+        assert_eq!(out.code, 0, "{preset}: {}", out.both());
+        let log = dsh_run(&["export", "--store", &url, &id]);
+        assert_eq!(log.code, 0, "{}", log.both());
+        assert!(
+            log.stdout.contains("store=withheld"),
+            "{preset}: {}",
+            log.stdout
+        );
+        assert!(!log.stdout.contains("right-pw"), "{preset}: {}", log.stdout);
+    }
+}

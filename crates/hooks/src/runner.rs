@@ -84,6 +84,9 @@ fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> Exit {
 pub async fn run(spec: RunSpec<'_>) -> RunOutput {
     let started = Instant::now();
     let mut cmd = Command::new("sh");
+    for var in dsh_process::WITHHELD_ENV {
+        cmd.env_remove(var);
+    }
     cmd.arg("-c")
         .arg(spec.command)
         .current_dir(spec.cwd)

@@ -461,6 +461,9 @@ fn spawn(
     lines: &Arc<Mutex<VecDeque<String>>>,
 ) -> Result<(tokio::process::Child, Option<EndOnDrop>), McpError> {
     let mut cmd = tokio::process::Command::new(command);
+    for var in dsh_process::WITHHELD_ENV {
+        cmd.env_remove(var);
+    }
     cmd.args(&config.args)
         .envs(&config.env)
         .stdin(std::process::Stdio::piped())

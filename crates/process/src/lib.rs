@@ -48,6 +48,8 @@
 
 mod group;
 mod live;
+mod withheld;
 
 pub use group::{Ended, ProcessGroup};
 pub use live::{EndOnDrop, KillOnDrop, kill_all_live_groups, lead, live_groups};
+pub use withheld::WITHHELD_ENV;

@@ -385,6 +385,9 @@ async fn run_per_call(config: &BashConfig, spec: RunSpec) -> Result<RunOutcome, 
         (None, _) => return Err(SpawnError::NoHelper),
     };
     let mut cmd = tokio::process::Command::new(&program);
+    for var in dsh_process::WITHHELD_ENV {
+        cmd.env_remove(var);
+    }
     if program == shell
         && let Some(arg0) = &arg0
     {

@@ -181,7 +181,12 @@ impl Supervisor {
         args.simulate_no_landlock = config.simulate_no_landlock;
         args.parent_pid = Some(std::process::id());
         // Not awaited: it lives as long as the socket; when it exits, tokio reaps it.
-        let _process = tokio::process::Command::new(helper.program())
+        let mut supervisor = tokio::process::Command::new(helper.program());
+        // The commands it starts inherit its environment: dsh's own variables stay out.
+        for var in dsh_process::WITHHELD_ENV {
+            supervisor.env_remove(var);
+        }
+        let _process = supervisor
             .args(helper.command_args(&args))
             .stdin(Stdio::from(theirs))
             .stdout(Stdio::null())
