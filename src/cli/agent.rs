@@ -125,7 +125,10 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
                 super::store::most_recent(&store, url, &root).await?,
             ))
         }
-        (Some(which), Some(_)) => Some(PathBuf::from(which)),
+        (Some(which), Some(url)) => {
+            super::store::resumable(url, which).await?;
+            Some(PathBuf::from(which))
+        }
         (Some(which), None) => {
             let root = workspace
                 .canonicalize()

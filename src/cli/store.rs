@@ -56,12 +56,20 @@ pub use super::store_url::shown;
 /// A session id given where a file name may be (`--session`, `dsh check`'s and `dsh view`'s
 /// operands), as the store's text: one that is not UTF-8 is refused rather than changed.
 pub fn id_of(given: &Path) -> Result<String, Exit> {
-    given.to_str().map(str::to_owned).ok_or_else(|| {
+    let id = given.to_str().ok_or_else(|| {
         Exit::usage(format!(
             "session id {:?} is not valid UTF-8: a session id in a store is text",
             given.to_string_lossy()
         ))
-    })
+    })?;
+    checked(id).map(str::to_owned)
+}
+
+/// `id` when it can name a stored session; otherwise a usage error saying why, before the
+/// database is asked (an id with a control character would drive the terminal when echoed).
+pub fn checked(id: &str) -> Result<&str, Exit> {
+    dsh_store_postgres::check_id(id).map_err(|e| Exit::usage(e.to_string()))?;
+    Ok(id)
 }
 
 /// How a stored session is named in messages: `ID in URL`.
@@ -156,6 +164,23 @@ pub async fn most_recent(store: &PgStore, url: &str, workspace: &Path) -> Result
                 shown(url)
             ))
         })
+}
+
+/// `--resume ID` with a store: `id` must name a session there (a new one is never started in
+/// its place, as with files: a mistyped id would drop the conversation it meant).
+#[cfg(feature = "agent")]
+pub async fn resumable(url: &str, id: &str) -> Result<(), Exit> {
+    checked(id)?;
+    let store = connect(url).await?;
+    match store.is_leased(id).await {
+        Ok(_) => Ok(()),
+        Err(StoreError::NoSuchSession(_)) => Err(Exit::usage(format!(
+            "--resume {}: no such session in {} (`dsh sessions --store URL --all` lists them)",
+            super::sessions::one_line(id),
+            shown(url)
+        ))),
+        Err(e) => Err(failed(url, e)),
+    }
 }
 
 /// `dsh check --store URL ID...`.
@@ -289,6 +314,7 @@ fn required(arg: &StoreArg, command: &str) -> Result<String, Exit> {
 pub async fn export(args: ExportArgs) -> Result<i32, Exit> {
     use std::io::Write as _;
     let url = required(&args.store, "export")?;
+    checked(&args.id)?;
     let store = connect(&url).await?;
     let bytes = store.export(&args.id).await.map_err(|e| failed(&url, e))?;
     let mut stdout = std::io::stdout().lock();
@@ -362,6 +388,7 @@ fn torn_tail_hint(bytes: &[u8], line: Option<usize>, file: &Path) -> String {
 /// writer is gone.
 pub async fn tail(args: TailArgs) -> Result<i32, Exit> {
     let url = required(&args.store, "tail")?;
+    checked(&args.id)?;
     let store = connect(&url).await?;
     let mut lines = store
         .tail(&args.id, args.from)

@@ -333,6 +333,24 @@ fn dsh_agent_keeps_its_session_in_the_store_and_resume_continues_it() {
     );
     let check = dsh_run(&["check", "--store", &url, "chat-1"]);
     assert_eq!(check.code, 0, "{}", check.both());
+    // A mistyped id is refused, as with files: no new session starts in its place.
+    let asked = m.mock.requests().len();
+    let typo = run(agent(
+        &w,
+        Some(&m.mock.openai_base_url()),
+        "And now?",
+        &["--store", &url, "--resume", "chat-2"],
+    )
+    .env_remove("DSH_STORE"));
+    assert_eq!(typo.code, 2, "{}", typo.both());
+    assert!(
+        typo.stderr.contains("--resume chat-2: no such session"),
+        "{}",
+        typo.both()
+    );
+    assert_eq!(m.mock.requests().len(), asked, "the model was not asked");
+    let listed = dsh_run(&["sessions", "--store", &url, "--all"]);
+    assert!(!listed.stdout.contains("chat-2"), "{}", listed.both());
 }
 
 #[test]

@@ -246,6 +246,24 @@ fn a_session_id_with_a_control_character_or_too_long_is_refused_by_the_store() {
             out.both()
         );
     }
+    // Readers refuse such an id before asking the database, and never echo it raw.
+    for id in ["esc\u{1b}[31mred", "nl\nid", &long] {
+        for command in ["check", "transcript", "repair", "export", "tail"] {
+            let out = dsh_run(&[command, "--store", &url, id]);
+            assert_eq!(out.code, 2, "{command} {id:?}: {}", out.both());
+            assert!(
+                out.stderr
+                    .contains("a session id is one line of printable text"),
+                "{command} {id:?}: {}",
+                out.both()
+            );
+            assert!(
+                !out.both().contains('\u{1b}') && out.both().len() < 400,
+                "{command} {id:?}: {}",
+                out.both()
+            );
+        }
+    }
     let listed = dsh_run(&["sessions", "--store", &url, "--all"]);
     assert_eq!(listed.stdout, "", "nothing was created: {}", listed.both());
 }

@@ -148,9 +148,11 @@ fn id_text(id: &str) -> String {
     }
 }
 
-/// Checks that `id` can name a new session: not empty, no control character, at most
-/// [`MAX_ID_BYTES`].
-pub(crate) fn check_id(id: &str) -> Result<(), StoreError> {
+/// Checks that `id` can name a session: not empty, no control character, at most
+/// [`MAX_ID_BYTES`] ([`StoreError::BadId`] otherwise). The store checks every new session's
+/// id; a reader may check an id it was given before it asks the database (no session can have
+/// an id that fails).
+pub fn check_id(id: &str) -> Result<(), StoreError> {
     let problem = if id.is_empty() {
         "is empty"
     } else if id.chars().any(char::is_control) {

@@ -51,7 +51,7 @@ mod store;
 mod tail;
 mod writer;
 
-pub use error::{MAX_ID_BYTES, StoreError};
+pub use error::{MAX_ID_BYTES, StoreError, check_id};
 pub use import::Imported;
 pub use lease::Lease;
 pub use migrate::SCHEMA_VERSION;
