@@ -35,6 +35,33 @@ fn db(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> StoreError
 /// takes the advisory lock: two processes creating the table at once would otherwise both
 /// insert its type into the catalog, and one would fail on the catalog's unique index.
 pub(crate) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    // A database already at this version is only read: a role that may read and write the
+    // tables but not create any (the usual grant to a fleet) uses it as it is.
+    let made: bool = client
+        .query_one(
+            "SELECT to_regclass('dsh_schema_migrations') IS NOT NULL",
+            &[],
+        )
+        .await
+        .map_err(db("read the schema version"))?
+        .get(0);
+    if made {
+        let newest: Option<i32> = client
+            .query_one("SELECT max(version) FROM dsh_schema_migrations", &[])
+            .await
+            .map_err(db("read the schema version"))?
+            .get(0);
+        match newest {
+            Some(v) if v == SCHEMA_VERSION => return Ok(()),
+            Some(v) if v > SCHEMA_VERSION => {
+                return Err(StoreError::SchemaTooNew {
+                    found: v,
+                    known: SCHEMA_VERSION,
+                });
+            }
+            _ => {}
+        }
+    }
     let tx = client.transaction().await.map_err(db("migrate"))?;
     lock(&tx).await?;
     tx.batch_execute(

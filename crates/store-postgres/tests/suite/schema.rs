@@ -154,3 +154,31 @@ async fn l3_processes_that_first_use_an_empty_database_at_once_all_connect() {
         assert_eq!(versions, i64::from(dsh_store_postgres::SCHEMA_VERSION));
     }
 }
+
+#[tokio::test]
+async fn l3_a_role_that_may_only_read_and_write_the_tables_uses_a_current_database() {
+    // The usual grant to a fleet: the tables' rows, not the right to create tables.
+    let (store, url) = fresh_store().await;
+    turns(&store, "made", 1..=1).await;
+    let c = client(&url).await;
+    c.batch_execute(
+        "DO $$ BEGIN
+           IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'dsh_rows') THEN
+             CREATE ROLE dsh_rows LOGIN;
+           END IF;
+         END $$;
+         REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO dsh_rows;",
+    )
+    .await
+    .expect("grant");
+    let limited = url.replacen("postgres://dsh@", "postgres://dsh_rows@", 1);
+    let rows = PgStore::connect(&limited)
+        .await
+        .expect("connect as dsh_rows");
+    assert!(!rows.export("made").await.expect("export").is_empty());
+    turns(&rows, "new", 1..=1).await;
+    rows.verify("new")
+        .await
+        .expect("written by the limited role");
+}
