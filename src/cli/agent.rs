@@ -238,10 +238,10 @@ pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
             println!("{}", super::render::sanitize(&outcome.text));
         }
         if let Some(view) = &view {
-            eprintln!("{}", view.end_turn());
+            err_line!("{}", view.end_turn());
         }
-        eprintln!("{}", prepared.renderer.summary());
-        eprintln!("log: {}", prepared.log.display());
+        err_line!("{}", prepared.renderer.summary());
+        err_line!("log: {}", prepared.log.display());
     }
     end_code(&outcome.end, &prepared.log)
 }

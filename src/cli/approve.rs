@@ -207,7 +207,7 @@ impl TerminalApprover {
             Ok(line) => line,
             Err(e) => format!("dsh: allowed once; {e}"),
         };
-        eprintln!("{}", super::render::sanitize(&line));
+        err_line!("{}", super::render::sanitize(&line));
         ApprovalOutcome::AllowedOnce
     }
 }

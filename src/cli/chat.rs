@@ -119,7 +119,7 @@ impl Reader {
                     Err(ReadlineError::Interrupted) => Line::Interrupted,
                     Err(ReadlineError::Eof) => Line::End,
                     Err(e) => {
-                        eprintln!("dsh: reading a line: {e}");
+                        err_line!("dsh: reading a line: {e}");
                         Line::End
                     }
                 };
@@ -154,7 +154,7 @@ pub async fn chat(args: ChatArgs) -> Result<i32, Exit> {
     } = start(&args.model, false).await?;
     let history = dsh::jsonl::state_dir().map(|d| d.join("chat_history"));
     let reader = Reader::start(history)?;
-    eprintln!(
+    err_line!(
         "dsh chat: one line per turn; Ctrl-C cancels a turn; /exit, Ctrl-D or Ctrl-C at the \
          prompt ends (log: {})",
         prepared.log.display()
@@ -190,7 +190,7 @@ pub async fn chat(args: ChatArgs) -> Result<i32, Exit> {
                         saved,
                     );
                 }
-                eprintln!("\ndsh: {name}: ending the chat");
+                err_line!("\ndsh: {name}: ending the chat");
                 code = 130;
                 break;
             }
@@ -217,7 +217,7 @@ pub async fn chat(args: ChatArgs) -> Result<i32, Exit> {
             Ok(None) => continue,
             Err(e) => {
                 code = 1;
-                eprintln!("dsh: the turn failed: {e}");
+                err_line!("dsh: the turn failed: {e}");
                 break;
             }
         };
@@ -227,18 +227,18 @@ pub async fn chat(args: ChatArgs) -> Result<i32, Exit> {
             println!("{}", super::render::sanitize(&outcome.text));
         }
         match (&outcome.end, end_code(&outcome.end, &prepared.log)) {
-            (TurnEnd::Aborted(_), _) => eprintln!("dsh: turn {} cancelled", outcome.turn),
+            (TurnEnd::Aborted(_), _) => err_line!("dsh: turn {} cancelled", outcome.turn),
             (_, Err(e)) => {
                 if let Some(m) = e.message {
-                    eprintln!("dsh: {}", super::render::sanitize(&m));
+                    err_line!("dsh: {}", super::render::sanitize(&m));
                 }
             }
             _ => {}
         }
         if let Some(view) = &view {
-            eprintln!("{}", view.end_turn());
+            err_line!("{}", view.end_turn());
         }
-        eprintln!("{}", prepared.renderer.summary());
+        err_line!("{}", prepared.renderer.summary());
     }
     if let Err(e) = prepared.harness.session().close().await {
         return Err(Exit::internal(format!(
@@ -246,6 +246,6 @@ pub async fn chat(args: ChatArgs) -> Result<i32, Exit> {
             prepared.log.display()
         )));
     }
-    eprintln!("log: {}", prepared.log.display());
+    err_line!("log: {}", prepared.log.display());
     Ok(code)
 }

@@ -258,7 +258,7 @@ pub fn load(workspace: &Path, trusted: bool) -> Result<ConfigFile, Exit> {
             held.push("its policy keys");
         }
         if !held.is_empty() {
-            eprintln!(
+            err_line!(
                 "dsh: not applying {} of {}: this workspace is not trusted, and they could send your key elsewhere or widen the sandbox; pass --trust-workspace to apply them",
                 held.join(", "),
                 super::render::sanitize(&path.display().to_string())

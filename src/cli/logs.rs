@@ -158,7 +158,7 @@ pub fn transcript_bytes(
         } else {
             ""
         };
-        eprintln!(
+        err_line!(
             "dsh: warning: {label} has {} problem(s), so a provider may refuse this history (`dsh check` lists them{hint}); first: {}: {}",
             problems.len(),
             names.name(first.line),

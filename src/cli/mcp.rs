@@ -223,8 +223,8 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
     if let Err(e) = closed {
         return Err(Exit::internal(format!("closing {}: {e}", log.display())));
     }
-    eprintln!("{}", prepared.renderer.summary());
-    eprintln!("log: {}", log.display());
+    err_line!("{}", prepared.renderer.summary());
+    err_line!("log: {}", log.display());
     // Calls cancelled by the stop make it an interruption (130); a stop with nothing in
     // progress is the server's normal end.
     Ok(if in_flight.cancelled() > 0 { 130 } else { 0 })
@@ -286,7 +286,7 @@ async fn http(
                     }
                 },
             ));
-    eprintln!("dsh mcp serve: listening on http://{bound}/mcp");
+    err_line!("dsh mcp serve: listening on http://{bound}/mcp");
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             let _ = stop.await;

@@ -111,7 +111,7 @@ pub(super) fn watch(
     tokio::spawn(async move {
         let name = stops.next().await;
         let calls = in_flight.stop();
-        eprintln!(
+        err_line!(
             "dsh mcp serve: {name}: cancelling {calls} call(s) in progress, then closing the log \
              (a second signal exits at once)"
         );

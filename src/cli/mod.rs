@@ -5,6 +5,15 @@
 //! for `agent` and `chat`, a model request that cannot succeed as configured); 130 interrupted
 //! or cancelled (the log still checks clean).
 
+/// `eprintln!` that never panics: a closed or broken stderr (`dsh ... 2>&1 | head`) loses the
+/// line instead of ending the command with a panic (exit 101).
+macro_rules! err_line {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 #[cfg(feature = "agent")]
 mod agent;
 mod approve;
@@ -218,7 +227,7 @@ fn install_tracing() -> Option<Telemetry> {
         tracing::warn!("RUST_LOG ignored, using {DEFAULT_LOG:?}: {bad}");
     }
     if let Some(problem) = otel_problem {
-        eprintln!("dsh: OpenTelemetry: {problem}");
+        err_line!("dsh: OpenTelemetry: {problem}");
     }
     telemetry
 }
@@ -252,7 +261,7 @@ pub fn main() -> i32 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("dsh: cannot start the runtime: {e}");
+            err_line!("dsh: cannot start the runtime: {e}");
             return 1;
         }
     };
@@ -301,7 +310,7 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(exit) => {
             if let Some(m) = exit.message {
-                eprintln!("dsh: {}", render::sanitize(&m));
+                err_line!("dsh: {}", render::sanitize(&m));
             }
             exit.code
         }

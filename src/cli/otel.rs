@@ -23,7 +23,7 @@ impl Otel {
     /// Exports what is still buffered and stops the exporter.
     pub fn shutdown(self) {
         if let Err(e) = self.provider.shutdown() {
-            eprintln!("dsh: exporting traces: {e}");
+            err_line!("dsh: exporting traces: {e}");
         }
     }
 }

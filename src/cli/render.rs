@@ -249,7 +249,7 @@ impl Renderer {
             Mode::Human { live: true, .. } if !self.multi.is_hidden() => {
                 self.multi.suspend(|| super::out(&line));
             }
-            Mode::Stderr => eprintln!("{line}"),
+            Mode::Stderr => err_line!("{line}"),
             _ => super::out(&line),
         }
     }

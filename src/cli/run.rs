@@ -200,9 +200,9 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
         }
     };
     if !report.is_clean() {
-        eprintln!("dsh: {} was repaired before resuming:", log.display());
+        err_line!("dsh: {} was repaired before resuming:", log.display());
         for line in super::logs::report_lines(&report) {
-            eprintln!("{}", render::sanitize(&line));
+            err_line!("{}", render::sanitize(&line));
         }
     }
     let used: std::collections::HashSet<String> = session
@@ -280,7 +280,7 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
     };
     drop(created_row);
     for w in harness.warnings() {
-        eprintln!("dsh: warning: {}", render::sanitize(w));
+        err_line!("dsh: warning: {}", render::sanitize(w));
     }
     if let Some(grants) = &grants {
         let restored: Vec<String> = grants
@@ -290,7 +290,7 @@ pub async fn prepare(setup: Setup<'_>) -> Result<Prepared, Exit> {
             .map(|(rule, _)| rule.to_string())
             .collect();
         if !restored.is_empty() {
-            eprintln!(
+            err_line!(
                 "dsh: allowed for this session, as granted before it was resumed: {}",
                 render::sanitize(&restored.join(", "))
             );
@@ -378,7 +378,7 @@ pub async fn on_interrupts(cancel: impl FnOnce() + Send + 'static) -> Interrupts
     let stops = match super::signals::Stops::install() {
         Ok(stops) => Some(stops),
         Err(e) => {
-            eprintln!(
+            err_line!(
                 "dsh: warning: cannot handle Ctrl-C, SIGTERM or SIGHUP ({e}): each kills dsh"
             );
             None
@@ -391,11 +391,11 @@ pub async fn on_interrupts(cancel: impl FnOnce() + Send + 'static) -> Interrupts
         let first = stops.next().await;
         cancel();
         if first == "SIGINT" {
-            eprintln!(
+            err_line!(
                 "dsh: interrupted; finishing started calls (press Ctrl-C again to exit at once)"
             );
         } else {
-            eprintln!("dsh: {first}: finishing started calls (a second signal exits at once)");
+            err_line!("dsh: {first}: finishing started calls (a second signal exits at once)");
         }
         stops.next().await;
         // Exiting at once: nothing this process started may outlive it, even a command that
@@ -475,8 +475,8 @@ pub async fn drive(
         )));
     }
     if !quiet_summary {
-        eprintln!("{}", prepared.renderer.summary());
-        eprintln!("log: {}", prepared.log.display());
+        err_line!("{}", prepared.renderer.summary());
+        err_line!("log: {}", prepared.log.display());
     }
     Ok(match report.end {
         TurnEnd::Completed => 0,

@@ -82,7 +82,7 @@ pub(crate) async fn while_starting<T>(start: impl Future<Output = T>) -> Result<
         started = start => return Ok(started),
         name = stops.next() => name,
     };
-    eprintln!(
+    err_line!(
         "dsh: {first}: stopping what was started so far, then exiting (a second signal exits at \
          once)"
     );

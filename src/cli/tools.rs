@@ -81,7 +81,7 @@ pub async fn tools(args: ToolsArgs) -> Result<i32, Exit> {
         })?;
     // As `dsh run` says them: an MCP server that did not start is why its tools are missing.
     for w in harness.warnings() {
-        eprintln!("dsh: warning: {}", super::render::sanitize(w));
+        err_line!("dsh: warning: {}", super::render::sanitize(w));
     }
     let agent = harness.agent().clone();
     let code = code_mode_offer(&harness, &agent)?;

@@ -25,7 +25,7 @@ pub fn decide(workspace: &Path, flag: bool) -> Result<bool, Exit> {
     if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         return Ok(ask(&file, store.as_ref()));
     }
-    eprintln!(
+    err_line!(
         "dsh: not applying {}: this workspace is not trusted, and its hooks would run commands with your rights; pass --trust-workspace to apply it (or run dsh on a terminal to be asked once)",
         super::render::sanitize(&file.path.display().to_string())
     );
@@ -77,13 +77,13 @@ fn ask(file: &WorkspaceSettingsFile, store: Option<&TrustStore>) -> bool {
     let yes = std::io::stdin().lock().read_line(&mut answer).is_ok()
         && matches!(answer.trim(), "y" | "Y" | "yes");
     if !yes {
-        eprintln!("dsh: running without the workspace's settings");
+        err_line!("dsh: running without the workspace's settings");
         return false;
     }
     match store.map(|s| s.trust(file)) {
         Some(Ok(())) => {}
-        Some(Err(e)) => eprintln!("dsh: warning: the answer is not remembered: {e}"),
-        None => eprintln!("dsh: warning: the answer is not remembered: no config directory"),
+        Some(Err(e)) => err_line!("dsh: warning: the answer is not remembered: {e}"),
+        None => err_line!("dsh: warning: the answer is not remembered: no config directory"),
     }
     true
 }

@@ -180,3 +180,48 @@ fn plain_rendering_sanitizes_what_tools_and_models_wrote() {
     assert!(out.stdout.contains("✓ echo red"), "{}", out.stdout);
     assert!(out.stdout.contains("✗ fail red"), "{}", out.stdout);
 }
+
+#[test]
+fn a_closed_stderr_loses_the_messages_not_the_exit_code() {
+    // `dsh ... 2>&1 | head` closes the pipe early: the lines dsh writes to stderr are lost,
+    // and the command ends with its own exit code, never a panic's 101.
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai("", &[call("c", "echo", json!({"text": "x"}))])],
+    );
+    let log = t.path().join("log.jsonl");
+    for (args, want) in [
+        (
+            vec![
+                "run",
+                s(&sc),
+                "--demo-tools",
+                "--workspace",
+                s(t.path()),
+                "--session",
+                s(&log),
+            ],
+            0,
+        ),
+        (vec!["transcript", "/definitely/not/here.jsonl"], 1),
+        (vec!["run", s(&sc), "--bogus"], 2),
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let status = dsh()
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(writer)
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(want), "{args:?}");
+    }
+    assert_eq!(
+        dsh_run(&["check", s(&log)]).code,
+        0,
+        "the run's log is whole"
+    );
+}

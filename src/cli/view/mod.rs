@@ -136,7 +136,7 @@ fn open_browser(url: &str) {
         && std::env::var_os("DISPLAY").is_none()
         && std::env::var_os("WAYLAND_DISPLAY").is_none();
     if headless {
-        eprintln!("dsh view: no display to open a browser on; open the URL above");
+        err_line!("dsh view: no display to open a browser on; open the URL above");
         return;
     }
     match std::process::Command::new(opener)
@@ -150,7 +150,7 @@ fn open_browser(url: &str) {
         Ok(mut child) => {
             std::thread::spawn(move || child.wait());
         }
-        Err(_) => eprintln!("dsh view: no browser opener ({opener}); open the URL above"),
+        Err(_) => err_line!("dsh view: no browser opener ({opener}); open the URL above"),
     }
 }
 
