@@ -5,6 +5,8 @@
 //! - `group-commit`: 10 concurrent appenders on one session vs a raw loop of batched `INSERT`s
 //!   of the same rows in the same batch sizes (one statement per transaction the store made),
 //!   alternated over 7 rounds of 1,000 events, medians;
+//!   The same rounds also replay the store's batches through the store's own append statement
+//!   from a raw client loop (`statement_ns`): the database's share of an append alone;
 //! - `sessions`: 1,000 sessions of one store handle appending at once (10 events each) vs the
 //!   raw loop of the same rows in the same transactions; the process's resident memory before
 //!   and at its peak;
@@ -148,6 +150,41 @@ async fn raw_replay(
     start.elapsed()
 }
 
+/// Replays `txs` through the store's own append statement ([`dsh_store_postgres::APPEND_STATEMENT`])
+/// from a raw client, onto a session row `id` made for it: what the database costs an append
+/// (the fenced update, the insert, the notification) without the appenders' hand-offs.
+async fn statement_replay(
+    c: &tokio_postgres::Client,
+    txs: &[(Vec<String>, Vec<i64>, Vec<String>)],
+    id: &str,
+) -> Duration {
+    const TOKEN: i64 = 1;
+    c.execute(
+        "INSERT INTO dsh_sessions (id, header, lease_token) VALUES ($1, '{}', $2)",
+        &[&id, &TOKEN],
+    )
+    .await
+    .unwrap();
+    let append = c
+        .prepare(dsh_store_postgres::APPEND_STATEMENT)
+        .await
+        .unwrap();
+    let ttl = 30.0_f64;
+    let mut next = 0_i64;
+    let start = Instant::now();
+    for (_, seqs, lines) in txs {
+        let seqs: Vec<i64> = (next..).take(seqs.len()).collect();
+        let end = next + seqs.len() as i64;
+        let applied = c
+            .query(&append, &[&id, &TOKEN, &next, &end, &ttl, &seqs, lines])
+            .await
+            .unwrap();
+        assert_eq!(applied.len(), 1, "the replayed group was not applied");
+        next = end;
+    }
+    start.elapsed()
+}
+
 /// Opens `n` sessions `prefix-N`, then (once `go` resolves) appends `PER_SESSION` notes to each
 /// at once; returns the appends' wall time.
 async fn many_sessions(
@@ -230,7 +267,8 @@ async fn main() {
     .unwrap();
 
     // Group commit, alternating the store and the raw loop of its own batches.
-    let (mut store_ns, mut raw_ns, mut txs_seen) = (Vec::new(), Vec::new(), 0);
+    let (mut store_ns, mut raw_ns, mut statement_ns, mut txs_seen) =
+        (Vec::new(), Vec::new(), Vec::new(), 0);
     for round in 0..ROUNDS {
         let id = format!("group{round}");
         let opened = store.open(&id, "/", OpenOptions::new()).await.unwrap();
@@ -239,13 +277,16 @@ async fn main() {
         let txs = transactions(&c, &id).await;
         txs_seen += txs.len();
         let raw = raw_replay(&c, &txs).await;
+        let statement = statement_replay(&c, &txs, &format!("replay{round}")).await;
         store_ns.push(ns_per(took, PER_ROUND));
         raw_ns.push(ns_per(raw, PER_ROUND));
+        statement_ns.push(ns_per(statement, PER_ROUND));
     }
     record(json!({
         "bench": "store", "figure": "group-commit",
         "store_ns": median(store_ns.clone()), "raw_ns": median(raw_ns.clone()),
-        "rounds_store_ns": store_ns, "rounds_raw_ns": raw_ns,
+        "statement_ns": median(statement_ns.clone()),
+        "rounds_store_ns": store_ns, "rounds_raw_ns": raw_ns, "rounds_statement_ns": statement_ns,
         "events_per_transaction": (ROUNDS * PER_ROUND) as f64 / txs_seen as f64,
     }));
 

@@ -435,6 +435,24 @@ pub const ROWS: &[Row] = &[
         bench: "cli_run",
         command: "cargo bench -p dsh --bench cli_run",
     },
+    Row {
+        name: "PostgreSQL store, the database's share of row 27: the store's own append statement (`APPEND_STATEMENT`: the fenced update of the session's row, the insert, the notification), run by a raw client loop with the same rows in the same batches, same rounds (medians)",
+        figure: field("store", "group-commit", "statement_ns", "event"),
+        baseline_name: "the raw loop of batched `INSERT ... unnest` of row 27",
+        baseline: field("store", "group-commit", "raw_ns", "event"),
+        target: Target::Throughput,
+        bench: "store",
+        command: "cargo bench -p dsh --bench store",
+    },
+    Row {
+        name: "PostgreSQL store, the process's share of row 27: the 10 appenders through the store (row 27's figure)",
+        figure: field("store", "group-commit", "store_ns", "event"),
+        baseline_name: "the store's own statement in a raw client loop (the row above): what is left is the hand-offs between the appenders, the session's writer and the store's connection",
+        baseline: field("store", "group-commit", "statement_ns", "event"),
+        target: Target::Throughput,
+        bench: "store",
+        command: "cargo bench -p dsh --bench store",
+    },
 ];
 
 /// Parses a selection of rows, `12-15` or `1,4,12-15` (numbers as in the table, from 1).

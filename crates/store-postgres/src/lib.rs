@@ -57,3 +57,13 @@ pub use lease::Lease;
 pub use migrate::SCHEMA_VERSION;
 pub use store::{DEFAULT_POOL_SIZE, Opened, PgStore, SessionInfo};
 pub use tail::{CHANNEL, TailLine};
+
+/// The statement that commits one session's group of appends, as the store's writer runs it:
+/// the fenced update of the session's row, the group's rows inserted only if it matched, the
+/// notification. Parameters: `$1` session id (`text`), `$2` fencing token, `$3` the group's
+/// first seq, `$4` its end (`bigint`s), `$5` the lease's time to live in seconds (`float8`),
+/// `$6` the seqs (`bigint[]`) and `$7` the lines (`text[]`); one row back when applied, none
+/// when not. Public so that a benchmark can time the database's share of an append alone
+/// (`benches/store.rs`); nothing else should run it.
+#[doc(hidden)]
+pub const APPEND_STATEMENT: &str = writer::APPEND_ONE;

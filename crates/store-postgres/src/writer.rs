@@ -159,7 +159,7 @@ SELECT s.gi,
 /// One row back when the group was applied, none when not. Unlike [`APPEND`] it does not count
 /// the rows inserted: the update matched at most one row (`id` is the key), so the insert is of
 /// exactly the group's rows, or the statement fails.
-const APPEND_ONE: &str = "
+pub(crate) const APPEND_ONE: &str = "
 WITH s AS (
     UPDATE dsh_sessions
        SET next_seq = $4, updated_at = now(),
