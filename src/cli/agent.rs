@@ -221,6 +221,9 @@ pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
     };
     drop(interrupts);
     let closed = prepared.harness.session().close().await;
+    if outcome.is_err() || closed.is_err() {
+        prepared.renderer.flush_unrecorded();
+    }
     let outcome = outcome.map_err(|e| Exit::internal(format!("the turn failed: {e}")))?;
     if let Err(e) = closed {
         return Err(Exit::internal(format!(

@@ -217,7 +217,28 @@ pub struct Renderer {
     /// Sub-call lines per parent execution, until the parent's own line is printed.
     folds: Mutex<HashMap<dsh::core::ExecutionToken, Fold>>,
     tally: Mutex<Tally>,
+    /// Result lines waiting for their `tool/result` to be durable.
+    deferred: Mutex<Deferred>,
     started: Instant,
+}
+
+/// A call's line is printed once its result is in the log, not when the call finished: a
+/// result the log refused (the store's lease lost, the disk failed) never reaches the model's
+/// history, so it must not read as done on the terminal.
+#[derive(Default)]
+struct Deferred {
+    /// Lines by call id, finished but not yet durable.
+    lines: HashMap<String, Finished>,
+    /// Call ids whose `tool/result` became durable before their line was made.
+    recorded: std::collections::HashSet<String>,
+}
+
+/// A finished call's line, and the line to print instead if its result is never recorded.
+struct Finished {
+    line: String,
+    lost: String,
+    /// Already counted among the failures (the call itself failed).
+    failed: bool,
 }
 
 impl Renderer {
@@ -235,6 +256,7 @@ impl Renderer {
             running: Mutex::new(HashMap::new()),
             folds: Mutex::new(HashMap::new()),
             tally: Mutex::new(Tally::default()),
+            deferred: Mutex::new(Deferred::default()),
             started: Instant::now(),
         })
     }
@@ -277,6 +299,19 @@ impl Renderer {
                 _ => format!("{{\"event\":{line},\"seq\":{seq}}}"),
             };
             super::out(&json_for_terminal(text));
+        } else if let Some(result) = event.as_tool_result() {
+            let finished = {
+                let mut d = self.deferred.lock();
+                let finished = d.lines.remove(result.call_id);
+                if finished.is_none() {
+                    d.recorded.insert(result.call_id.to_owned());
+                }
+                finished
+            };
+            if let Some(f) = finished {
+                self.println(f.line);
+            }
+            return;
         }
         let Some(call) = event.as_tool_call() else {
             // A Code Mode sub-call has no `tool/call`: its clock starts with its
@@ -485,11 +520,62 @@ impl Renderer {
                 line.push_str(&self.paint("33", &format!("    {}", one_line(note, 160))));
             }
         }
-        self.println(line);
+        if exec.parent().is_some() {
+            // A sub-call's outcome reaches the model through its program's result.
+            self.println(line);
+            return;
+        }
+        let lost = format!(
+            "{} {} {}  {}  {}",
+            self.paint("31", "✗"),
+            one_line(exec.name(), 40),
+            summarize_args(args),
+            self.paint("2", &ms),
+            self.paint(
+                "31",
+                "its result was not recorded in the session log: the model never sees it"
+            )
+        );
+        let now = {
+            let mut d = self.deferred.lock();
+            let recorded = d.recorded.remove(exec.call_id());
+            if !recorded {
+                d.lines.insert(
+                    exec.call_id().to_owned(),
+                    Finished {
+                        line,
+                        lost,
+                        failed: result.is_error(),
+                    },
+                );
+                return;
+            }
+            line
+        };
+        self.println(now);
     }
 
-    /// The closing summary: calls, failures by code, wall time.
+    /// Prints the line of every call whose result never became durable, as failed, and counts
+    /// it among the failures. Called at the end of a run, whether or not it succeeded.
+    pub fn flush_unrecorded(&self) {
+        let lost: Vec<Finished> = self.deferred.lock().lines.drain().map(|(_, f)| f).collect();
+        if lost.is_empty() {
+            return;
+        }
+        let newly_failed = lost.iter().filter(|f| !f.failed).count();
+        if newly_failed > 0 {
+            let mut t = self.tally.lock();
+            *t.failures.entry("not recorded".to_owned()).or_default() += newly_failed;
+        }
+        for f in lost {
+            self.println(f.lost);
+        }
+    }
+
+    /// The closing summary: calls, failures by code, wall time. Prints the lines of results
+    /// never recorded first ([`Renderer::flush_unrecorded`]).
     pub fn summary(&self) -> String {
+        self.flush_unrecorded();
         let t = self.tally.lock();
         let failed: usize = t.failures.values().sum();
         let subs = match t.sub_calls {

@@ -467,8 +467,12 @@ pub async fn drive(
     if let Some(t) = timer {
         t.abort();
     }
+    if outcome.is_err() {
+        prepared.renderer.flush_unrecorded();
+    }
     let report = outcome.map_err(|e| Exit::internal(format!("the run failed: {e}")))?;
     if let Err(e) = prepared.harness.session().close().await {
+        prepared.renderer.flush_unrecorded();
         return Err(Exit::internal(format!(
             "closing {}: {e}",
             prepared.log.display()
