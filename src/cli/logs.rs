@@ -65,9 +65,8 @@ impl LineNames {
     }
 }
 
-/// Prints what checking one log found, `label` naming it (a file, or a stored session);
-/// `repair` is the command that repairs it, `holding` says how a writer is known to be live
-/// and `names` how its lines are named. Returns whether the log counts as clean.
+/// Prints what checking one log found on stdout ([`check_verdict`]). Returns whether the log
+/// counts as clean.
 pub fn report_check(
     label: &str,
     status: Result<dsh::session::FileCheck, String>,
@@ -75,9 +74,28 @@ pub fn report_check(
     holding: &str,
     names: &LineNames,
 ) -> bool {
-    match status {
+    let (clean, lines) = check_verdict(label, status, repair, holding, names);
+    for line in lines {
+        super::out(&line);
+    }
+    clean
+}
+
+/// What checking one log found, a line each, `label` naming it (a file, or a stored
+/// session); `repair` is the command that repairs it, `holding` says how a writer is known
+/// to be live and `names` how its lines are named. Returns whether the log counts as clean,
+/// and the lines.
+pub fn check_verdict(
+    label: &str,
+    status: Result<dsh::session::FileCheck, String>,
+    repair: &str,
+    holding: &str,
+    names: &LineNames,
+) -> (bool, Vec<String>) {
+    let mut out = Vec::new();
+    let clean = match status {
         Ok(status) if status.problems.is_empty() => {
-            super::out(&format!("{label}: ok"));
+            out.push(format!("{label}: ok"));
             true
         }
         Ok(status) => {
@@ -91,33 +109,34 @@ pub fn report_check(
                 } else {
                     ""
                 };
-                super::out(&format!(
+                out.push(format!(
                     "{label}{}: {message}{note}",
                     names.after_label(p.line)
                 ));
             }
             if in_flight > 0 && status.live {
-                super::out(&format!(
+                out.push(format!(
                     "{label}: still being written (a running dsh {holding}): {in_flight} call(s) not answered yet"
                 ));
             } else if in_flight > 0 {
-                super::out(&format!(
+                out.push(format!(
                     "{label}: not being written (no process {holding}): {in_flight} call(s) the model made will never be answered; `{repair}` answers them"
                 ));
             }
             if settled > 0 || !status.live {
                 false
             } else {
-                super::out(&format!("{label}: ok so far"));
+                out.push(format!("{label}: ok so far"));
                 true
             }
         }
         Err(message) => {
             let message = super::render::sanitize(&message);
-            super::out(&format!("{label}: {message}"));
+            out.push(format!("{label}: {message}"));
             false
         }
-    }
+    };
+    (clean, out)
 }
 
 /// How many bytes of `bytes` are whole lines (up to and with the last newline).

@@ -385,18 +385,80 @@ fn torn_tail_hint(bytes: &[u8], line: Option<usize>, file: &Path) -> String {
 }
 
 /// `dsh tail --store URL ID`: prints the session's lines as they are committed, until its
-/// writer is gone.
+/// writer is gone. Every line is printed as stored; a row that is not an event, or not at the
+/// seq the one before it leads to, is also named on stderr (session and seq, as `dsh check`
+/// names it), and the tail then exits 1. So does a writer gone without closing the session.
 pub async fn tail(args: TailArgs) -> Result<i32, Exit> {
     let url = required(&args.store, "tail")?;
-    checked(&args.id)?;
+    let id = checked(&args.id)?;
     let store = connect(&url).await?;
     let mut lines = store
-        .tail(&args.id, args.from)
+        .tail(id, args.from)
         .await
         .map_err(|e| failed(&url, e))?;
+    let mut rows = RowCheck::new(id, args.from);
     while let Some(line) = lines.recv().await {
-        let line = line.map_err(|e| failed(&url, e))?;
+        let line = match line {
+            Ok(line) => line,
+            Err(e @ StoreError::Abandoned { .. }) => {
+                err_line!(
+                    "dsh: {}; `dsh check --store URL {id}` says what it left open",
+                    super::render::sanitize(&e.to_string())
+                );
+                return Ok(1);
+            }
+            Err(e) => return Err(failed(&url, e)),
+        };
         super::out(&line.line);
+        if let Some(bad) = rows.next(&line) {
+            err_line!("dsh: {}", super::render::sanitize(&bad.to_string()));
+        }
     }
-    Ok(0)
+    Ok(if rows.bad > 0 { 1 } else { 0 })
+}
+
+/// Checks a tail's rows one by one as `dsh check` checks them: each an event, at the seq the
+/// one before it leads to.
+struct RowCheck<'a> {
+    id: &'a str,
+    /// The seq the next row should have (`None`: unknown, after a row that is not an event).
+    expected: Option<u64>,
+    /// How many rows were bad.
+    bad: usize,
+}
+
+impl<'a> RowCheck<'a> {
+    fn new(id: &'a str, from: u64) -> RowCheck<'a> {
+        RowCheck {
+            id,
+            // From a later seq, the first row may lie past it (a run of chunks spans seqs).
+            expected: (from == 0).then_some(0),
+            bad: 0,
+        }
+    }
+
+    /// What is wrong with `line`, if anything.
+    fn next(&mut self, line: &dsh_store_postgres::TailLine) -> Option<StoreError> {
+        let problem = match dsh::session::Event::from_json_line(&line.line) {
+            Err(e) => {
+                self.expected = None;
+                Some(e.to_string())
+            }
+            Ok(event) => {
+                let gap = self.expected.filter(|&want| want != line.seq).map(|want| {
+                    format!("the row's seq should be {want} (rows must follow without gap)")
+                });
+                self.expected = Some(line.seq + event.seq_span());
+                gap
+            }
+        };
+        problem.map(|message| {
+            self.bad += 1;
+            StoreError::BadRow {
+                session: self.id.to_owned(),
+                seq: Some(line.seq),
+                message,
+            }
+        })
+    }
 }

@@ -413,3 +413,127 @@ fn a_run_refused_before_it_starts_leaves_no_session_in_the_store() {
     let check = dsh_run(&["check", "--store", &url, "kept"]);
     assert_eq!(check.code, 0, "{}", check.both());
 }
+
+/// Runs `statement` on the database at `url`: the rows it touched (0 when it failed, as before
+/// the store created its tables).
+fn sql(url: &str, statement: &str) -> u64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client.execute(statement, &[]).await.unwrap_or(0)
+    })
+}
+
+#[test]
+fn a_result_the_store_refused_is_not_shown_as_a_success() {
+    // The lease is taken from the writer while its call runs: the call's result cannot be
+    // logged, so the terminal must not tick it as done (the log, which the model's history is
+    // rebuilt from, never holds it).
+    let url = fresh_db();
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai("", &[call("nap", "sleep", json!({ "ms": 3_000 }))])],
+    );
+    let args: Vec<String> = store_run_args(&sc, t.path(), &url, "lost")
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let run =
+        std::thread::spawn(move || dsh_run(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let committed =
+        "SELECT 1 FROM dsh_events WHERE session_id = 'lost' AND line LIKE '%\"tool/call\"%'";
+    let start = std::time::Instant::now();
+    while sql(&url, committed) == 0 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "the call was never committed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let taken = sql(
+        &url,
+        "UPDATE dsh_sessions SET lease_token = lease_token + 1, lease_owner = 'elsewhere:1' WHERE id = 'lost'",
+    );
+    assert_eq!(taken, 1);
+    let out = run.join().unwrap();
+    assert_eq!(out.code, 1, "{}", out.both());
+    assert!(
+        !out.both().contains('✓'),
+        "a result the log refused was shown as a success:\n{}",
+        out.both()
+    );
+    assert!(
+        out.both().contains("✗ sleep") && out.both().contains("not recorded"),
+        "{}",
+        out.both()
+    );
+}
+
+#[test]
+fn dsh_tail_of_a_session_whose_writer_was_killed_says_so_and_exits_1() {
+    let url = fresh_db();
+    let t = tmp();
+    killed_mid_call(&url, t.path(), "dead");
+    let tail = dsh_run(&["tail", "--store", &url, "dead"]);
+    assert_eq!(tail.code, 1, "{}", tail.both());
+    assert!(
+        tail.stdout.contains("\"tool/call\""),
+        "every line is printed: {}",
+        tail.both()
+    );
+    assert!(
+        tail.stderr.contains("session dead: its writer ")
+            && tail
+                .stderr
+                .contains("stopped without closing the session; opening it again repairs it")
+            && tail.stderr.contains("`dsh check --store URL dead`"),
+        "{}",
+        tail.both()
+    );
+    // Repaired, it tails cleanly.
+    let repaired = dsh_run(&["repair", "--store", &url, "dead"]);
+    assert_eq!(repaired.code, 0, "{}", repaired.both());
+    let again = dsh_run(&["tail", "--store", &url, "dead"]);
+    assert_eq!(again.code, 0, "{}", again.both());
+}
+
+#[test]
+fn dsh_tail_names_a_damaged_row_by_seq_prints_every_row_and_exits_1() {
+    let url = fresh_db();
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai("", &[call("c1", "echo", json!({"text": "hi"}))])],
+    );
+    let ran = dsh_run(&store_run_args(&sc, t.path(), &url, "hurt"));
+    assert_eq!(ran.code, 0, "{}", ran.both());
+    let clean = dsh_run(&["tail", "--store", &url, "hurt"]);
+    assert_eq!(clean.code, 0, "{}", clean.both());
+    assert_eq!(clean.stderr, "", "{}", clean.both());
+    let rows = clean.stdout.lines().count();
+    assert_eq!(
+        sql(
+            &url,
+            "UPDATE dsh_events SET line = 'not an event' WHERE session_id = 'hurt' AND seq = 2"
+        ),
+        1
+    );
+    let tail = dsh_run(&["tail", "--store", &url, "hurt"]);
+    assert_eq!(tail.code, 1, "{}", tail.both());
+    assert_eq!(tail.stdout.lines().count(), rows, "{}", tail.both());
+    assert!(
+        tail.stderr.starts_with("dsh: session hurt, seq 2: "),
+        "{}",
+        tail.both()
+    );
+    assert_eq!(tail.stderr.lines().count(), 1, "{}", tail.both());
+}

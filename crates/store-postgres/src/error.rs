@@ -75,6 +75,18 @@ pub enum StoreError {
         /// What is wrong.
         message: String,
     },
+    /// A tail ended because the session's writer is gone without having closed the session
+    /// (killed, or cut off until its lease expired): what it had open (a turn, a step, calls
+    /// without results) stays so until the session is opened again, which repairs it.
+    #[error(
+        "session {session}: its writer {owner} stopped without closing the session; opening it again repairs it"
+    )]
+    Abandoned {
+        /// The session.
+        session: String,
+        /// The writer that held its lease (`host:pid`).
+        owner: String,
+    },
     /// The session log itself was refused (pairing problems, invariants, a bad import file).
     #[error("session {session}: {source}")]
     Session {

@@ -166,6 +166,20 @@ pub(crate) async fn standing(
     }
 }
 
+/// The holder of session `id`'s lease when that lease was never released (its writer did not
+/// close the session): `None` once released, or when there is no such session. Only
+/// meaningful once the lease is known not to be live ([`standing`]).
+pub(crate) async fn unreleased(client: &Client, id: &str) -> Result<Option<String>, StoreError> {
+    let row = client
+        .query_opt(
+            "SELECT coalesce(lease_owner, '') FROM dsh_sessions WHERE id = $1 AND lease_until IS NOT NULL",
+            &[&id],
+        )
+        .await
+        .map_err(db("read the lease"))?;
+    Ok(row.map(|r| r.get(0)))
+}
+
 /// The fencing token of a holder whose backend is gone and which may be taken over now (see
 /// [`standing`]). `None` when the lease is free, held by a live backend, or its holder came
 /// back.

@@ -100,7 +100,8 @@ async fn look(
 impl PgStore {
     /// Tails session `id` from seq `from`: sends each committed line to the returned channel,
     /// in seq order; the channel closes once the writer is gone and every line was sent, or on
-    /// an error (sent last). A lost connection is replaced and the tail goes on; only one not
+    /// an error (sent last). A writer gone without closing the session (killed, or cut off
+    /// until its lease expired) ends the tail with [`StoreError::Abandoned`]. A lost connection is replaced and the tail goes on; only one not
     /// regained within [`Lease::retry_for`] ends it, with that error.
     pub async fn tail(
         &self,
@@ -167,6 +168,24 @@ impl PgStore {
                     }
                 }
                 if !live {
+                    // Gone: closed (its lease released), or stopped without closing, which
+                    // the reader is told last.
+                    if let Some(l) = &listening {
+                        match crate::lease::unreleased(&l.client, &id).await {
+                            Ok(Some(owner)) => {
+                                let _ = tx
+                                    .send(Err(StoreError::Abandoned {
+                                        session: id.clone(),
+                                        owner,
+                                    }))
+                                    .await;
+                            }
+                            Ok(None) => {}
+                            Err(e) => {
+                                let _ = tx.send(Err(e)).await;
+                            }
+                        }
+                    }
                     return;
                 }
                 if let Some(l) = &mut listening {

@@ -135,3 +135,44 @@ async fn a_session_being_written_always_verifies_clean() {
     assert!(verified > 0);
     s.session.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tail_says_last_that_the_writer_stopped_without_closing_the_session() {
+    let (store, url) = fresh_store().await;
+    let s = opened_with_a_turn(&store, "left").await;
+    // Its writer, on another host, is gone without releasing the lease (its backend went with
+    // it): this process's own writer loses the lease to it and is silenced.
+    client(&url)
+        .await
+        .execute(
+            "UPDATE dsh_sessions SET lease_token = lease_token + 1, lease_owner = 'elsewhere:7',
+                    lease_backend = NULL WHERE id = 'left'",
+            &[],
+        )
+        .await
+        .expect("lose the writer");
+    let mut tail = store.tail("left", 0).await.expect("tail");
+    let first = tail.recv().await.expect("line").expect("the turn's start");
+    assert_eq!(first.seq, 0);
+    let last = tail.recv().await.expect("the ending");
+    let Err(e @ StoreError::Abandoned { .. }) = last else {
+        panic!("expected the writer reported gone, got {last:?}");
+    };
+    assert!(
+        e.to_string()
+            .starts_with("session left: its writer elsewhere:7 stopped without closing"),
+        "{e}"
+    );
+    assert!(tail.recv().await.is_none(), "the error is the last message");
+    drop(s);
+
+    // A writer that closed its session ends the tail quietly.
+    let closed = opened_with_a_turn(&store, "closed").await;
+    closed.session.close().await.expect("close");
+    let mut tail = store.tail("closed", 0).await.expect("tail");
+    assert_eq!(tail.recv().await.expect("line").expect("ok").seq, 0);
+    assert!(
+        tail.recv().await.is_none(),
+        "a closed session ends the tail"
+    );
+}
