@@ -65,8 +65,9 @@ impl LineNames {
     }
 }
 
-/// Prints what checking one log found on stdout ([`check_verdict`]). Returns whether the log
-/// counts as clean.
+/// Prints what checking one log found, `label` naming it (a file, or a stored session);
+/// `repair` is the command that repairs it, `holding` says how a writer is known to be live
+/// and `names` how its lines are named. Returns whether the log counts as clean.
 pub fn report_check(
     label: &str,
     status: Result<dsh::session::FileCheck, String>,
@@ -74,28 +75,9 @@ pub fn report_check(
     holding: &str,
     names: &LineNames,
 ) -> bool {
-    let (clean, lines) = check_verdict(label, status, repair, holding, names);
-    for line in lines {
-        super::out(&line);
-    }
-    clean
-}
-
-/// What checking one log found, a line each, `label` naming it (a file, or a stored
-/// session); `repair` is the command that repairs it, `holding` says how a writer is known
-/// to be live and `names` how its lines are named. Returns whether the log counts as clean,
-/// and the lines.
-pub fn check_verdict(
-    label: &str,
-    status: Result<dsh::session::FileCheck, String>,
-    repair: &str,
-    holding: &str,
-    names: &LineNames,
-) -> (bool, Vec<String>) {
-    let mut out = Vec::new();
-    let clean = match status {
+    match status {
         Ok(status) if status.problems.is_empty() => {
-            out.push(format!("{label}: ok"));
+            super::out(&format!("{label}: ok"));
             true
         }
         Ok(status) => {
@@ -109,34 +91,33 @@ pub fn check_verdict(
                 } else {
                     ""
                 };
-                out.push(format!(
+                super::out(&format!(
                     "{label}{}: {message}{note}",
                     names.after_label(p.line)
                 ));
             }
             if in_flight > 0 && status.live {
-                out.push(format!(
+                super::out(&format!(
                     "{label}: still being written (a running dsh {holding}): {in_flight} call(s) not answered yet"
                 ));
             } else if in_flight > 0 {
-                out.push(format!(
+                super::out(&format!(
                     "{label}: not being written (no process {holding}): {in_flight} call(s) the model made will never be answered; `{repair}` answers them"
                 ));
             }
             if settled > 0 || !status.live {
                 false
             } else {
-                out.push(format!("{label}: ok so far"));
+                super::out(&format!("{label}: ok so far"));
                 true
             }
         }
         Err(message) => {
             let message = super::render::sanitize(&message);
-            out.push(format!("{label}: {message}"));
+            super::out(&format!("{label}: {message}"));
             false
         }
-    };
-    (clean, out)
+    }
 }
 
 /// How many bytes of `bytes` are whole lines (up to and with the last newline).
