@@ -414,20 +414,30 @@ fn a_run_refused_before_it_starts_leaves_no_session_in_the_store() {
     assert_eq!(check.code, 0, "{}", check.both());
 }
 
-/// Runs `statement` on the database at `url`: the rows it touched (0 when it failed, as before
-/// the store created its tables).
-fn sql(url: &str, statement: &str) -> u64 {
+/// Runs `statements` (one or several, `;`-separated) on the database at `url`: the rows
+/// they touched, or the first error.
+pub(super) fn try_sql(url: &str, statements: &str) -> Result<u64, tokio_postgres::Error> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
         tokio::spawn(connection);
-        client.execute(statement, &[]).await.unwrap_or(0)
+        let done = client.simple_query(statements).await?;
+        Ok(done
+            .iter()
+            .map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::CommandComplete(n) => *n,
+                _ => 0,
+            })
+            .sum())
     })
+}
+
+/// [`try_sql`], which must succeed.
+pub(super) fn sql(url: &str, statements: &str) -> u64 {
+    try_sql(url, statements).unwrap_or_else(|e| panic!("{statements}: {e}"))
 }
 
 #[test]
@@ -451,7 +461,8 @@ fn a_result_the_store_refused_is_not_shown_as_a_success() {
     let committed =
         "SELECT 1 FROM dsh_events WHERE session_id = 'lost' AND line LIKE '%\"tool/call\"%'";
     let start = std::time::Instant::now();
-    while sql(&url, committed) == 0 {
+    // (The store's tables appear with its first connection.)
+    while try_sql(&url, committed).unwrap_or(0) == 0 {
         assert!(
             start.elapsed() < std::time::Duration::from_secs(20),
             "the call was never committed"

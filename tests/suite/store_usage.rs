@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use super::store_cli::{cluster, fresh_db, store_run_args};
+use super::store_cli::{cluster, fresh_db, sql, store_run_args};
 use super::support::*;
 
 /// A script of one `echo` call, in `dir`.
@@ -277,8 +277,27 @@ fn importing_a_torn_log_says_that_dsh_repair_cuts_the_torn_tail() {
     let mut bytes = std::fs::read(&log).unwrap();
     bytes.extend_from_slice(br#"{"type":"turn/start","data":{"tu"#);
     std::fs::write(&log, &bytes).unwrap();
+    // Refused, naming the session it was to be: the header's id, or the one given.
+    let header_id = dsh::session::Header::from_json_line(
+        std::str::from_utf8(&bytes).unwrap().lines().next().unwrap(),
+    )
+    .unwrap()
+    .id()
+    .to_owned();
+    let unnamed = dsh_run(&["import", "--store", &url, s(&log)]);
+    assert_eq!(unnamed.code, 2, "{}", unnamed.both());
+    assert!(
+        unnamed.stderr.contains(&format!("session {header_id}: ")),
+        "{}",
+        unnamed.both()
+    );
     let refused = dsh_run(&["import", "--store", &url, s(&log), "--id", "torn"]);
     assert_eq!(refused.code, 2, "{}", refused.both());
+    assert!(
+        refused.stderr.contains("session torn: ") && !refused.stderr.contains("(import)"),
+        "{}",
+        refused.both()
+    );
     assert!(
         refused.stderr.contains("invalid JSON"),
         "{}",
@@ -295,21 +314,6 @@ fn importing_a_torn_log_says_that_dsh_repair_cuts_the_torn_tail() {
     assert_eq!(repaired.code, 0, "{}", repaired.both());
     let imported = dsh_run(&["import", "--store", &url, s(&log), "--id", "torn"]);
     assert_eq!(imported.code, 0, "{}", imported.both());
-}
-
-/// Runs `statement` on the database at `url`.
-fn sql(url: &str, statement: &str) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        client.batch_execute(statement).await.unwrap();
-    });
 }
 
 #[test]

@@ -160,8 +160,9 @@ fn id_text(id: &str) -> String {
     }
 }
 
-/// Checks that `id` can name a session: not empty, no control character, at most
-/// [`MAX_ID_BYTES`] ([`StoreError::BadId`] otherwise). The store checks every new session's
+/// Checks that `id` can name a session: not empty, no control character, something visible,
+/// no space at either end, no bidirectional control, at most [`MAX_ID_BYTES`]
+/// ([`StoreError::BadId`] otherwise). The store checks every new session's
 /// id; a reader may check an id it was given before it asks the database (no session can have
 /// an id that fails).
 pub fn check_id(id: &str) -> Result<(), StoreError> {
@@ -169,6 +170,12 @@ pub fn check_id(id: &str) -> Result<(), StoreError> {
         "is empty"
     } else if id.chars().any(char::is_control) {
         "holds a control character (a line break, a tab, an escape, ...)"
+    } else if id.chars().all(|c| c.is_whitespace() || invisible(c)) {
+        "shows nothing (only spaces or invisible characters)"
+    } else if id.starts_with(char::is_whitespace) || id.ends_with(char::is_whitespace) {
+        "begins or ends with a space (it could not be told apart from the id without it)"
+    } else if id.chars().any(bidi) {
+        "holds a bidirectional control character (it reorders how the id reads)"
     } else if id.len() > MAX_ID_BYTES {
         "is too long"
     } else {
@@ -178,6 +185,18 @@ pub fn check_id(id: &str) -> Result<(), StoreError> {
         id: id.to_owned(),
         problem,
     })
+}
+
+/// Unicode's bidirectional formatting characters: embeddings, overrides, isolates and marks.
+fn bidi(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
+/// Characters that draw nothing: the bidirectional controls, zero-width spaces and joiners,
+/// word joiners and invisible operators, the byte order mark, the soft hyphen.
+fn invisible(c: char) -> bool {
+    bidi(c)
+        || matches!(c, '\u{00AD}' | '\u{180E}' | '\u{200B}'..='\u{200D}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
 }
 
 /// When a lease held until `until` expires, as people read it: a UTC time (RFC 3339) and how
@@ -293,5 +312,25 @@ mod tests {
                 .to_string()
                 .contains("is too long"),
         );
+    }
+
+    #[test]
+    fn a_session_id_shows_itself_as_it_is() {
+        assert!(check_id("a b").is_ok(), "a space inside is text");
+        assert!(
+            check_id("👩\u{200D}💻").is_ok(),
+            "a joiner inside a visible id"
+        );
+        for (bad, problem) in [
+            (" ", "shows nothing"),
+            ("\u{200B}", "shows nothing"),
+            ("\u{3000}\u{FEFF}", "shows nothing"),
+            (" lead", "begins or ends with a space"),
+            ("trail ", "begins or ends with a space"),
+            ("ab\u{202E}cd", "bidirectional control"),
+        ] {
+            let e = check_id(bad).unwrap_err().to_string();
+            assert!(e.contains(problem), "{bad:?}: {e}");
+        }
     }
 }

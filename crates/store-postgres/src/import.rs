@@ -34,8 +34,18 @@ impl PgStore {
     /// [`PgStore::import`] under session id `id` instead of the header's (the header line is
     /// still kept verbatim, so the export is the same bytes).
     pub async fn import_as(&self, bytes: &[u8], id: Option<&str>) -> Result<Imported, StoreError> {
+        if let Some(id) = id {
+            crate::error::check_id(id)?;
+        }
+        // A log that does not read is named by the id it was to be stored under: the one
+        // given, else its header's when that line reads.
+        let named = id.map(str::to_owned).or_else(|| {
+            let first = bytes.split(|&b| b == b'\n').next()?;
+            let header = dsh_session::Header::from_json_line(std::str::from_utf8(first).ok()?);
+            header.ok().map(|h| h.id().to_owned())
+        });
         let unnamed = |e| StoreError::Session {
-            session: "(import)".to_owned(),
+            session: named.clone().unwrap_or_else(|| "(import)".to_owned()),
             source: e,
         };
         let log = dsh_session::read_log(bytes).map_err(unnamed)?;
