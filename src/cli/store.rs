@@ -20,6 +20,8 @@ use super::{Exit, Format};
 pub struct StoreArg {
     /// Keep sessions in PostgreSQL (`postgres://user@host:port/db`) instead of files; session
     /// names are then ids in the store. Default: `DSH_STORE` when it is set and not empty.
+    /// What the URL leaves out comes from PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE,
+    /// as psql takes it (`postgres:///db`: the local server's socket).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
 }

@@ -426,3 +426,31 @@ fn a_bash_command_does_not_inherit_dsh_store_and_its_password() {
         assert!(!log.stdout.contains("right-pw"), "{preset}: {}", log.stdout);
     }
 }
+
+#[test]
+fn a_url_without_host_or_user_takes_them_from_the_environment_as_psql_does() {
+    // `postgres:///DB` with PGHOST (the server's socket directory), PGPORT and PGUSER: what
+    // `psql postgres:///DB` reaches, dsh reaches (it failed: "both host and hostaddr are
+    // missing").
+    let url = fresh_db();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let t = tmp();
+    let sc = echo_script(t.path());
+    let bare = format!("postgres:///{db}");
+    let env_run = |args: &[&str]| {
+        run(dsh()
+            .args(args)
+            .env("PGHOST", cluster().socket_dir())
+            .env("PGPORT", cluster().port().to_string())
+            .env("PGUSER", "dsh")
+            .env_remove("PGPASSWORD")
+            .env_remove("PGDATABASE"))
+    };
+    let ran = env_run(&store_run_args(&sc, t.path(), &bare, "local"));
+    assert_eq!(ran.code, 0, "{}", ran.both());
+    // The same session, seen through the loopback URL.
+    let listed = dsh_run(&["sessions", "--store", &url, "--all"]);
+    assert!(listed.stdout.starts_with("local  "), "{}", listed.both());
+    let checked = env_run(&["check", "--store", &bare, "local"]);
+    assert_eq!(checked.code, 0, "{}", checked.both());
+}

@@ -41,6 +41,7 @@
 //! # let _ = log; Ok(()) }
 //! ```
 
+mod defaults;
 mod error;
 mod fleet;
 mod import;

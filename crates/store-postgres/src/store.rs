@@ -76,10 +76,13 @@ fn db(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> StoreError
 
 impl PgStore {
     /// Connects to `url` (`postgres://user@host:port/db` or the key=value form), and brings the
-    /// schema up to date. Needs a Tokio runtime; the connections are then driven by the store's
+    /// schema up to date. What the URL leaves out comes from `PGHOST`, `PGPORT`, `PGUSER`,
+    /// `PGPASSWORD` and `PGDATABASE`, and with no host the local server's Unix socket, as
+    /// `psql` takes them. Needs a Tokio runtime; the connections are then driven by the store's
     /// own background thread.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
-        let config = Config::from_str(url).map_err(StoreError::Url)?;
+        let mut config = Config::from_str(url).map_err(StoreError::Url)?;
+        crate::defaults::fill(&mut config, |name| std::env::var(name).ok());
         let store = PgStore::with_settings(config, Lease::default(), DEFAULT_POOL_SIZE);
         {
             let mut client = store.pooled().await?;

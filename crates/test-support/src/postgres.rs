@@ -211,6 +211,11 @@ impl Cluster {
         self.port
     }
 
+    /// The directory of the server's Unix socket.
+    pub fn socket_dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
     /// A connection URL for `database` (`postgres` always exists), as user `dsh`.
     pub fn url_for(&self, database: &str) -> String {
         format!("postgres://dsh@127.0.0.1:{}/{database}", self.port)
