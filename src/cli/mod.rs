@@ -279,15 +279,17 @@ pub fn main() -> i32 {
             Command::View(args) => view::view(args).await,
             #[cfg(feature = "mcp-serve")]
             Command::Mcp(args) => mcp::mcp(args).await,
-            Command::Check { logs, store } => match store.url()? {
-                Some(url) => store::check(&url, &logs).await,
-                None => logs::check(&logs),
-            },
-            Command::Transcript { log, format, store } => match store.url()? {
+            Command::Check { logs, store } => {
+                match store.url_for_logs(&logs.iter().map(PathBuf::as_path).collect::<Vec<_>>())? {
+                    Some(url) => store::check(&url, &logs).await,
+                    None => logs::check(&logs),
+                }
+            }
+            Command::Transcript { log, format, store } => match store.url_for_logs(&[&log])? {
                 Some(url) => store::transcript(&url, &store::id_of(&log)?, format).await,
                 None => logs::transcript(&log, format),
             },
-            Command::Repair { log, store } => match store.url()? {
+            Command::Repair { log, store } => match store.url_for_logs(&[&log])? {
                 Some(url) => store::repair(&url, &store::id_of(&log)?).await,
                 None => logs::repair(&log),
             },

@@ -53,6 +53,20 @@ impl StoreArg {
     }
 }
 
+impl StoreArg {
+    /// [`StoreArg::url`] for a reader given `logs`: with the store named by `DSH_STORE` (not
+    /// `--store`), logs that are all existing files are read as those files, so a file log
+    /// (a demo's, a copy) can be checked, read and repaired by its path while the variable is
+    /// set. `--store` always means the store.
+    pub fn url_for_logs(&self, logs: &[&Path]) -> Result<Option<String>, Exit> {
+        let url = self.url()?;
+        if self.store.is_none() && !logs.is_empty() && logs.iter().all(|l| l.is_file()) {
+            return Ok(None);
+        }
+        Ok(url)
+    }
+}
+
 pub use super::store_url::shown;
 
 /// A session id given where a file name may be (`--session`, `dsh check`'s and `dsh view`'s

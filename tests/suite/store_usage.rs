@@ -454,3 +454,35 @@ fn a_url_without_host_or_user_takes_them_from_the_environment_as_psql_does() {
     let checked = env_run(&["check", "--store", &bare, "local"]);
     assert_eq!(checked.code, 0, "{}", checked.both());
 }
+
+#[test]
+fn with_dsh_store_set_a_file_log_given_by_its_path_is_still_read_as_the_file() {
+    // `export DSH_STORE=...` is how the store is meant to be used; the demo's own hint
+    // (`try: dsh transcript FILE`) and `dsh check FILE` then went to the store.
+    let t = tmp();
+    let log = file_log(t.path(), "own.jsonl");
+    // Nothing listens there: reaching for the store would fail.
+    let unreachable = "postgres://dsh@127.0.0.1:1/none";
+    let with_var = |args: &[&str]| run(dsh().args(args).env("DSH_STORE", unreachable));
+    let checked = with_var(&["check", s(&log)]);
+    assert_eq!(checked.code, 0, "{}", checked.both());
+    assert!(checked.stdout.contains(": ok"), "{}", checked.both());
+    let transcript = with_var(&["transcript", s(&log), "--format", "openai"]);
+    assert_eq!(transcript.code, 0, "{}", transcript.both());
+    assert!(
+        transcript.stdout.contains("\"role\""),
+        "{}",
+        transcript.both()
+    );
+    let repaired = with_var(&["repair", s(&log)]);
+    assert_eq!(repaired.code, 0, "{}", repaired.both());
+    // An id that is no file is the store's, and `--store` always is.
+    for args in [
+        vec!["check", "no-such-file"],
+        vec!["check", "--store", unreachable, s(&log)],
+    ] {
+        let out = with_var(&args);
+        assert_eq!(out.code, 1, "{args:?}: {}", out.both());
+        assert!(out.stderr.contains("Connection refused"), "{}", out.both());
+    }
+}

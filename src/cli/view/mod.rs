@@ -156,7 +156,8 @@ fn open_browser(url: &str) {
 
 /// Runs `dsh view`.
 pub async fn view(args: ViewArgs) -> Result<i32, Exit> {
-    let (source, first) = match &args.store.url()? {
+    let given: Vec<&std::path::Path> = args.target.iter().map(PathBuf::as_path).collect();
+    let (source, first) = match &args.store.url_for_logs(&given)? {
         Some(url) => {
             // The session to open first, in the URL's fragment (the page reads it).
             let first = match &args.target {
