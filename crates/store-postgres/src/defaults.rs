@@ -104,13 +104,13 @@ mod tests {
             ("PGDATABASE", "env-db"),
         ];
         let c = filled("postgres://u:pw@db:5433/mine", &vars);
-        assert!(matches!(&c.get_hosts()[..], [Host::Tcp(h)] if h == "db"));
+        assert!(matches!(c.get_hosts(), [Host::Tcp(h)] if h == "db"));
         assert_eq!(c.get_ports(), [5433]);
         assert_eq!(c.get_user(), Some("u"));
         assert_eq!(c.get_password(), Some(&b"pw"[..]));
         assert_eq!(c.get_dbname(), Some("mine"));
         let c = filled("postgres:///", &vars);
-        assert!(matches!(&c.get_hosts()[..], [Host::Tcp(h)] if h == "elsewhere"));
+        assert!(matches!(c.get_hosts(), [Host::Tcp(h)] if h == "elsewhere"));
         assert_eq!(c.get_ports(), [1]);
         assert_eq!(c.get_user(), Some("env-user"));
         assert_eq!(c.get_password(), Some(&b"env-pw"[..]));
