@@ -150,7 +150,14 @@ async fn follow_store(
         // What has come meanwhile goes in the same message.
         let mut events = Vec::new();
         let mut pending = Some(line);
+        // The writer stopped without closing the session: the stream ends as when it closed
+        // it, and the page says what it left open (as the file's stream does).
+        let mut abandoned = false;
         while let Some(line) = pending.take().or_else(|| lines.try_recv().ok()) {
+            if matches!(line, Err(dsh_store_postgres::StoreError::Abandoned { .. })) {
+                abandoned = true;
+                break;
+            }
             let parsed = line.map_err(|e| api::store_problem(url, e)).and_then(|l| {
                 dsh::session::Event::from_json_line(&l.line)
                     .map(|e| (l.seq, e))
@@ -164,12 +171,18 @@ async fn follow_store(
                 Err(p) => return problem(tx, p).await,
             }
         }
+        if abandoned && events.is_empty() {
+            break;
+        }
         let sent = match api::render(head(id, &place, &repair, true, next), &events) {
             Ok(b) => send(tx, &b).await,
             Err(p) => return problem(tx, p).await,
         };
         if !sent {
             return;
+        }
+        if abandoned {
+            break;
         }
     }
     // The writer is gone and every line it wrote was sent.
