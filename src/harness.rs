@@ -214,6 +214,15 @@ impl Harness {
         &self.mcp
     }
 
+    /// Closes every MCP server as the MCP stdio transport asks a client to (its input closed,
+    /// so it reads what was sent before it, then up to `within` to exit on its own before it is
+    /// ended), all at once; returns once they have ended. For a program about to exit: a
+    /// server killed with it could miss the `notifications/cancelled` of a call it abandoned.
+    #[cfg(feature = "mcp")]
+    pub async fn close_mcp_servers(&self, within: std::time::Duration) {
+        futures::future::join_all(self.mcp.iter().map(|s| s.close(within))).await;
+    }
+
     /// Starts wiring a harness over `session`.
     pub fn builder(session: Session) -> HarnessBuilder {
         HarnessBuilder {

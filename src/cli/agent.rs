@@ -220,6 +220,7 @@ pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
         Ok(()) = &mut interrupts.hard_stop => return Err(Exit { code: 130, message: None }),
     };
     drop(interrupts);
+    super::close_servers(&prepared.harness).await;
     let closed = prepared.harness.session().close().await;
     if outcome.is_err() || closed.is_err() {
         prepared.renderer.flush_unrecorded();

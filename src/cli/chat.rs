@@ -240,6 +240,7 @@ pub async fn chat(args: ChatArgs) -> Result<i32, Exit> {
         }
         err_line!("{}", prepared.renderer.summary());
     }
+    super::close_servers(&prepared.harness).await;
     if let Err(e) = prepared.harness.session().close().await {
         return Err(Exit::internal(format!(
             "closing {}: {e}",

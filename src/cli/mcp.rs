@@ -219,6 +219,7 @@ async fn serve(args: ServeArgs) -> Result<i32, Exit> {
     in_flight.idle().await;
     watcher.abort();
     served?;
+    super::close_servers(&prepared.harness).await;
     let closed = prepared.harness.session().close().await;
     if let Err(e) = closed {
         return Err(Exit::internal(format!("closing {}: {e}", log.display())));

@@ -238,6 +238,20 @@ type Telemetry = otel::Otel;
 #[cfg(not(feature = "otel"))]
 type Telemetry = ();
 
+/// How long an MCP server has, once dsh closed its input at the end of a command, to exit on
+/// its own before it is ended (servers exit at once on end of input).
+#[cfg(feature = "mcp")]
+const MCP_CLOSE_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Closes the harness's MCP servers before dsh exits (see [`dsh::Harness::close_mcp_servers`]):
+/// a server killed with dsh could miss what dsh sent it last.
+pub async fn close_servers(harness: &dsh::Harness) {
+    #[cfg(feature = "mcp")]
+    harness.close_mcp_servers(MCP_CLOSE_WITHIN).await;
+    #[cfg(not(feature = "mcp"))]
+    let _ = harness;
+}
+
 pub fn main() -> i32 {
     // The sandbox helper starts once per `bash` call: it skips building the whole parser.
     let mut args = std::env::args_os();

@@ -470,6 +470,7 @@ pub async fn drive(
     if outcome.is_err() {
         prepared.renderer.flush_unrecorded();
     }
+    super::close_servers(&prepared.harness).await;
     let report = outcome.map_err(|e| Exit::internal(format!("the run failed: {e}")))?;
     if let Err(e) = prepared.harness.session().close().await {
         prepared.renderer.flush_unrecorded();

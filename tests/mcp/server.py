@@ -16,12 +16,14 @@ appends `cancelled TAG` when its handler is cancelled, and each `notifications/c
 server receives for a `hold` call appends `notifications/cancelled for TAG` (read where the
 pinned SDK, mcp 2.3.0, routes notifications: the one proof that the client sent it, since a
 closed connection cancels the handler too).
+Over stdio, a server that exits by itself (its input closed) appends `exited on its own`.
 With --die-at-start it exits before the handshake, saying why on stderr. With the environment
 variable DSH_TEST_STARTS naming a file, each start appends a line to it, and from the second
 start on the server lists `reborn` instead of `shout`.
 """
 
 import asyncio
+import atexit
 import os
 import sys
 
@@ -251,4 +253,7 @@ if starts:
 if "--http" in sys.argv:
     server.run("streamable-http", port=int(sys.argv[sys.argv.index("--http") + 1]))
 else:
+    # Written only when the server ends by itself (its input closed), not when a signal ends
+    # it: the proof that the client closed it as the stdio transport asks.
+    atexit.register(event, "exited on its own")
     server.run("stdio")

@@ -644,6 +644,13 @@ fn mcp_a_call_dsh_cancels_is_abandoned_upstream_with_notifications_cancelled() {
         text.lines().any(|l| l == "notifications/cancelled for h1"),
         "the server heard notifications/cancelled for the call before dsh ended: {text}"
     );
+    // dsh ended the server as the stdio transport asks (its input closed, then a wait for it
+    // to exit), not with a signal that could cut off what it had not read yet.
+    let said = |line: &str| text.lines().position(|l| l == line);
+    assert!(
+        said("exited on its own") > said("notifications/cancelled for h1"),
+        "the server exited on its own after hearing the cancel: {text}"
+    );
     let ev = events(&log);
     assert_eq!(result_of(&ev, "h1").code.as_deref(), Some("ABORTED"));
     let check = dsh_run(&["check", s(&log)]);

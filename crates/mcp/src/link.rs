@@ -7,7 +7,8 @@
 //! up to 5 s before each), and a call it died under fails naming the server, its exit status
 //! and its last words on stderr; the process and everything it started (its process group,
 //! owned through `dsh-process`: `SIGTERM`, a short grace, then `SIGKILL`) end when the link is
-//! dropped or the server is started again, and are killed at once, with every other live
+//! dropped or the server is started again, or, closed by the host ([`Link::close`]), once the
+//! server exited on its own after its input closed (or was ended after a wait), and are killed at once, with every other live
 //! group, when dsh must exit at once (`dsh_process::kill_all_live_groups`) or its runtime
 //! shuts down under a link its own tools keep alive. The tool list is read again after each
 //! restart and on each `notifications/tools/list_changed`, and the new list replaces the
@@ -48,6 +49,8 @@ pub(crate) struct Link {
     pub(crate) config: ServerConfig,
     live: tokio::sync::Mutex<Live>,
     restarts: AtomicU32,
+    /// Closed by the host ([`Link::close`]): never started again.
+    closed: std::sync::atomic::AtomicBool,
     pub(crate) hub: Arc<Hub>,
     /// The tools the server listed last.
     tools: Mutex<Vec<rmcp::model::Tool>>,
@@ -69,7 +72,7 @@ struct Live {
     /// The process group the server leads (`dsh-process`: ended, `SIGTERM`, [`GROUP_GRACE`],
     /// then `SIGKILL`, when this connection is replaced or dropped, and killed with every other
     /// live group when dsh exits at once; declared after `child` so it is dropped after it).
-    _group: Option<EndOnDrop>,
+    group: Option<EndOnDrop>,
 }
 
 /// A process's last lines on stderr.
@@ -90,6 +93,7 @@ impl Link {
             config: config.clone(),
             live: tokio::sync::Mutex::new(live),
             restarts: AtomicU32::new(0),
+            closed: std::sync::atomic::AtomicBool::new(false),
             hub,
             tools: Mutex::new(tools),
             registry: Mutex::new(None),
@@ -198,8 +202,40 @@ impl Link {
         &self.name
     }
 
+    /// Ends the connection as the MCP stdio transport asks a client to: the server's input is
+    /// closed first, so it reads everything sent before (a `notifications/cancelled` included)
+    /// and exits on its own; only a server still running after `within` gets `SIGTERM`, then
+    /// `SIGKILL` after the group's grace. A closed link is never started again. Over HTTP, the
+    /// session is closed and there is no process to wait for.
+    pub(crate) async fn close(&self, within: Duration) {
+        self.closed.store(true, Ordering::Release);
+        let mut live = self.live.lock().await;
+        // The service's task ends, dropping the transport: the server's stdin is closed.
+        live.service.cancellation_token().cancel();
+        if let Some(child) = live.child.as_mut() {
+            match tokio::time::timeout(within, child.wait()).await {
+                Ok(_) => {
+                    tracing::debug!(server = %self.name, "MCP server: exited once its input closed")
+                }
+                Err(_) => tracing::warn!(
+                    server = %self.name,
+                    "MCP server still running {within:?} after its input closed; ending it"
+                ),
+            }
+        }
+        if let Some(group) = live.group.take() {
+            group.end().await;
+        }
+    }
+
     /// A live connection: the current one, or, when it has died, a new one.
     pub(crate) async fn service(self: &Arc<Self>) -> Result<Service, Failure> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Failure::new(format!(
+                "MCP server `{}` was closed by dsh",
+                self.name
+            )));
+        }
         let mut live = self.live.lock().await;
         let exited = live
             .child
@@ -404,7 +440,7 @@ async fn connect(
                 service: Arc::new(service),
                 child,
                 stderr: stderr.clone(),
-                _group: group,
+                group,
             },
             tools,
         ))

@@ -66,6 +66,15 @@ impl McpServer {
         })
     }
 
+    /// Closes the connection as the MCP stdio transport asks a client to: the server's input
+    /// is closed, so it reads everything sent before it (a `notifications/cancelled` for a
+    /// call dsh abandoned included) and exits on its own; a server still running after
+    /// `within` is ended (`SIGTERM`, then `SIGKILL`). Returns once it has ended. Its tools
+    /// fail from then on; the server is not started again.
+    pub async fn close(&self, within: std::time::Duration) {
+        self.link.close(within).await;
+    }
+
     /// The server's name (as configured).
     pub fn name(&self) -> &str {
         self.link.name()

@@ -125,19 +125,21 @@ impl KillOnDrop {
     pub fn end_on_drop(self, grace: Duration) -> EndOnDrop {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return EndOnDrop {
-                _inner: Inner::Kill { _guard: self },
+                inner: Inner::Kill { _guard: self },
             };
         };
         let (end, ended) = tokio::sync::oneshot::channel::<()>();
+        let (finished, done) = tokio::sync::oneshot::channel::<()>();
         let mut owned = self;
         runtime.spawn(async move {
             // However the wait ends (the guard dropped, or the sender with it), end the group.
             let _ = ended.await;
             owned.terminate(grace).await;
+            let _ = finished.send(());
             // Dropped here: `SIGKILL` once more unless it was seen empty.
         });
         EndOnDrop {
-            _inner: Inner::Watched { _end: end },
+            inner: Inner::Watched { _end: end, done },
         }
     }
 }
@@ -152,19 +154,34 @@ impl Drop for KillOnDrop {
 }
 
 /// Owns a process group watched by a task (see [`KillOnDrop::end_on_drop`]): dropping it starts
-/// the group's graceful end, which goes on without the caller.
+/// the group's graceful end, which goes on without the caller; [`EndOnDrop::end`] starts it and
+/// waits for it.
 #[derive(Debug)]
 pub struct EndOnDrop {
-    /// Only ever dropped: that is the whole use of each variant.
-    _inner: Inner,
+    inner: Inner,
 }
 
 #[derive(Debug)]
 enum Inner {
-    /// Dropping the sender tells the watching task to end the group.
+    /// Dropping the sender tells the watching task to end the group; `done` resolves once it
+    /// has (or the task was dropped with the runtime, which killed the group).
     Watched {
         _end: tokio::sync::oneshot::Sender<()>,
+        done: tokio::sync::oneshot::Receiver<()>,
     },
     /// No runtime to end it on: killed when dropped.
     Kill { _guard: KillOnDrop },
+}
+
+impl EndOnDrop {
+    /// Ends the group as dropping the guard does, and returns once it has ended.
+    pub async fn end(self) {
+        match self.inner {
+            Inner::Watched { _end, done } => {
+                drop(_end);
+                let _ = done.await;
+            }
+            Inner::Kill { _guard } => drop(_guard),
+        }
+    }
 }

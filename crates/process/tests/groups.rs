@@ -130,6 +130,19 @@ async fn an_end_on_drop_group_is_ended_by_its_task_and_stays_live_until_it_is() 
 }
 
 #[tokio::test]
+async fn ending_an_end_on_drop_group_returns_once_it_has_ended() {
+    let _one = SERIAL.lock().await;
+    let (mut child, guard) = stubborn("987.6551").await;
+    let group = guard.group().unwrap();
+    let watched = guard.end_on_drop(Duration::from_millis(100));
+    watched.end().await;
+    // No waiting after it: the members (which ignore SIGTERM) are gone when it returns.
+    assert!(processes_with("987.6551").is_empty());
+    assert!(!live_groups().contains(&group));
+    child.wait().await.unwrap();
+}
+
+#[tokio::test]
 async fn kill_all_reaches_every_group_a_guard_holds_whoever_holds_it() {
     let _one = SERIAL.lock().await;
     let (mut a, guard_a) = stubborn("987.6549").await;
