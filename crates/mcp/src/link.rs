@@ -69,6 +69,8 @@ struct Live {
     child: Option<tokio::process::Child>,
     /// The last lines this process (not an earlier one) wrote on stderr.
     stderr: Tail,
+    /// Becomes true once its stderr was read to its end (none over HTTP).
+    stderr_read: Option<tokio::sync::watch::Receiver<bool>>,
     /// The process group the server leads (`dsh-process`: ended, `SIGTERM`, [`GROUP_GRACE`],
     /// then `SIGKILL`, when this connection is replaced or dropped, and killed with every other
     /// live group when dsh exits at once; declared after `child` so it is dropped after it).
@@ -293,6 +295,14 @@ impl Link {
                     .and_then(Result::ok),
                 None => None,
             };
+            // Its last words may still be in the pipe when it is reaped: read them first (a
+            // moment at most: a child it left behind may hold the pipe open).
+            if exited.is_some()
+                && let Some(read) = live.stderr_read.as_mut()
+            {
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(200), read.wait_for(|r| *r)).await;
+            }
             (exited, live.stderr.clone())
         };
         let said = last_lines(&stderr);
@@ -394,12 +404,12 @@ async fn connect(
         detail: e.to_string(),
     };
     let started = tokio::time::timeout(budget, async {
-        let (service, child, group) = match (&config.command, &config.url) {
+        let (service, child, group, stderr_read) = match (&config.command, &config.url) {
             (Some(command), _) => {
                 if let Some(cwd) = &config.cwd {
                     check_cwd(name, cwd).await?;
                 }
-                let (mut child, group) = spawn(name, command, config, stderr)?;
+                let (mut child, group, read) = spawn(name, command, config, stderr)?;
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                     return Err(handshake(&"its stdin and stdout could not be opened"));
                 };
@@ -410,7 +420,7 @@ async fn connect(
                     .serve(InOrder::new(transport, Arc::from(name), hub.clone()))
                     .await
                     .map_err(|e| handshake(&e))?;
-                (service, Some(child), group)
+                (service, Some(child), group, Some(read))
             }
             (None, Some(url)) => {
                 let transport = http(name, url, config)?;
@@ -418,7 +428,7 @@ async fn connect(
                     .serve(InOrder::new(transport, Arc::from(name), hub.clone()))
                     .await
                     .map_err(|e| handshake(&e))?;
-                (service, None, None)
+                (service, None, None, None)
             }
             (None, None) => {
                 return Err(McpError::Config {
@@ -440,6 +450,7 @@ async fn connect(
                 service: Arc::new(service),
                 child,
                 stderr: stderr.clone(),
+                stderr_read,
                 group,
             },
             tools,
@@ -489,13 +500,21 @@ async fn check_cwd(name: &str, cwd: &std::path::Path) -> Result<(), McpError> {
 }
 
 /// Starts `command` with piped stdio in a process group of its own (ended, whole, when the
-/// returned guard is dropped), its stderr's last lines kept.
+/// returned guard is dropped), its stderr's last lines kept; the receiver turns true once its
+/// stderr was read to its end.
 fn spawn(
     name: &str,
     command: &str,
     config: &ServerConfig,
     lines: &Arc<Mutex<VecDeque<String>>>,
-) -> Result<(tokio::process::Child, Option<EndOnDrop>), McpError> {
+) -> Result<
+    (
+        tokio::process::Child,
+        Option<EndOnDrop>,
+        tokio::sync::watch::Receiver<bool>,
+    ),
+    McpError,
+> {
     let mut cmd = tokio::process::Command::new(command);
     for var in dsh_process::WITHHELD_ENV {
         cmd.env_remove(var);
@@ -517,6 +536,7 @@ fn spawn(
         .group()
         .is_some()
         .then(|| group.end_on_drop(GROUP_GRACE));
+    let (read_to_end, read) = tokio::sync::watch::channel(false);
     if let Some(stderr) = child.stderr.take() {
         let keep = lines.clone();
         let server = name.to_owned();
@@ -531,9 +551,12 @@ fn spawn(
                     kept.push_back(line);
                 }
             }
+            let _ = read_to_end.send(true);
         });
+    } else {
+        let _ = read_to_end.send(true);
     }
-    Ok((child, group))
+    Ok((child, group, read))
 }
 
 /// The streamable HTTP transport to `url`, with the table's headers and bearer token.
