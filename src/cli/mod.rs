@@ -147,8 +147,39 @@ enum Format {
 pub fn out(line: &str) {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(line.as_bytes());
-    let _ = stdout.write_all(b"\n");
+    if let Err(e) = stdout
+        .write_all(line.as_bytes())
+        .and_then(|()| stdout.write_all(b"\n"))
+    {
+        let _ = STDOUT_FAILED.set(e);
+    }
+}
+
+/// The first error writing standard output met (a full disk, a closed pipe): the command
+/// ends with it ([`stdout_verdict`]) instead of claiming success for output that was lost.
+static STDOUT_FAILED: std::sync::OnceLock<std::io::Error> = std::sync::OnceLock::new();
+
+/// Whether writing standard output has failed (a reader that streams, such as `dsh tail`,
+/// stops then).
+pub fn stdout_failed() -> bool {
+    STDOUT_FAILED.get().is_some()
+}
+
+/// The exit code once standard output is flushed: `code`, or 1 with a sentence when output
+/// was lost (a full disk, an I/O error). A closed pipe (`dsh transcript ID | head`) is the
+/// reader's choice: quiet, and the code stays.
+fn stdout_verdict(code: i32) -> i32 {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().flush() {
+        let _ = STDOUT_FAILED.set(e);
+    }
+    match STDOUT_FAILED.get() {
+        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            err_line!("dsh: cannot write to standard output: {e}");
+            if code == 0 { 1 } else { code }
+        }
+        _ => code,
+    }
 }
 
 /// A failure with its exit code.
@@ -322,7 +353,7 @@ pub fn main() -> i32 {
     }
     #[cfg(not(feature = "otel"))]
     let () = telemetry.unwrap_or(());
-    match outcome {
+    let code = match outcome {
         Ok(code) => code,
         Err(exit) => {
             if let Some(m) = exit.message {
@@ -330,5 +361,6 @@ pub fn main() -> i32 {
             }
             exit.code
         }
-    }
+    };
+    stdout_verdict(code)
 }

@@ -426,6 +426,10 @@ pub async fn tail(args: TailArgs) -> Result<i32, Exit> {
             Err(e) => return Err(failed(&url, e)),
         };
         super::out(&line.line);
+        if super::stdout_failed() {
+            // Nobody reads what follows (a closed pipe, a full disk): main says which.
+            return Ok(0);
+        }
         if let Some(bad) = rows.next(&line) {
             err_line!("dsh: {}", super::render::sanitize(&bad.to_string()));
         }

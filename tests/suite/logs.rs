@@ -307,3 +307,40 @@ fn check_needs_at_least_one_log() {
     let out = dsh_run(&["check"]);
     assert_eq!(out.code, 2, "{}", out.both());
 }
+
+#[test]
+fn output_lost_to_a_full_disk_is_an_error_and_a_closed_pipe_is_not() {
+    // `dsh transcript LOG > /dev/full` said nothing and exited 0: the transcript was lost.
+    let t = tmp();
+    let sc = script(t.path(), "s.jsonl", &[openai("done", &[])]);
+    let log = t.path().join("log.jsonl");
+    let ran = run_script(&sc, t.path(), &log, &[]);
+    assert_eq!(ran.code, 0, "{}", ran.both());
+    let full = std::fs::File::create("/dev/full").expect("/dev/full");
+    for args in [vec!["transcript", s(&log)], vec!["check", s(&log)]] {
+        let out = dsh()
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(full.try_clone().unwrap())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("dsh: cannot write to standard output: No space left on device"),
+            "{args:?}: {stderr}"
+        );
+    }
+    // A reader that stopped reading (`| head`) is its own choice: no message, the code stays.
+    let mut child = dsh()
+        .args(["transcript", s(&log)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}

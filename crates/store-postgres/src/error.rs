@@ -168,12 +168,16 @@ fn id_text(id: &str) -> String {
 pub fn check_id(id: &str) -> Result<(), StoreError> {
     let problem = if id.is_empty() {
         "is empty"
-    } else if id.chars().any(char::is_control) {
+    } else if id
+        .chars()
+        .any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}'))
+    {
         "holds a control character (a line break, a tab, an escape, ...)"
-    } else if id.chars().all(|c| c.is_whitespace() || invisible(c)) {
+    } else if id.chars().all(blank) {
         "shows nothing (only spaces or invisible characters)"
-    } else if id.starts_with(char::is_whitespace) || id.ends_with(char::is_whitespace) {
-        "begins or ends with a space (it could not be told apart from the id without it)"
+    } else if id.starts_with(blank) || id.ends_with(blank) {
+        "begins or ends with a space or an invisible character (it could not be told apart \
+         from the id without it)"
     } else if id.chars().any(bidi) {
         "holds a bidirectional control character (it reorders how the id reads)"
     } else if id.len() > MAX_ID_BYTES {
@@ -192,11 +196,33 @@ fn bidi(c: char) -> bool {
     matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 
-/// Characters that draw nothing: the bidirectional controls, zero-width spaces and joiners,
-/// word joiners and invisible operators, the byte order mark, the soft hyphen.
-fn invisible(c: char) -> bool {
-    bidi(c)
-        || matches!(c, '\u{00AD}' | '\u{180E}' | '\u{200B}'..='\u{200D}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
+/// Characters that draw nothing, or nothing but blank space: white space, the bidirectional
+/// controls, zero-width spaces and joiners, word joiners and invisible operators, the byte
+/// order mark, the soft hyphen, the combining grapheme joiner, variation selectors, tags, and
+/// the letters and symbols fonts draw blank (Hangul fillers, the braille blank, Khmer's
+/// inherent vowels, musical formatting).
+fn blank(c: char) -> bool {
+    c.is_whitespace()
+        || bidi(c)
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200D}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2800}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
 }
 
 /// When a lease held until `until` expires, as people read it: a UTC time (RFC 3339) and how
@@ -325,9 +351,18 @@ mod tests {
             (" ", "shows nothing"),
             ("\u{200B}", "shows nothing"),
             ("\u{3000}\u{FEFF}", "shows nothing"),
+            ("\u{115F}\u{3164}\u{2800}", "shows nothing"),
+            (
+                "\u{034F}\u{FE0F}\u{E0020}\u{17B4}\u{1D173}",
+                "shows nothing",
+            ),
             (" lead", "begins or ends with a space"),
             ("trail ", "begins or ends with a space"),
+            ("a\u{200B}", "begins or ends with a space or an invisible"),
+            ("\u{200B}a", "begins or ends with a space or an invisible"),
             ("ab\u{202E}cd", "bidirectional control"),
+            ("a\u{2028}b", "control character"),
+            ("a\u{2029}b", "control character"),
         ] {
             let e = check_id(bad).unwrap_err().to_string();
             assert!(e.contains(problem), "{bad:?}: {e}");
