@@ -113,7 +113,19 @@ pub async fn start(args: &ModelArgs, json: bool) -> Result<Started, Exit> {
         args.pipeline.preset,
     )?;
     let max_parallel = policy.max_parallel_tool_calls;
-    let store_url = args.pipeline.store.url()?;
+    // With the store named by DSH_STORE, an existing log file given by its path is that file.
+    let named: Vec<&std::path::Path> = args
+        .session
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(
+            args.resume
+                .iter()
+                .filter(|r| !r.is_empty())
+                .map(std::path::Path::new),
+        )
+        .collect();
+    let store_url = args.pipeline.store.url_for_logs(&named)?;
     let session = match (&args.resume, &store_url) {
         (None, _) => args.session.clone(),
         (Some(which), Some(url)) if which.is_empty() => {

@@ -507,7 +507,13 @@ pub async fn run(args: RunArgs) -> Result<i32, Exit> {
         script_text: Some(&script_text),
         workspace: &workspace,
         session: args.session.clone(),
-        store: args.pipeline.store.url()?,
+        store: args.pipeline.store.url_for_logs(
+            &args
+                .session
+                .iter()
+                .map(PathBuf::as_path)
+                .collect::<Vec<_>>(),
+        )?,
         policy,
         approvals: approvals(args.approve, &grants),
         grants: Some(grants),

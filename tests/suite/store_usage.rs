@@ -476,6 +476,32 @@ fn with_dsh_store_set_a_file_log_given_by_its_path_is_still_read_as_the_file() {
     );
     let repaired = with_var(&["repair", s(&log)]);
     assert_eq!(repaired.code, 0, "{}", repaired.both());
+    // A run given the log's path resumes the file (it started a new session in the store,
+    // named after the path, and the conversation was lost).
+    let before = std::fs::read_to_string(&log).unwrap().lines().count();
+    let sc = script(
+        t.path(),
+        "more.jsonl",
+        &[
+            openai("", &[call("e2", "echo", json!({"text": "again"}))]),
+            openai("done", &[]),
+        ],
+    );
+    let resumed = with_var(&[
+        "run",
+        s(&sc),
+        "--workspace",
+        s(t.path()),
+        "--session",
+        s(&log),
+        "--demo-tools",
+    ]);
+    assert_eq!(resumed.code, 0, "{}", resumed.both());
+    assert!(
+        std::fs::read_to_string(&log).unwrap().lines().count() > before,
+        "the run went on in the file: {}",
+        resumed.both()
+    );
     // An id that is no file is the store's, and `--store` always is.
     for args in [
         vec!["check", "no-such-file"],
