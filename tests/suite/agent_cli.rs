@@ -197,6 +197,38 @@ fn agent_resume_continues_the_last_session_with_its_history_and_sessions_lists_i
 }
 
 #[test]
+fn agent_resume_whose_request_fails_prints_no_earlier_answer() {
+    // A script reading stdout took the last turn's answer ("First answer.") for the answer to
+    // a prompt whose request never reached a model.
+    let srv = mock_server();
+    srv.mock.push(openai::text_reply(&["First answer."]));
+    let ws = workspace();
+    let state = tempfile::tempdir().unwrap();
+    let env = [("XDG_STATE_HOME", s(state.path()))];
+    let first = agent(
+        ws.path(),
+        Some(&srv.mock.openai_base_url()),
+        &["first question"],
+        &env,
+    );
+    assert_eq!(first.code, 0, "{}", first.both());
+    assert_eq!(first.stdout, "First answer.\n");
+    let failed = agent(
+        ws.path(),
+        Some("http://127.0.0.1:9/v1"),
+        &["--resume", "--", "second question"],
+        &env,
+    );
+    assert_eq!(failed.code, 2, "{}", failed.both());
+    assert_eq!(failed.stdout, "", "{}", failed.both());
+    assert!(
+        failed.stderr.contains("cannot connect"),
+        "{}",
+        failed.both()
+    );
+}
+
+#[test]
 fn agent_resume_of_an_unknown_session_is_one_sentence_and_exit_2() {
     let ws = workspace();
     let state = tempfile::tempdir().unwrap();

@@ -494,13 +494,15 @@ fn next_or_idle(state: &mut State) -> Option<(ContextMessage, AbortController)> 
     Some((prompt, controller))
 }
 
-/// The text of the session's last assistant message.
+/// The text of the last assistant message of the session's last turn: empty when that turn
+/// has none (a request that failed must not hand back an earlier turn's answer).
 fn last_text(session: &Session) -> String {
     let events = session.events();
     events
         .iter()
         .rev()
-        .find(|(_, e)| e.event_type() == "assistant/message")
+        .take_while(|(_, e)| e.event_type() != dsh_session::types::TURN_START)
+        .find(|(_, e)| e.event_type() == dsh_session::types::ASSISTANT_MESSAGE)
         .and_then(|(_, e)| {
             let message = e.data().value().get("message")?;
             let blocks = message.get("content")?.as_array()?;
