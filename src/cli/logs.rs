@@ -57,7 +57,7 @@ impl LineNames {
     }
 
     /// What follows a log's label before a message about line `line`.
-    fn after_label(&self, line: usize) -> String {
+    pub fn after_label(&self, line: usize) -> String {
         match self {
             LineNames::Seqs(_) => format!(", {}", self.name(line)),
             LineNames::Numbers => format!(":{line}"),

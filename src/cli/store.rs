@@ -434,7 +434,44 @@ pub async fn tail(args: TailArgs) -> Result<i32, Exit> {
             err_line!("dsh: {}", super::render::sanitize(&bad.to_string()));
         }
     }
-    Ok(if rows.bad > 0 { 1 } else { 0 })
+    if rows.bad > 0 {
+        return Ok(1);
+    }
+    // The writer is gone: what `dsh check` would find in the whole session (rows missing at
+    // its end, a row of two lines, calls left unanswered by an import) is said too.
+    Ok(if left_clean(&store, &url, id).await? {
+        0
+    } else {
+        1
+    })
+}
+
+/// Whether stored session `id` checks clean, saying on stderr, as `dsh check` says it, what
+/// does not.
+async fn left_clean(store: &PgStore, url: &str, id: &str) -> Result<bool, Exit> {
+    if let Err(e) = store.verify(id).await {
+        return match e {
+            StoreError::BadRow { .. } => {
+                err_line!("dsh: {}", super::render::sanitize(&e.to_string()));
+                Ok(false)
+            }
+            other => Err(failed(url, other)),
+        };
+    }
+    let bytes = store.export(id).await.map_err(|e| failed(url, e))?;
+    let problems = dsh::session::check_bytes(&bytes);
+    let names = super::logs::LineNames::of_session(&bytes);
+    for p in &problems {
+        err_line!(
+            "dsh: {id}{}: {}",
+            names.after_label(p.line),
+            super::render::sanitize(&p.message)
+        );
+    }
+    if problems.iter().any(|p| p.in_flight) {
+        err_line!("dsh: {id}: `dsh repair --store URL {id}` answers the calls left unanswered");
+    }
+    Ok(problems.is_empty())
 }
 
 /// Checks a tail's rows one by one as `dsh check` checks them: each an event, at the seq the

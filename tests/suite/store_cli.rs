@@ -548,3 +548,54 @@ fn dsh_tail_names_a_damaged_row_by_seq_prints_every_row_and_exits_1() {
     );
     assert_eq!(tail.stderr.lines().count(), 1, "{}", tail.both());
 }
+
+#[test]
+fn dsh_tail_ends_with_what_dsh_check_finds_in_the_whole_session() {
+    let url = fresh_db();
+    let t = tmp();
+    let sc = script(
+        t.path(),
+        "s.jsonl",
+        &[openai("", &[call("c1", "echo", json!({"text": "hi"}))])],
+    );
+    let ran = dsh_run(&store_run_args(&sc, t.path(), &url, "cut"));
+    assert_eq!(ran.code, 0, "{}", ran.both());
+    // The last row lost: every row left reads well, the session does not.
+    sql(
+        &url,
+        "DELETE FROM dsh_events WHERE session_id = 'cut'
+           AND seq = (SELECT max(seq) FROM dsh_events WHERE session_id = 'cut')",
+    );
+    let tail = dsh_run(&["tail", "--store", &url, "cut"]);
+    assert_eq!(tail.code, 1, "{}", tail.both());
+    assert!(
+        tail.stderr.starts_with("dsh: session cut, seq ")
+            && tail
+                .stderr
+                .contains("the session's next seq is recorded as"),
+        "{}",
+        tail.both()
+    );
+    // An imported log whose call was never answered: as `dsh check` says, with the way out.
+    let exported = dsh_run(&["export", "--store", &url, "cut"]);
+    let open: String = exported
+        .stdout
+        .lines()
+        .take_while(|l| !l.contains("\"tool/result\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let file = t.path().join("open.jsonl");
+    std::fs::write(&file, open).unwrap();
+    let imported = dsh_run(&["import", "--store", &url, s(&file), "--id", "open"]);
+    assert_eq!(imported.code, 0, "{}", imported.both());
+    let tail = dsh_run(&["tail", "--store", &url, "open"]);
+    assert_eq!(tail.code, 1, "{}", tail.both());
+    assert!(
+        tail.stderr.contains("has no tool/result")
+            && tail
+                .stderr
+                .contains("`dsh repair --store URL open` answers the calls left unanswered"),
+        "{}",
+        tail.both()
+    );
+}
