@@ -358,7 +358,25 @@ pub async fn import(args: ImportArgs) -> Result<i32, Exit> {
     let url = required(&args.store, "import")?;
     let bytes = std::fs::read(&args.file)
         .map_err(|e| Exit::usage(format!("cannot read {}: {e}", args.file.display())))?;
-    let store = connect(&url).await?;
+    // A failure that is not the file's (the connection, the role's rights) still names the
+    // file and the session it was to be.
+    let named = args.id.clone().or_else(|| {
+        let first = bytes.split(|&b| b == b'\n').next()?;
+        let header = dsh::session::Header::from_json_line(std::str::from_utf8(first).ok()?);
+        header.ok().map(|h| h.id().to_owned())
+    });
+    let importing = |exit: Exit| Exit {
+        code: exit.code,
+        message: exit.message.map(|m| match &named {
+            Some(id) => format!(
+                "importing {} as session {}: {m}",
+                args.file.display(),
+                super::render::sanitize(id)
+            ),
+            None => format!("importing {}: {m}", args.file.display()),
+        }),
+    };
+    let store = connect(&url).await.map_err(importing)?;
     let done = store
         .import_as(&bytes, args.id.as_deref())
         .await
@@ -367,7 +385,7 @@ pub async fn import(args: ImportArgs) -> Result<i32, Exit> {
                 let hint = torn_tail_hint(&bytes, source.line(), &args.file);
                 Exit::usage(format!("{}: {e}{hint}", args.file.display()))
             }
-            other => failed(&url, other),
+            other => importing(failed(&url, other)),
         })?;
     super::out(&format!(
         "{}  {} events imported",

@@ -437,7 +437,10 @@ pub(super) fn try_sql(url: &str, statements: &str) -> Result<u64, tokio_postgres
 
 /// [`try_sql`], which must succeed.
 pub(super) fn sql(url: &str, statements: &str) -> u64 {
-    try_sql(url, statements).unwrap_or_else(|e| panic!("{statements}: {e}"))
+    try_sql(url, statements).unwrap_or_else(|e| {
+        let said = e.as_db_error().map(|d| d.message().to_owned());
+        panic!("{statements}: {e}: {said:?}")
+    })
 }
 
 #[test]

@@ -83,6 +83,12 @@ fn a_failed_connection_says_why_and_never_the_password() {
 
 /// Makes role `dsh_pw` (password `right-pw`) and requires its password from now on.
 fn password_role(base: &str) {
+    // Tests running at once would race to create it (a role is the cluster's, not a
+    // database's): one at a time.
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     sql(
         base,
         "DO $$ BEGIN
@@ -511,4 +517,27 @@ fn with_dsh_store_set_a_file_log_given_by_its_path_is_still_read_as_the_file() {
         assert_eq!(out.code, 1, "{args:?}: {}", out.both());
         assert!(out.stderr.contains("Connection refused"), "{}", out.both());
     }
+}
+
+#[test]
+fn an_import_that_cannot_reach_the_store_names_the_file_and_the_session() {
+    let t = tmp();
+    let log = file_log(t.path(), "keep.jsonl");
+    let out = dsh_run(&[
+        "import",
+        "--store",
+        "postgres://dsh@127.0.0.1:1/none",
+        s(&log),
+        "--id",
+        "kept-copy",
+    ]);
+    assert_eq!(out.code, 1, "{}", out.both());
+    assert!(
+        out.stderr.starts_with(&format!(
+            "dsh: importing {} as session kept-copy: ",
+            log.display()
+        )) && out.stderr.contains("Connection refused"),
+        "{}",
+        out.both()
+    );
 }
