@@ -425,15 +425,33 @@ pub(crate) fn assemble(
         }
         expected = seq + event.seq_span();
     }
-    if let Some(next) = next_seq
-        && u64::try_from(next).ok() != Some(expected)
+    if let Some(next) = next_seq.and_then(|n| u64::try_from(n).ok())
+        && next != expected
     {
+        // Rows missing at the end are named where the first missing one belongs; rows past
+        // the recorded end, at the first of them.
+        let (seq, message) = if expected < next {
+            (
+                expected,
+                format!(
+                    "the session's next seq is recorded as {next}, but its rows end before \
+                     {expected} (rows missing at the end)"
+                ),
+            )
+        } else {
+            (
+                next,
+                format!(
+                    "a row past the session's recorded end: its next seq is recorded as {next}, \
+                     and its rows go on to {}",
+                    expected - 1
+                ),
+            )
+        };
         return Err(StoreError::BadRow {
             session: id.to_owned(),
-            seq: Some(expected),
-            message: format!(
-                "the session's next seq is recorded as {next}, but its rows end before {expected}"
-            ),
+            seq: Some(seq),
+            message,
         });
     }
     Ok(log)

@@ -176,3 +176,43 @@ async fn a_tail_says_last_that_the_writer_stopped_without_closing_the_session() 
         "a closed session ends the tail"
     );
 }
+
+#[tokio::test]
+async fn rows_missing_at_the_end_or_past_it_are_named_where_they_are() {
+    let (store, url) = fresh_store().await;
+    turns(&store, "ends", 1..=2).await;
+    let c = client(&url).await;
+    // turn 1 (seqs 0-1), turn 2 (seqs 2-3): next seq 4.
+    c.execute(
+        "INSERT INTO dsh_events (session_id, seq, line) VALUES ('ends', 4,
+           '{\"type\":\"turn/start\",\"data\":{\"turn\":3}}')",
+        &[],
+    )
+    .await
+    .expect("damage");
+    let past = store.verify("ends").await.map(drop);
+    let Err(e @ StoreError::BadRow { .. }) = past else {
+        panic!("expected a bad row, got {past:?}");
+    };
+    assert!(
+        e.to_string().starts_with(
+            "session ends, seq 4: a row past the session's recorded end: its next seq is recorded as 4, and its rows go on to 4"
+        ),
+        "{e}"
+    );
+    c.execute(
+        "DELETE FROM dsh_events WHERE session_id = 'ends' AND seq >= 3",
+        &[],
+    )
+    .await
+    .expect("damage");
+    let short = store.verify("ends").await.map(drop);
+    let Err(e @ StoreError::BadRow { .. }) = short else {
+        panic!("expected a bad row, got {short:?}");
+    };
+    assert!(
+        e.to_string()
+            .starts_with("session ends, seq 3: the session's next seq is recorded as 4, but its rows end before 3"),
+        "{e}"
+    );
+}
