@@ -492,7 +492,7 @@ fn a_result_the_store_refused_is_not_shown_as_a_success() {
 }
 
 #[test]
-fn dsh_tail_of_a_session_whose_writer_was_killed_says_so_and_exits_1() {
+fn i4_dsh_tail_of_a_session_whose_writer_was_killed_says_so_and_exits_1() {
     let url = fresh_db();
     let t = tmp();
     killed_mid_call(&url, t.path(), "dead");
@@ -520,7 +520,7 @@ fn dsh_tail_of_a_session_whose_writer_was_killed_says_so_and_exits_1() {
 }
 
 #[test]
-fn dsh_tail_names_a_damaged_row_by_seq_prints_every_row_and_exits_1() {
+fn l4_dsh_tail_names_a_damaged_row_by_seq_prints_every_row_and_exits_1() {
     let url = fresh_db();
     let t = tmp();
     let sc = script(
@@ -553,7 +553,7 @@ fn dsh_tail_names_a_damaged_row_by_seq_prints_every_row_and_exits_1() {
 }
 
 #[test]
-fn dsh_tail_ends_with_what_dsh_check_finds_in_the_whole_session() {
+fn l4_dsh_tail_ends_with_what_dsh_check_finds_in_the_whole_session() {
     let url = fresh_db();
     let t = tmp();
     let sc = script(

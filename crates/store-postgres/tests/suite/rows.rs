@@ -137,7 +137,7 @@ async fn a_session_being_written_always_verifies_clean() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tail_says_last_that_the_writer_stopped_without_closing_the_session() {
+async fn i4_a_tail_says_last_that_the_writer_stopped_without_closing_the_session() {
     let (store, url) = fresh_store().await;
     let s = opened_with_a_turn(&store, "left").await;
     // Its writer, on another host, is gone without releasing the lease (its backend went with
@@ -178,7 +178,7 @@ async fn a_tail_says_last_that_the_writer_stopped_without_closing_the_session() 
 }
 
 #[tokio::test]
-async fn rows_missing_at_the_end_or_past_it_are_named_where_they_are() {
+async fn l4_rows_missing_at_the_end_or_past_it_are_named_where_they_are() {
     let (store, url) = fresh_store().await;
     turns(&store, "ends", 1..=2).await;
     let c = client(&url).await;
