@@ -29,6 +29,7 @@ use futures::stream::FuturesUnordered;
 use rquickjs::context::intrinsic;
 use rquickjs::{Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value};
 
+use super::lossless::{Held, Realm};
 use crate::bindings::{ARGS_NOT_LOSSLESS, Bindings, MISSING_ARGS};
 use crate::limits::Limits;
 use crate::outcome::{CodeErrorKind, CodeOutcome, ToolCallError};
@@ -408,10 +409,12 @@ pub(crate) fn execute(
             calls: calls.clone(),
             pending: Rc::new(RefCell::new(Vec::new())),
             done: Rc::new(RefCell::new(None)),
+            realm: Rc::new(RefCell::new(None)),
         };
         let outcome = session.run(prelude, program, names);
         // No JavaScript value may outlive the context: drop the unsettled calls' resolvers.
         session.pending.borrow_mut().clear();
+        session.realm.borrow_mut().take();
         outcome
     });
     drop(context);
@@ -429,6 +432,8 @@ struct Session<'a, 'js> {
     pending: Rc<RefCell<Pending<'js>>>,
     /// The settled program's state (JSON text), once the prelude reported it.
     done: Rc<RefCell<Option<String>>>,
+    /// The builtins the lossless check relies on, captured before the program ran.
+    realm: Held<'js>,
 }
 
 /// Resolvers of the calls in flight, at index `id - 1` (ids count up from 1, at most
@@ -479,9 +484,15 @@ impl<'js> Session<'_, 'js> {
         let log_fn = self.log_function();
         let call_fn = self.call_function(names.clone());
         let done_fn = self.done_function();
-        let (log_fn, call_fn, done_fn) = match (log_fn, call_fn, done_fn) {
-            (Ok(l), Ok(c), Ok(d)) => (l, c, d),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+        // Captured before any of the program's code runs (the prelude is not the program's).
+        let lossless_fn = Realm::capture(&ctx).and_then(|realm| {
+            *self.realm.borrow_mut() = Some(realm);
+            Realm::replacer(&ctx, self.realm.clone())
+        });
+        let (log_fn, call_fn, done_fn, lossless_fn) = match (log_fn, call_fn, done_fn, lossless_fn)
+        {
+            (Ok(l), Ok(c), Ok(d), Ok(r)) => (l, c, d, r),
+            (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
                 return self.failed("the code runtime could not start", e);
             }
         };
@@ -490,6 +501,7 @@ impl<'js> Session<'_, 'js> {
             log_fn,
             call_fn,
             done_fn,
+            lossless_fn,
             names_json,
             ARGS_NOT_LOSSLESS,
             MISSING_ARGS,

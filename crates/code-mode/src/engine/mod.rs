@@ -9,6 +9,7 @@
 //! and program size are bounded; the async side never blocks a runtime thread.
 
 mod interpreter;
+mod lossless;
 mod warm;
 
 use std::sync::Arc;

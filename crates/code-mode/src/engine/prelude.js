@@ -1,28 +1,23 @@
 // The bridge between a program and the host, evaluated once per run before the program.
-// It receives three native functions (log a line; make a call of the binding at an index of
-// the names and get its native promise; report the settled program) and the binding names,
+// It receives four native functions (log a line; make a call of the binding at an index of
+// the names and get its native promise; report the settled program; the `JSON.stringify`
+// replacer that refuses what JSON would silently change, engine/lossless.rs) and the binding
+// names,
 // installs `console`, `tools` (a name that is no tool rejects, listing the tools) and
 // `ToolCallError`, and returns the two entry points the host
 // drives: start, and failure (the rejection value of a failed call).
 // Every builtin it relies on is captured here, before the program can replace it.
-(function (hostLog, hostCall, hostDone, namesJson, argsPrefix, missingArgs) {
+(function (hostLog, hostCall, hostDone, lossless, namesJson, argsPrefix, missingArgs) {
   "use strict";
-  const ObjectProto = Object.prototype;
-  const objectToString = ObjectProto.toString;
   const create = Object.create;
-  const getProto = Object.getPrototypeOf;
   const defineProperty = Object.defineProperty;
   const freeze = Object.freeze;
-  const isArray = Array.isArray;
-  const isFinite = Number.isFinite;
   const stringify = JSON.stringify;
   const parse = JSON.parse;
   const StringCtor = String;
   const ErrorCtor = Error;
-  const TypeErrorCtor = TypeError;
   const PromiseCtor = Promise;
   const ProxyCtor = Proxy;
-  const hasOwn = Object.prototype.hasOwnProperty;
   const then = PromiseCtor.prototype.then;
   const promiseReject = PromiseCtor.reject;
   const call = Function.prototype.call;
@@ -59,45 +54,6 @@
       return StringCtor(e);
     } catch (_) {
       return UNPRINTABLE;
-    }
-  }
-
-  // A JSON.stringify replacer that refuses anything JSON would silently change.
-  function lossless(key, value) {
-    switch (typeof value) {
-      case "string":
-      case "boolean":
-        return value;
-      case "number":
-        if (!isFinite(value)) {
-          throw new TypeErrorCtor("non-finite number " + value + " is not lossless JSON");
-        }
-        return value;
-      case "undefined":
-        if (isArray(this)) {
-          throw new TypeErrorCtor("an undefined array element is not lossless JSON");
-        }
-        return value;
-      case "object": {
-        if (value === null || isArray(value)) {
-          return value;
-        }
-        const proto = getProto(value);
-        if (proto === ObjectProto || proto === null) {
-          return value;
-        }
-        let tag = "an object with a prototype";
-        try {
-          tag = call.call(objectToString, value);
-        } catch (_) {}
-        throw new TypeErrorCtor(tag + " is not lossless JSON");
-      }
-      case "bigint":
-        throw new TypeErrorCtor("a BigInt is not lossless JSON");
-      case "function":
-        throw new TypeErrorCtor("a function is not lossless JSON");
-      default:
-        throw new TypeErrorCtor("a " + typeof value + " is not lossless JSON");
     }
   }
 
@@ -215,8 +171,10 @@
   absent.toJSON = true;
   const handler = create(null);
   handler.get = function (target, key) {
-    if (typeof key !== "string" || call.call(hasOwn, target, key) || absent[key] === true) {
-      return target[key];
+    // `target` has no prototype and holds only functions: a name it answers is a binding.
+    const found = target[key];
+    if (found !== undefined || typeof key !== "string" || absent[key] === true) {
+      return found;
     }
     const missing = function () {
       return rejected(new ToolCallError(key, "unknown tool \"" + key + "\"; tools: " + known));

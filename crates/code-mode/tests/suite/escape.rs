@@ -5,19 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_code_mode::{Bindings, CodeErrorKind, CodeOutcome, CodeRun, Limits, run_quickjs};
+use dsh_code_mode::{Bindings, CodeErrorKind, CodeRun, Limits, run_quickjs};
 use dsh_core::{AbortController, Signal};
 use serde_json::json;
 
 use super::support::*;
-
-fn value(o: &CodeOutcome) -> serde_json::Value {
-    assert_eq!(o.error, None, "{o:?}");
-    o.value
-        .as_ref()
-        .map(|v| v.value().clone())
-        .unwrap_or(json!("<none>"))
-}
 
 async fn healthy() {
     let o = run_plain("return 1 + 1").await;

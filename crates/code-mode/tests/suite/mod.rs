@@ -3,6 +3,7 @@
 mod engine;
 mod ergonomics;
 mod escape;
+mod lossless;
 mod presentation;
 mod props;
 mod run_code;

@@ -80,6 +80,15 @@ pub async fn run_with(
     .await
 }
 
+/// A successful run's value (`"<none>"` when it returned nothing); fails on an error.
+pub fn value(o: &CodeOutcome) -> serde_json::Value {
+    assert_eq!(o.error, None, "{o:?}");
+    o.value
+        .as_ref()
+        .map(|v| v.value().clone())
+        .unwrap_or(serde_json::json!("<none>"))
+}
+
 pub async fn run_plain(program: &str) -> CodeOutcome {
     run_with(program, &[], echo_host(), fast_limits()).await
 }
