@@ -140,7 +140,9 @@
     // tool results.
     const binding = function (args) {
       try {
-        if (arguments.length === 0 || args === undefined) {
+        // No argument at all reads as `undefined` too; `arguments` is not touched, so no
+        // arguments object is made for each call.
+        if (args === undefined) {
           return rejected(new ToolCallError(name, argsPrefix + ": " + missingArgs));
         }
         let text;
