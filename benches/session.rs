@@ -227,7 +227,7 @@ fn derive(c: &mut Criterion) {
             for _ in 0..iters {
                 let start = Instant::now();
                 let log = read_log(&bytes).expect("a valid log");
-                let messages = derive_messages_from(log.events.iter().map(|(s, e)| (*s, &**e)));
+                let messages = derive_messages_from(log.events.iter().map(|(s, e)| (*s, e)));
                 total += start.elapsed();
                 assert!(messages.len() > DERIVE_EVENTS / 3);
                 drop((messages, log));

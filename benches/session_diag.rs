@@ -24,7 +24,7 @@ use dsh::session::{Log, derive_messages_from, read_log};
 #[inline(never)]
 fn derive_log(bytes: &[u8]) -> (Vec<Json>, Log) {
     let log = read_log(bytes).expect("a valid log");
-    let messages = derive_messages_from(log.events.iter().map(|(s, e)| (*s, &**e)));
+    let messages = derive_messages_from(log.events.iter().map(|(s, e)| (*s, e)));
     (messages, log)
 }
 

@@ -165,8 +165,7 @@ pub fn transcript_bytes(
             super::render::sanitize(&first.message)
         );
     }
-    let messages =
-        dsh::session::derive_messages_from(parsed.events.iter().map(|(s, e)| (*s, &**e)));
+    let messages = dsh::session::derive_messages_from(parsed.events.iter().map(|(s, e)| (*s, e)));
     // Arguments may nest thousands of levels: the history is copied and printed on a stack
     // grown for its depth, and dropped without recursion (a `Json` does both).
     let out = match format {

@@ -111,7 +111,7 @@ fn adv_i4_kill_trial_checks_catch_an_unanswered_model_call_and_a_history_an_api_
     let (_session, _outcome) = unkilled(t.path());
     let bytes = std::fs::read(t.path().join("log.jsonl")).unwrap();
     let log = dsh::session::read_log(&bytes).unwrap();
-    let messages = dsh::session::derive_messages_from(log.events.iter().map(|(s, e)| (*s, &**e)));
+    let messages = dsh::session::derive_messages_from(log.events.iter().map(|(s, e)| (*s, e)));
     assert_eq!(
         kill_trials::check::model_visible_problems(&messages),
         Vec::<String>::new()

@@ -55,7 +55,7 @@ async fn adv_duplicate_call_ids_into_the_scheduler_are_made_unique_reversibly_an
     ];
     driver.run_turn(steps, Signal::never()).await.unwrap();
     let events = session.events();
-    let all: Vec<(u64, Arc<Event>)> = events.iter().cloned().collect();
+    let all: Vec<(u64, Event)> = events.iter().cloned().collect();
     let calls: Vec<u64> = all
         .iter()
         .filter(|(_, e)| e.as_tool_call().is_some())
@@ -101,7 +101,7 @@ async fn adv_duplicate_call_ids_into_the_scheduler_are_made_unique_reversibly_an
         originals,
         [Value::Null, json!("same"), Value::Null, json!("twin")]
     );
-    let problems = check_events(all.iter().map(|(s, e)| (*s, &**e)));
+    let problems = check_events(all.iter().map(|(s, e)| (*s, e)));
     assert_eq!(problems, vec![], "the log is clean");
 }
 

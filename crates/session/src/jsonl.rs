@@ -147,7 +147,7 @@ impl Session {
         }
         let invariants = if options.invariants {
             Some(InvariantChecker::seeded(
-                plan.events.iter().map(|(_, e)| &**e),
+                plan.events.iter().map(|(_, e)| e),
             )?)
         } else {
             None

@@ -323,7 +323,7 @@ mod tests {
         let (ack, rx) = ack::channel(q);
         let req = WriteReq {
             seq,
-            event: Arc::new(Event::turn_start(1)),
+            event: Event::turn_start(1),
             line: vec![b'x'; len],
             ack,
         };

@@ -5,8 +5,6 @@
 //! and deep nesting are errors or values, never panics or stack overflows; blank lines are
 //! skipped and occupy no seq.
 
-use std::sync::Arc;
-
 use crate::error::SessionError;
 use crate::event::Event;
 use crate::header::{Header, HeaderError};
@@ -91,7 +89,7 @@ pub struct Log {
     /// The header, absent only for an empty file.
     pub header: Option<Header>,
     /// Every event with its seq.
-    pub events: Vec<(u64, Arc<Event>)>,
+    pub events: Vec<crate::Entry>,
     /// The 1-based file line of each event (parallel to `events`).
     pub lines: Vec<usize>,
 }
@@ -131,7 +129,7 @@ pub fn read_log(bytes: &[u8]) -> Result<Log, SessionError> {
                 message,
             })?;
         let span = event.seq_span();
-        log.events.push((seq, Arc::new(event)));
+        log.events.push((seq, event));
         log.lines.push(line.number);
         seq += span;
     }

@@ -99,7 +99,7 @@ pub(crate) struct Plan {
     /// The header, if the kept bytes hold one.
     pub header: Option<Header>,
     /// Kept events followed by the appended ones, with their seqs.
-    pub events: Vec<(u64, Arc<Event>)>,
+    pub events: Vec<crate::Entry>,
     /// How many of `events` are appended by repair (the last ones).
     pub appended: usize,
     /// The seq after the last event.
@@ -169,7 +169,7 @@ fn as_value(v: Option<u64>) -> Value {
 pub(crate) fn plan(bytes: &[u8]) -> Result<Plan, SessionError> {
     let mut keep_len = bytes.len();
     let mut header: Option<Header> = None;
-    let mut events: Vec<(u64, Arc<Event>)> = Vec::new();
+    let mut events: Vec<crate::Entry> = Vec::new();
     let mut report = RepairReport::default();
     let mut scan = Scan::new();
     let mut seq = 0u64;
@@ -209,7 +209,7 @@ pub(crate) fn plan(bytes: &[u8]) -> Result<Plan, SessionError> {
             Ok(event) => {
                 scan.event(line.number, seq, &event);
                 let span = event.seq_span();
-                events.push((seq, Arc::new(event)));
+                events.push((seq, event));
                 seq += span;
                 report.added_newline = !line.terminated;
                 last_line = line.number;
@@ -323,7 +323,7 @@ pub(crate) fn plan(bytes: &[u8]) -> Result<Plan, SessionError> {
     for (i, event) in closing.into_iter().enumerate() {
         scan.event(last_line + 1 + i, seq, &event);
         let span = event.seq_span();
-        events.push((seq, Arc::new(event)));
+        events.push((seq, event));
         seq += span;
     }
     let appended = events.len() - kept;

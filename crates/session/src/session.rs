@@ -359,7 +359,6 @@ impl Session {
             event.write_line(&mut line);
             line
         });
-        let event = Arc::new(event);
         let shared = &self.inner.shared;
         let mut st = shared.state.lock();
         if let Some(reason) = &st.failed {
@@ -466,7 +465,7 @@ impl Session {
     pub fn enable_invariants(&self) -> Result<(), SessionError> {
         let mut st = self.inner.shared.state.lock();
         let snapshot = st.log.snapshot();
-        let checker = InvariantChecker::seeded(snapshot.iter().map(|(_, e)| &**e))?;
+        let checker = InvariantChecker::seeded(snapshot.iter().map(|(_, e)| e))?;
         st.invariants = Some(checker);
         Ok(())
     }

@@ -17,7 +17,6 @@
 use std::sync::Arc;
 
 use crate::error::SessionError;
-use crate::event::Event;
 use crate::invariant::InvariantChecker;
 use crate::jsonl::OpenOptions;
 use crate::repair::{self, RepairReport};
@@ -167,12 +166,12 @@ impl Session {
         };
         let invariants = if options.has_invariants() {
             Some(InvariantChecker::seeded(
-                plan.events.iter().map(|(_, e)| &**e),
+                plan.events.iter().map(|(_, e)| e),
             )?)
         } else {
             None
         };
-        let appended: &[(u64, Arc<Event>)] = &plan.events[plan.events.len() - plan.appended..];
+        let appended: &[crate::Entry] = &plan.events[plan.events.len() - plan.appended..];
         let mut bytes = Vec::new();
         let mut listed = Vec::with_capacity(appended.len());
         for (seq, event) in appended {

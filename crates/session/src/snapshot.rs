@@ -1,7 +1,8 @@
 //! The in-memory event list: append in O(1) amortized, snapshot without copying events.
 //!
-//! Events live in fixed-size chunks behind `Arc`. A snapshot shares the full chunks and copies
-//! the handles of the partial last one (at most `CHUNK - 1`, a bounded cost), so the list's own
+//! Events live in fixed-size chunks behind `Arc`, each event held by value (an [`Event`] is a
+//! few shared handles: no allocation of its own). A snapshot shares the full chunks and clones
+//! the events of the partial last one (at most `CHUNK - 1`, a bounded cost), so the list's own
 //! last chunk is never shared and an append never copies anything.
 
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use crate::event::Event;
 const CHUNK: usize = 1024;
 
 /// One event with its seq.
-pub type Entry = (u64, Arc<Event>);
+pub type Entry = (u64, Event);
 
 /// The growing list a session appends to.
 #[derive(Default)]
@@ -112,7 +113,7 @@ impl Events {
 
     /// The events with their seqs, as `(seq, &Event)` pairs.
     pub fn pairs(&self) -> impl Iterator<Item = (u64, &Event)> + '_ {
-        self.iter().map(|(s, e)| (*s, &**e))
+        self.iter().map(|(s, e)| (*s, e))
     }
 
     /// Copies the entries into a vector (the events themselves are shared, not copied).
@@ -137,7 +138,7 @@ mod tests {
     use dsh_core::Json;
 
     fn entry(seq: u64) -> Entry {
-        (seq, Arc::new(Event::other("t/x", Json::from(seq))))
+        (seq, Event::other("t/x", Json::from(seq)))
     }
 
     #[test]

@@ -44,7 +44,7 @@ impl LogSink for FileSink {
 /// One append waiting to be written.
 pub(crate) struct WriteReq {
     pub seq: u64,
-    pub event: Arc<Event>,
+    pub event: Event,
     pub line: Vec<u8>,
     pub ack: AckTx,
 }

@@ -122,11 +122,11 @@ pub fn check_run_at(
     };
     // (a') what a model would be sent: every call it made answered once, in histories the
     // providers' APIs accept.
-    let messages = dsh_session::derive_messages_from(parsed.events.iter().map(|(s, e)| (*s, &**e)));
+    let messages = dsh_session::derive_messages_from(parsed.events.iter().map(|(s, e)| (*s, e)));
     reasons.extend(model_visible_problems(&messages));
     // (b) every printed event is in the log, at its seq, with the same content.
     let by_seq: HashMap<u64, &dsh_session::Event> =
-        parsed.events.iter().map(|(s, e)| (*s, &**e)).collect();
+        parsed.events.iter().map(|(s, e)| (*s, e)).collect();
     let mut last: Option<u64> = None;
     for line in &printed {
         stats.events += 1;

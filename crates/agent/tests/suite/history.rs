@@ -17,7 +17,7 @@ use super::support::*;
 /// every event before its `assistant/message`.
 fn requests_from_log(rig: &Rig, config: &AgentConfig, provider: &dyn Provider) -> Vec<Value> {
     let events = rig.session.events();
-    let pairs: Vec<(u64, &dsh_session::Event)> = events.iter().map(|(s, e)| (*s, &**e)).collect();
+    let pairs: Vec<(u64, &dsh_session::Event)> = events.iter().map(|(s, e)| (*s, e)).collect();
     let tools = config
         .order_tools(rig.runtime.registry().schemas(None))
         .unwrap();
@@ -211,7 +211,7 @@ async fn log_08_contexts_a_body_defers_come_after_its_result_in_the_next_request
 /// from the logged text (`provider_messages`, what a request is built from).
 fn both_ways(bytes: &[u8]) -> (Vec<Message>, Vec<Message>) {
     let log = dsh_session::read_log(bytes).unwrap();
-    let pairs = || log.events.iter().map(|(s, e)| (*s, &**e));
+    let pairs = || log.events.iter().map(|(s, e)| (*s, e));
     let trees = to_provider_messages(&dsh_session::derive_messages_from(pairs()));
     (trees, provider_messages(pairs()))
 }

@@ -48,7 +48,7 @@ pub(super) fn calls_to(name: &str, n: usize) -> Json {
 }
 
 /// Every durable event with its seq.
-pub(super) fn log(s: &Session) -> Vec<(u64, Arc<Event>)> {
+pub(super) fn log(s: &Session) -> Vec<(u64, Event)> {
     s.events().to_vec()
 }
 
@@ -60,7 +60,7 @@ pub(super) fn history_before(s: &Session, before: u64) -> Vec<Value> {
         events
             .iter()
             .filter(|(seq, _)| *seq < before)
-            .map(|(seq, e)| (*seq, &**e)),
+            .map(|(seq, e)| (*seq, e)),
     )
     .into_iter()
     .map(|m| m.value().clone())
@@ -115,8 +115,8 @@ pub(super) fn call_ids(s: &Session) -> Vec<String> {
 }
 
 /// The `tool/result` event for `call_id` (panics if there is not exactly one).
-pub(super) fn result_event(s: &Session, call_id: &str) -> (u64, Arc<Event>) {
-    let found: Vec<(u64, Arc<Event>)> = log(s)
+pub(super) fn result_event(s: &Session, call_id: &str) -> (u64, Event) {
+    let found: Vec<(u64, Event)> = log(s)
         .into_iter()
         .filter(|(_, e)| e.as_tool_result().is_some_and(|r| r.call_id == call_id))
         .collect();
@@ -125,8 +125,8 @@ pub(super) fn result_event(s: &Session, call_id: &str) -> (u64, Arc<Event>) {
 }
 
 /// The `tool/call` event for `call_id` (panics if there is not exactly one).
-pub(super) fn call_event(s: &Session, call_id: &str) -> (u64, Arc<Event>) {
-    let found: Vec<(u64, Arc<Event>)> = log(s)
+pub(super) fn call_event(s: &Session, call_id: &str) -> (u64, Event) {
+    let found: Vec<(u64, Event)> = log(s)
         .into_iter()
         .filter(|(_, e)| e.as_tool_call().is_some_and(|c| c.call_id == call_id))
         .collect();
@@ -209,7 +209,7 @@ pub(super) fn inbox_texts(d: &TurnDriver) -> Vec<String> {
 /// seq]`; no result without its call. Also asks the session crate's own checker.
 pub(super) fn assert_paired(s: &Session) {
     let events = log(s);
-    let problems = dsh_session::check_events(events.iter().map(|(seq, e)| (*seq, &**e)));
+    let problems = dsh_session::check_events(events.iter().map(|(seq, e)| (*seq, e)));
     assert!(problems.is_empty(), "log checker: {problems:?}");
     let mut calls: Vec<(u64, String, Option<u64>, Option<u64>)> = Vec::new();
     for (seq, e) in &events {

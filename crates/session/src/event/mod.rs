@@ -121,7 +121,8 @@ impl From<Arc<[u64]>> for Seqs {
     }
 }
 
-/// One event of the log. Cheap to clone (every field is shared).
+/// One event of the log. Cheap to clone: its type and data are shared (`Arc`); only the rare
+/// tail (a surface op other than `append`, an original line kept verbatim) is copied.
 #[derive(Clone)]
 pub struct Event {
     event_type: Arc<str>,

@@ -138,7 +138,7 @@ async fn unknown_event_types_survive_a_file_round_trip_verbatim() {
         .expect("reopens");
     assert!(report.is_clean());
     let events = s.events();
-    assert_eq!(*events.get(0).expect("first").1, odd);
+    assert_eq!(events.get(0).expect("first").1, odd);
     assert_eq!(
         events.get(1).expect("second").1.to_json_line().as_bytes(),
         foreign

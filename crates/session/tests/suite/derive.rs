@@ -159,7 +159,7 @@ fn older_flat_shapes_in_the_reference_logs_read_as_messages() {
     let bytes = std::fs::read(fixture_dir().join("apps-code-mode-round.jsonl")).expect("fixture");
     let log = read_log(&bytes).expect("reads");
     let messages = values(&derive_messages_from(
-        log.events.iter().map(|(s, e)| (*s, &**e)),
+        log.events.iter().map(|(s, e)| (*s, e)),
     ));
     let result = messages
         .iter()

@@ -111,7 +111,7 @@ fn every_fixture_derives_a_history_whose_results_answer_earlier_calls() {
     for path in fixtures() {
         let bytes = std::fs::read(&path).expect("read");
         let log = read_log(&bytes).expect("reads");
-        let pairs = log.events.iter().map(|(s, e)| (*s, &**e));
+        let pairs = log.events.iter().map(|(s, e)| (*s, e));
         let messages = derive_messages_from(pairs);
         let count = |t: &str| {
             log.events

@@ -143,7 +143,7 @@ fn answered_once(messages: &[dsh_core::Json]) -> Result<(), String> {
 
 fn history(bytes: &[u8]) -> Vec<dsh_core::Json> {
     let log = read_log(bytes).expect("reads");
-    derive_messages_from(log.events.iter().map(|(s, e)| (*s, &**e)))
+    derive_messages_from(log.events.iter().map(|(s, e)| (*s, e)))
 }
 
 #[test]

@@ -282,7 +282,7 @@ proptest! {
         let mut seq = 0;
         for ((got_seq, got), want) in log.events.iter().zip(&events) {
             prop_assert_eq!(*got_seq, seq);
-            prop_assert_eq!(&**got, want);
+            prop_assert_eq!(got, want);
             seq += want.seq_span();
         }
     }
@@ -297,7 +297,7 @@ proptest! {
         prop_assert_eq!(repaired, bytes.clone());
 
         let log = read_log(&bytes).expect("reads");
-        let messages = derive_messages_from(log.events.iter().map(|(s, e)| (*s, &**e)));
+        let messages = derive_messages_from(log.events.iter().map(|(s, e)| (*s, e)));
         let calls = events.iter().filter(|e| e.event_type() == "tool/call").count();
         let mut offered = HashSet::new();
         let mut answered = 0;
@@ -364,7 +364,7 @@ proptest! {
         prop_assert_eq!(check_bytes(&repaired), vec![]);
         // Every call the model made is answered in the history, which both APIs would accept.
         let log = read_log(&repaired).expect("reads");
-        let messages = derive_messages_from(log.events.iter().map(|(s, e)| (*s, &**e)));
+        let messages = derive_messages_from(log.events.iter().map(|(s, e)| (*s, e)));
         let mut offered = HashSet::new();
         let mut answered = HashSet::new();
         for m in messages.iter().map(Json::value) {
@@ -411,7 +411,7 @@ proptest! {
             assert_eq!(check_bytes(&bytes), vec![]);
             let log = read_log(&bytes).expect("reads");
             assert_eq!(log.events.len(), existing.len() + added.len());
-            let rebuilt = derive_messages_from(log.events.iter().map(|(s, e)| (*s, &**e)));
+            let rebuilt = derive_messages_from(log.events.iter().map(|(s, e)| (*s, e)));
             assert_eq!(rebuilt, live, "model-visible history is reconstructible from the file");
         });
     }

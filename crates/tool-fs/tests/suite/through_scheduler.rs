@@ -121,7 +121,7 @@ async fn edit_without_read_is_refused_then_read_edit_succeeds_then_outside_chang
         std::fs::read_to_string(&file).expect("read"),
         "changed outside\n"
     );
-    let problems = dsh_session::check_events(rig.session.events().iter().map(|e| (e.0, &*e.1)));
+    let problems = dsh_session::check_events(rig.session.events().iter().map(|e| (e.0, &e.1)));
     assert!(problems.is_empty(), "{problems:?}");
 }
 
