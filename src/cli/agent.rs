@@ -249,9 +249,9 @@ pub async fn agent(args: AgentArgs) -> Result<i32, Exit> {
     };
     if !json {
         if streaming {
-            println!();
+            super::out("");
         } else if !outcome.text.is_empty() {
-            println!("{}", super::render::sanitize(&outcome.text));
+            super::out(&super::render::sanitize(&outcome.text));
         }
         if let Some(view) = &view {
             err_line!("{}", view.end_turn());

@@ -222,9 +222,9 @@ pub async fn chat(args: ChatArgs) -> Result<i32, Exit> {
             }
         };
         if streaming {
-            println!();
+            super::out("");
         } else if !outcome.text.is_empty() {
-            println!("{}", super::render::sanitize(&outcome.text));
+            super::out(&super::render::sanitize(&outcome.text));
         }
         match (&outcome.end, end_code(&outcome.end, &prepared.log)) {
             (TurnEnd::Aborted(_), _) => err_line!("dsh: turn {} cancelled", outcome.turn),

@@ -5,6 +5,10 @@
 //! for `agent` and `chat`, a model request that cannot succeed as configured); 130 interrupted
 //! or cancelled (the log still checks clean).
 
+// Every stdout line goes through `out` (a lost line is an error the command ends with, never
+// a panic), so `print!` and `println!` are refused here.
+#![deny(clippy::print_stdout)]
+
 /// `eprintln!` that never panics: a closed or broken stderr (`dsh ... 2>&1 | head`) loses the
 /// line instead of ending the command with a panic (exit 101).
 macro_rules! err_line {

@@ -164,12 +164,12 @@ pub async fn sessions(args: SessionsArgs) -> Result<i32, Exit> {
     for s in list(&workspace)? {
         let when = httpdate::fmt_http_date(s.modified);
         let prompt = first_prompt(&s.path).unwrap_or_else(|| "(no prompt)".to_owned());
-        println!(
+        super::out(&format!(
             "{}  {when}  {:>8}  {}",
             one_line(&s.id),
             human(s.size),
             super::render::sanitize(&prompt)
-        );
+        ));
     }
     Ok(0)
 }

@@ -229,6 +229,37 @@ fn agent_resume_whose_request_fails_prints_no_earlier_answer() {
 }
 
 #[test]
+fn an_answer_lost_to_a_full_disk_is_an_error_not_a_panic() {
+    // `dsh agent "..." > /dev/full` panicked (`println!`) with exit 101 once the turn ended.
+    let srv = mock_server();
+    srv.mock.push(openai::text_reply(&["An answer."]));
+    let ws = workspace();
+    let state = tempfile::tempdir().unwrap();
+    let full = std::fs::File::create("/dev/full").expect("/dev/full");
+    let out = dsh()
+        .arg("agent")
+        .args(["--workspace", s(ws.path())])
+        .args(["--base-url", &srv.mock.openai_base_url()])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("DEEPSEEK_API_KEY", "sk-test")
+        .env("XDG_STATE_HOME", s(state.path()))
+        .arg("a question")
+        .stdin(std::process::Stdio::null())
+        .stdout(full)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("dsh: cannot write to standard output: No space left on device"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
 fn agent_resume_of_an_unknown_session_is_one_sentence_and_exit_2() {
     let ws = workspace();
     let state = tempfile::tempdir().unwrap();
