@@ -129,21 +129,32 @@ pub(crate) fn complete_lines(bytes: &[u8]) -> usize {
 pub fn transcript(log: &Path, format: Format) -> Result<i32, Exit> {
     let bytes = std::fs::read(log)
         .map_err(|e| Exit::internal(format!("cannot read {}: {e}", log.display())))?;
-    transcript_bytes(
-        &log.display().to_string(),
-        &bytes,
-        format,
-        &LineNames::Numbers,
-    )
+    let label = log.display().to_string();
+    // A log some process holds is being written: its calls in flight are answered by it.
+    let live = dsh::session::check_file_status(log).is_ok_and(|s| s.live);
+    let writer = Writer {
+        live: live.then_some("holds its lock"),
+        repair: format!("dsh repair {label}"),
+    };
+    transcript_bytes(&label, &bytes, format, &LineNames::Numbers, &writer)
 }
 
-/// Prints the model-visible history of a log's bytes, `label` naming the log and `names` its
-/// lines.
+/// Who writes a log, as a transcript's warning says it.
+pub struct Writer {
+    /// How a running dsh is known to write it (`holds its lock`), when one does.
+    pub live: Option<&'static str>,
+    /// The command that answers calls left unanswered once nobody writes it.
+    pub repair: String,
+}
+
+/// Prints the model-visible history of a log's bytes, `label` naming the log, `names` its
+/// lines and `writer` who writes it.
 pub fn transcript_bytes(
     label: &str,
     bytes: &[u8],
     format: Format,
     names: &LineNames,
+    writer: &Writer,
 ) -> Result<i32, Exit> {
     // A last line without its newline was torn by a crash: it never reached a model, and repair
     // or a resume cuts it off, so the history is that of the complete lines (the warning below
@@ -152,11 +163,20 @@ pub fn transcript_bytes(
         .map_err(|e| Exit::internal(format!("{label}: {e}")))?;
     // A history with an unanswered call is refused by the providers: say so, never silently.
     let problems = dsh::session::check_bytes(bytes);
-    if let Some(first) = problems.first() {
-        let hint = if problems.iter().any(|p| p.in_flight) {
-            "; `dsh repair` answers the calls left unanswered"
+    let in_flight = problems.iter().filter(|p| p.in_flight).count();
+    if let Some(holding) = writer.live
+        && in_flight > 0
+        && in_flight == problems.len()
+    {
+        // Calls a running writer has not answered yet: no repair is due (nor allowed).
+        err_line!(
+            "dsh: note: {label} is still being written (a running dsh {holding}): {in_flight} call(s) not answered yet, so the history stops before their results"
+        );
+    } else if let Some(first) = problems.first() {
+        let hint = if in_flight > 0 && writer.live.is_none() {
+            format!("; `{}` answers the calls left unanswered", writer.repair)
         } else {
-            ""
+            String::new()
         };
         err_line!(
             "dsh: warning: {label} has {} problem(s), so a provider may refuse this history (`dsh check` lists them{hint}); first: {}: {}",

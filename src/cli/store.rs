@@ -238,7 +238,12 @@ pub async fn transcript(url: &str, id: &str, format: Format) -> Result<i32, Exit
     store.verify(id).await.map_err(|e| failed(url, e))?;
     let bytes = store.export(id).await.map_err(|e| failed(url, e))?;
     let names = super::logs::LineNames::of_session(&bytes);
-    super::logs::transcript_bytes(id, &bytes, format, &names)
+    let live = store.is_leased(id).await.map_err(|e| failed(url, e))?;
+    let writer = super::logs::Writer {
+        live: live.then_some("holds its lease"),
+        repair: format!("dsh repair --store URL {id}"),
+    };
+    super::logs::transcript_bytes(id, &bytes, format, &names, &writer)
 }
 
 /// `dsh repair --store URL ID`: takes the lease, repairs, releases.
@@ -341,7 +346,21 @@ pub async fn export(args: ExportArgs) -> Result<i32, Exit> {
     // The rows are exported as stored, damaged or not (what is there is what a person needs
     // to mend it); a damaged session is said, and fails the command.
     match store.verify(&args.id).await {
-        Ok(()) => Ok(0),
+        Ok(()) => {
+            // A session being written goes on after its export: say so, or the file would
+            // pass for the whole session.
+            if store
+                .is_leased(&args.id)
+                .await
+                .map_err(|e| failed(&url, e))?
+            {
+                err_line!(
+                    "dsh: note: {} is still being written (a running dsh holds its lease): this export holds its events as of now, and its calls in flight have no result yet",
+                    super::sessions::one_line(&args.id)
+                );
+            }
+            Ok(0)
+        }
         Err(e @ (StoreError::BadRow { .. } | StoreError::Session { .. })) => {
             Err(Exit::internal(format!(
                 "{e}; the rows were exported as they are stored, and are not a log that reads \

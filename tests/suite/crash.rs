@@ -258,6 +258,16 @@ fn i4_check_tells_a_live_session_from_a_dead_one_and_repair_answers_unrecorded_c
         "{}",
         running.both()
     );
+    // Its transcript says so too, and does not advise a repair the lock would refuse.
+    let shown = dsh_run(&["transcript", s(&log)]);
+    assert_eq!(shown.code, 0, "{}", shown.both());
+    assert!(
+        shown.stderr.contains(
+            "is still being written (a running dsh holds its lock): 1 call(s) not answered yet"
+        ) && !shown.stderr.contains("dsh repair"),
+        "{}",
+        shown.both()
+    );
     live.child.kill().unwrap();
     live.child.wait().unwrap();
     let dead = dsh_run(&["check", s(&log)]);
@@ -292,7 +302,9 @@ fn i4_check_tells_a_live_session_from_a_dead_one_and_repair_answers_unrecorded_c
         unrepaired
             .stderr
             .contains("a provider may refuse this history")
-            && unrepaired.stderr.contains("dsh repair"),
+            && unrepaired
+                .stderr
+                .contains(&format!("`dsh repair {}` answers the calls", log.display())),
         "{}",
         unrepaired.both()
     );

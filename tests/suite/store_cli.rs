@@ -196,6 +196,10 @@ fn a_second_process_writing_a_leased_session_is_refused_in_one_sentence() {
     );
     first.until(|l| l.contains("\"tool/call\""));
     let second = dsh_run(&store_run_args(&sc, t.path(), &url, "busy"));
+    // Its transcript and its export say it is being written; neither advises a repair, which
+    // the lease would refuse.
+    let shown = dsh_run(&["transcript", "--store", &url, "busy"]);
+    let exported = dsh_run(&["export", "--store", &url, "busy"]);
     first.child.kill().unwrap();
     first.child.wait().unwrap();
     assert_eq!(second.code, 1, "{}", second.both());
@@ -206,6 +210,21 @@ fn a_second_process_writing_a_leased_session_is_refused_in_one_sentence() {
         second.both()
     );
     assert_eq!(err.lines().count(), 1, "{}", second.both());
+    for (what, out) in [("transcript", &shown), ("export", &exported)] {
+        assert_eq!(out.code, 0, "{what}: {}", out.both());
+        assert!(
+            out.stderr
+                .contains("still being written (a running dsh holds its lease)")
+                && !out.stderr.contains("dsh repair"),
+            "{what}: {}",
+            out.both()
+        );
+    }
+    assert!(
+        exported.stdout.contains("\"tool/call\""),
+        "{}",
+        exported.both()
+    );
     // When the lease runs out, as a UTC time (RFC 3339) and how long from now.
     let until = err
         .split("its lease runs until ")
