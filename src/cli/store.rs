@@ -95,7 +95,9 @@ pub fn place(url: &str, id: &str) -> PathBuf {
 
 fn failed(url: &str, e: StoreError) -> Exit {
     match e {
-        StoreError::Url(_) => Exit::usage(format!("--store {}: {e}", shown(url))),
+        StoreError::Url(_) | StoreError::UrlShape(_) => {
+            Exit::usage(format!("--store {}: {e}", shown(url)))
+        }
         StoreError::NoSuchSession(_) | StoreError::Exists(_) | StoreError::BadId { .. } => {
             Exit::usage(e.to_string())
         }

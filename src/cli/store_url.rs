@@ -2,9 +2,10 @@
 //! (`postgres://user:PASSWORD@host/db?password=PASSWORD`, or key-value text such as
 //! `host=db user=dsh password=PASSWORD`).
 //!
-//! The split follows the client's own parser (`tokio_postgres::Config`): in a URL the
-//! credentials end at the first `@` after the scheme and the password at the first `:` in
-//! them; in key-value text a value is a single-quoted string (`\` escapes) or runs to the
+//! The split follows the client's own parser (`tokio_postgres::Config`), but never shows what
+//! might be part of a password: in a URL the credentials end at the last `@` before the host
+//! (the store refuses a URL with more than one; the client would take the first, and part of
+//! the password for the host) and the password at the first `:` in them; in key-value text a value is a single-quoted string (`\` escapes) or runs to the
 //! next space. A key-value text that does not parse is shown only up to the pair that did not:
 //! what follows it might hold a password.
 
@@ -20,9 +21,15 @@ pub fn shown(url: &str) -> String {
 
 /// The part of a URL after its scheme, without a password in its credentials or its query.
 fn without_password_url(rest: &str) -> String {
-    let rest = match rest.split_once('@') {
+    // The host and what follows begin after the last `@` of the authority.
+    let authority = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let rest = match rest[..authority].rfind('@').map(|at| rest.split_at(at)) {
         Some((credentials, after)) => {
-            let user = credentials.split_once(':').map_or(credentials, |(u, _)| u);
+            let after = &after[1..];
+            // Up to the first `:` (or `@`: what follows it might be a password's).
+            let user = credentials
+                .split_once([':', '@'])
+                .map_or(credentials, |(u, _)| u);
             format!("{user}@{after}")
         }
         None => rest.to_owned(),
@@ -162,7 +169,8 @@ mod tests {
         let cases = [
             ("postgres://dsh:pw@h:5432/db", "postgres://dsh@h:5432/db"),
             ("postgresql://dsh:p:w@h/db", "postgresql://dsh@h/db"),
-            ("postgres://dsh:p@w@h/db", "postgres://dsh@w@h/db"),
+            ("postgres://dsh:p@w@h/db", "postgres://dsh@h/db"),
+            ("postgres://d@sh:p@w@h/db?a=b@c", "postgres://d@h/db?a=b@c"),
             ("postgres://dsh@h/db?password=pw", "postgres://dsh@h/db"),
             (
                 "postgres://h/db?sslmode=disable&passw%6Frd=pw&application_name=x",

@@ -71,7 +71,7 @@ fn a_failed_connection_says_why_and_never_the_password() {
             assert_eq!(out.code, 1, "{}", out.both());
             assert!(out.stderr.contains(reason), "{reason}: {}", out.both());
             assert!(
-                out.stderr.contains("PostgreSQL: connect: "),
+                out.stderr.contains("PostgreSQL: connect to "),
                 "{}",
                 out.both()
             );
@@ -540,4 +540,44 @@ fn an_import_that_cannot_reach_the_store_names_the_file_and_the_session() {
         "{}",
         out.both()
     );
+}
+
+#[test]
+fn a_store_url_that_cannot_work_says_why_and_where_without_its_password() {
+    // Another database's URL was "invalid connection string"; a password with a bare `@` had
+    // its tail taken for the host and shown; a missing socket was "No such file or directory"
+    // without saying which file.
+    let dir = tmp();
+    let socket_dir = dir.path().join("no-server-here");
+    let socket_url = format!("postgres:///db?host={}", s(&socket_dir));
+    for (url, code, says) in [
+        (
+            "mysql://dsh:zq-secret@db.example/app",
+            2,
+            "a store URL starts with postgres:// or postgresql://, not mysql://".to_owned(),
+        ),
+        (
+            "postgres://dsh:p@zq-secret@127.0.0.1:9/db",
+            2,
+            "write an `@` of the user name or password as %40".to_owned(),
+        ),
+        (
+            socket_url.as_str(),
+            1,
+            format!(
+                "PostgreSQL: connect to the Unix socket {}/.s.PGSQL.5432: ",
+                s(&socket_dir)
+            ),
+        ),
+        (
+            "postgres://dsh:zq-secret@127.0.0.1:9,127.0.0.1:10/db",
+            1,
+            "connect to 127.0.0.1 port 9 and 127.0.0.1 port 10 (tried in this order; the error is the last one's)".to_owned(),
+        ),
+    ] {
+        let out = dsh_run(&["sessions", "--store", url]);
+        assert_eq!(out.code, code, "{url}: {}", out.both());
+        assert!(out.stderr.contains(&says), "{url}: {}", out.both());
+        assert!(!out.both().contains("zq"), "{url}: {}", out.both());
+    }
 }

@@ -14,7 +14,20 @@ pub enum StoreError {
     /// The store URL does not parse.
     #[error("store URL: {}", cause(.0))]
     Url(#[source] tokio_postgres::Error),
-    /// The database could not be reached or answered with an error.
+    /// A store URL of a shape no PostgreSQL URL has (another database's scheme, an `@` of a
+    /// password not written `%40`): the reason, which never quotes the URL.
+    #[error("store URL: {0}")]
+    UrlShape(String),
+    /// No connection could be made: where it was tried (see `target.rs`), and why.
+    #[error("PostgreSQL: connect to {target}: {}", cause(.source))]
+    Connect {
+        /// The hosts and ports (or Unix sockets) tried.
+        target: String,
+        /// The cause.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The database answered with an error.
     #[error("PostgreSQL: {context}: {}", cause(.source))]
     Db {
         /// What was being done.
@@ -109,9 +122,11 @@ pub enum StoreError {
     /// The server accepted no connection, or did not complete its start-up, in time (a hung
     /// server or proxy).
     #[error(
-        "PostgreSQL: connect: no answer within {after:?} (`connect_timeout=SECONDS` in the store URL sets the limit)"
+        "PostgreSQL: connect to {target}: no answer within {after:?} (`connect_timeout=SECONDS` in the store URL sets the limit)"
     )]
     ConnectTimeout {
+        /// The hosts and ports (or Unix sockets) tried.
+        target: String,
         /// The limit that passed.
         after: Duration,
     },

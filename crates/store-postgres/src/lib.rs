@@ -50,6 +50,8 @@ mod migrate;
 mod sink;
 mod store;
 mod tail;
+mod target;
+mod url_shape;
 mod writer;
 
 pub use error::{MAX_ID_BYTES, StoreError, check_id};

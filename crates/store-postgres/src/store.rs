@@ -81,6 +81,7 @@ impl PgStore {
     /// `psql` takes them. Needs a Tokio runtime; the connections are then driven by the store's
     /// own background thread.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
+        crate::url_shape::check(url)?;
         let mut config = Config::from_str(url).map_err(StoreError::Url)?;
         crate::defaults::fill(&mut config, |name| std::env::var(name).ok());
         let store = PgStore::with_settings(config, Lease::default(), DEFAULT_POOL_SIZE);

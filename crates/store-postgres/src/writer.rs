@@ -96,11 +96,14 @@ pub(crate) async fn connect_raw(
         .unwrap_or(CONNECT_TIMEOUT);
     match tokio::time::timeout(after, config.connect(NoTls)).await {
         Ok(Ok(connected)) => Ok(connected),
-        Ok(Err(source)) => Err(StoreError::Db {
-            context: "connect",
+        Ok(Err(source)) => Err(StoreError::Connect {
+            target: crate::target::described(config),
             source,
         }),
-        Err(_) => Err(StoreError::ConnectTimeout { after }),
+        Err(_) => Err(StoreError::ConnectTimeout {
+            target: crate::target::described(config),
+            after,
+        }),
     }
 }
 

@@ -24,11 +24,13 @@ async fn a_server_that_accepts_and_never_answers_fails_the_connect_within_its_ti
         .await
         .expect("the connect ends on its own");
     match outcome {
-        Err(e @ StoreError::ConnectTimeout { after }) => {
+        Err(e @ StoreError::ConnectTimeout { after, .. }) => {
             assert_eq!(after, Duration::from_secs(1));
             let said = e.to_string();
             assert!(
-                said.contains("no answer within 1s") && said.contains("connect_timeout"),
+                said.contains(&format!(
+                    "connect to 127.0.0.1 port {port}: no answer within 1s"
+                )) && said.contains("connect_timeout"),
                 "{said}"
             );
         }
