@@ -581,3 +581,43 @@ fn a_store_url_that_cannot_work_says_why_and_where_without_its_password() {
         assert!(!out.both().contains("zq"), "{url}: {}", out.both());
     }
 }
+
+#[test]
+fn a_url_without_a_password_takes_it_from_the_password_file_as_psql_does() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let base = fresh_db();
+    password_role(&base);
+    let rest = base.strip_prefix("postgres://dsh@").unwrap();
+    let (host_port, db) = rest.split_once('/').unwrap();
+    let (host, port) = host_port.split_once(':').unwrap();
+    let url = format!("postgres://dsh_pw@{rest}");
+    let t = tmp();
+    let file = t.path().join("pgpass");
+    std::fs::write(
+        &file,
+        format!("# dsh test\nother:1:x:y:wrong\n{host}:{port}:{db}:dsh_pw:right-pw\n"),
+    )
+    .unwrap();
+    let listed = |mode: u32| {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        dsh()
+            .args(["sessions", "--store", &url])
+            .env("PGPASSFILE", &file)
+            .env_remove("PGPASSWORD")
+            .output()
+            .unwrap()
+    };
+    let read = listed(0o600);
+    assert_eq!(
+        read.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    // A file others may read holds no secret anymore: libpq does not read it, nor does dsh.
+    let open = listed(0o644);
+    let said = String::from_utf8_lossy(&open.stderr);
+    assert_eq!(open.status.code(), Some(1), "{said}");
+    assert!(said.contains("password"), "{said}");
+    assert!(!said.contains("right-pw"), "{said}");
+}

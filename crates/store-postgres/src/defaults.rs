@@ -1,12 +1,14 @@
 //! What a store URL leaves out, filled in as libpq (`psql`) fills it in: `PGHOST`, `PGPORT`,
 //! `PGUSER`, `PGPASSWORD` and `PGDATABASE` from the environment, and with no host at all the
-//! local server's Unix socket (`/var/run/postgresql`, then `/tmp`). What the URL says always
+//! local server's Unix socket (`/var/run/postgresql`, then `/tmp`); with no password at all,
+//! the password file (`PGPASSFILE` or `~/.pgpass`, see `pgpass.rs`). What the URL says always
 //! wins; the user name otherwise defaults to the operating system's, as both clients do.
 //!
 //! So `postgres:///dsh` reaches a local server over its socket, as `psql postgres:///dsh`
 //! does, instead of failing with "both host and hostaddr are missing".
 
 use tokio_postgres::Config;
+use tokio_postgres::config::Host;
 
 /// Where libpq looks for a local server's socket when no host is given (Debian's directory
 /// first, then the upstream default).
@@ -53,13 +55,76 @@ pub(crate) fn fill(config: &mut Config, env: impl Fn(&str) -> Option<String>) {
     {
         config.dbname(db);
     }
+    if config.get_password().is_none()
+        && let Some(password) = from_password_file(config, &var)
+    {
+        config.password(password);
+    }
+}
+
+/// The password the password file holds for `config`'s first host, port, database and user.
+fn from_password_file(config: &Config, env: &impl Fn(&str) -> Option<String>) -> Option<String> {
+    let path = crate::pgpass::file(env)?;
+    let text = read_private(&path)?;
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(name)) => name.clone(),
+        // A socket in a default directory is `localhost` to the file, as to libpq.
+        Some(Host::Unix(dir)) if SOCKET_DIRS.iter().any(|d| dir.as_os_str() == *d) => {
+            "localhost".to_owned()
+        }
+        Some(Host::Unix(dir)) => dir.display().to_string(),
+        None => config
+            .get_hostaddrs()
+            .first()
+            .map_or_else(|| "localhost".to_owned(), ToString::to_string),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let user = config
+        .get_user()
+        .map(str::to_owned)
+        .or_else(|| env("USER"))
+        .or_else(|| env("LOGNAME"))?;
+    let database = config.get_dbname().unwrap_or(&user).to_owned();
+    crate::pgpass::lookup(
+        &text,
+        &crate::pgpass::Wanted {
+            host: &host,
+            port: &port,
+            database: &database,
+            user: &user,
+        },
+    )
+}
+
+/// The text of the password file at `path`, unless it is missing, unreadable, or may be read
+/// or written by others than its owner (then it is not read, as libpq does not read it).
+fn read_private(path: &std::path::Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        if !crate::pgpass::private(meta.permissions().mode()) {
+            tracing::warn!(
+                file = %path.display(),
+                "the password file is not read: others may read or write it (permissions should be u=rw, 0600, or less)"
+            );
+            return None;
+        }
+    }
+    if !meta.is_file() {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use std::str::FromStr as _;
-
-    use tokio_postgres::config::Host;
 
     use super::*;
 

@@ -47,6 +47,7 @@ mod fleet;
 mod import;
 mod lease;
 mod migrate;
+mod pgpass;
 mod sink;
 mod store;
 mod tail;
