@@ -330,6 +330,21 @@ pub fn main() -> i32 {
             Command::Mcp(args) => mcp::mcp(args).await,
             Command::Check { logs, store } => {
                 match store.url_for_logs(&logs.iter().map(PathBuf::as_path).collect::<Vec<_>>())? {
+                    // `DSH_STORE` names the store and some operands are files: each operand
+                    // is checked as what it is, in the order given.
+                    Some(url) if store.from_environment() && logs.iter().any(|l| l.is_file()) => {
+                        let mut code = 0;
+                        for log in &logs {
+                            let one = std::slice::from_ref(log);
+                            let checked = if log.is_file() {
+                                logs::check(one)?
+                            } else {
+                                store::check(&url, one).await?
+                            };
+                            code = code.max(checked);
+                        }
+                        Ok(code)
+                    }
                     Some(url) => store::check(&url, &logs).await,
                     None => logs::check(&logs),
                 }

@@ -65,6 +65,12 @@ impl StoreArg {
         }
         Ok(url)
     }
+
+    /// Whether the store was named by `DSH_STORE` rather than `--store` (then an operand that
+    /// is an existing file is read as that file).
+    pub fn from_environment(&self) -> bool {
+        self.store.is_none()
+    }
 }
 
 pub use super::store_url::shown;

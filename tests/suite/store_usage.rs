@@ -508,6 +508,22 @@ fn with_dsh_store_set_a_file_log_given_by_its_path_is_still_read_as_the_file() {
         "the run went on in the file: {}",
         resumed.both()
     );
+    // A file beside a stored session's id: each is checked as what it is (the file was taken
+    // for an id, "no session").
+    let url = fresh_db();
+    let id_sc = echo_script(t.path());
+    let stored = dsh_run(&store_run_args(&id_sc, t.path(), &url, "kept"));
+    assert_eq!(stored.code, 0, "{}", stored.both());
+    let mixed = run(dsh()
+        .args(["check", "kept", s(&log)])
+        .env("DSH_STORE", &url));
+    assert_eq!(mixed.code, 0, "{}", mixed.both());
+    assert_eq!(
+        mixed.stdout,
+        format!("kept: ok\n{}: ok\n", log.display()),
+        "{}",
+        mixed.both()
+    );
     // An id that is no file is the store's, and `--store` always is.
     for args in [
         vec!["check", "no-such-file"],
