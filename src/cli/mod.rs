@@ -332,7 +332,9 @@ pub fn main() -> i32 {
                 match store.url_for_logs(&logs.iter().map(PathBuf::as_path).collect::<Vec<_>>())? {
                     // `DSH_STORE` names the store and some operands are files: each operand
                     // is checked as what it is, in the order given.
-                    Some(url) if store.from_environment() && logs.iter().any(|l| l.is_file()) => {
+                    Some(url)
+                        if store.named_by_environment() && logs.iter().any(|l| l.is_file()) =>
+                    {
                         let mut code = 0;
                         for log in &logs {
                             let one = std::slice::from_ref(log);

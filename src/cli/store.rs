@@ -68,7 +68,7 @@ impl StoreArg {
 
     /// Whether the store was named by `DSH_STORE` rather than `--store` (then an operand that
     /// is an existing file is read as that file).
-    pub fn from_environment(&self) -> bool {
+    pub fn named_by_environment(&self) -> bool {
         self.store.is_none()
     }
 }
