@@ -498,6 +498,14 @@ fn a_result_the_store_refused_is_not_shown_as_a_success() {
     assert_eq!(taken, 1);
     let out = run.join().unwrap();
     assert_eq!(out.code, 1, "{}", out.both());
+    // The reason is said once, by the run's failure (it was said three times: by the store's
+    // writer, by the session's writer and by the run).
+    assert_eq!(
+        out.stderr.matches("was taken over by elsewhere:1").count(),
+        1,
+        "{}",
+        out.both()
+    );
     assert!(
         !out.both().contains('✓'),
         "a result the log refused was shown as a success:\n{}",

@@ -149,7 +149,9 @@ impl Writer {
             .map(|p| format!(" ({})", p.display()))
             .unwrap_or_default();
         let reason = format!("{error}{place}");
-        tracing::error!(error = %reason, "session log write failed; the session accepts no more appends");
+        // Every waiting append, and every later one, is answered with this reason (the caller
+        // says it): not said a second time here.
+        tracing::debug!(error = %reason, "session log write failed; the session accepts no more appends");
         self.shared.poison(reason.clone());
         self.poisoned = Some(reason);
     }

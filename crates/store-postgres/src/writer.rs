@@ -391,7 +391,8 @@ impl Writer {
                 Outcome::Failed(e) => Err(std::io::Error::other(e)),
                 Outcome::Refused(why) => {
                     let reason = format!("session {}: {why}; this process may not append", g.id);
-                    tracing::error!("{reason}");
+                    // Returned to this append and every later one: not said twice.
+                    tracing::debug!("{reason}");
                     self.held
                         .insert((g.id.clone(), g.token), Some(reason.clone()));
                     Err(std::io::Error::other(reason))
