@@ -25,7 +25,6 @@ use rquickjs::{Ctx, Exception, Function, Object, Value};
 pub(crate) type Held<'js> = Rc<RefCell<Option<Realm<'js>>>>;
 
 /// The builtins the check relies on, as they were before the program ran.
-#[derive(Clone)]
 pub(crate) struct Realm<'js> {
     object_proto: Object<'js>,
     get_proto: Function<'js>,
@@ -60,8 +59,11 @@ impl<'js> Realm<'js> {
                   _key: Value<'js>,
                   value: Value<'js>|
                   -> rquickjs::Result<Value<'js>> {
-                let realm = held.borrow().clone();
-                match realm {
+                // Borrowed, not cloned (a clone is four reference counts up and down). A trap
+                // the check runs may call a tool, whose arguments come back here: shared
+                // borrows nest; the run takes the builtins only once no code runs.
+                let realm = held.borrow();
+                match realm.as_ref() {
                     Some(realm) => realm.check(&ctx, &holder.0, value),
                     None => Err(Exception::throw_internal(&ctx, "the run is over")),
                 }

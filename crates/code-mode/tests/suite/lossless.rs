@@ -31,6 +31,7 @@ const CASES: &str = r#"
     ["proxy-fn", () => ({value: new Proxy(function () {}, {})})],
     ["tag-throws", () => { const o = Object.create({}); Object.defineProperty(o, Symbol.toStringTag, {get() { throw 1 }}); return {value: o} }],
     ["cycle", () => { const o = {}; o.self = o; return {value: o} }],
+    ["trap-calls-a-tool", () => ({value: new Proxy({}, {getPrototypeOf() { tools.echo({value: 'inner'}); return null }})})],
   ];
   const out = {};
   for (const [name, make] of cases) {
@@ -63,6 +64,7 @@ fn expected() -> serde_json::Value {
         "proxy-fn": refused("a function is not lossless JSON"),
         "tag-throws": refused("an object with a prototype is not lossless JSON"),
         "cycle": refused("circular reference"),
+        "trap-calls-a-tool": "echo:{}",
     })
 }
 
