@@ -183,11 +183,18 @@ impl Tail {
     fn set_surface_op(&mut self, op: Option<SurfaceOp>) {
         self.append = matches!(op, Some(SurfaceOp::Append));
         let other = op.filter(|o| !matches!(o, SurfaceOp::Append));
+        // The usual case (no other op, nothing rare yet) touches no box.
+        if other.is_none() && self.rare.is_none() {
+            return;
+        }
         let verbatim = self.rare.take().and_then(|r| r.verbatim);
         self.rare = Rare::boxed(other, verbatim);
     }
 
     fn set_verbatim(&mut self, verbatim: Option<Json>) {
+        if verbatim.is_none() && self.rare.is_none() {
+            return;
+        }
         let other = self.rare.take().and_then(|r| r.surface_op);
         self.rare = Rare::boxed(other, verbatim);
     }
