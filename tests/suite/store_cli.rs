@@ -67,6 +67,21 @@ pub(super) fn store_run_args<'a>(
     ]
 }
 
+/// A script whose model makes one `echo` call, then answers nothing more.
+pub fn echo_script(dir: &std::path::Path) -> std::path::PathBuf {
+    script(
+        dir,
+        "s.jsonl",
+        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
+    )
+}
+
+/// Stored session `id`, written by a run of [`echo_script`] that ended cleanly.
+pub fn stored_echo_session(url: &str, dir: &std::path::Path, id: &str) {
+    let ran = dsh_run(&store_run_args(&echo_script(dir), dir, url, id));
+    assert_eq!(ran.code, 0, "{}", ran.both());
+}
+
 fn killed_mid_call(url: &str, ws: &std::path::Path, id: &str) {
     let sc = script(
         ws,
@@ -550,13 +565,7 @@ fn i4_dsh_tail_of_a_session_whose_writer_was_killed_says_so_and_exits_1() {
 fn l4_dsh_tail_names_a_damaged_row_by_seq_prints_every_row_and_exits_1() {
     let url = fresh_db();
     let t = tmp();
-    let sc = script(
-        t.path(),
-        "s.jsonl",
-        &[openai("", &[call("c1", "echo", json!({"text": "hi"}))])],
-    );
-    let ran = dsh_run(&store_run_args(&sc, t.path(), &url, "hurt"));
-    assert_eq!(ran.code, 0, "{}", ran.both());
+    stored_echo_session(&url, t.path(), "hurt");
     let clean = dsh_run(&["tail", "--store", &url, "hurt"]);
     assert_eq!(clean.code, 0, "{}", clean.both());
     assert_eq!(clean.stderr, "", "{}", clean.both());
@@ -583,13 +592,7 @@ fn l4_dsh_tail_names_a_damaged_row_by_seq_prints_every_row_and_exits_1() {
 fn l4_dsh_tail_ends_with_what_dsh_check_finds_in_the_whole_session() {
     let url = fresh_db();
     let t = tmp();
-    let sc = script(
-        t.path(),
-        "s.jsonl",
-        &[openai("", &[call("c1", "echo", json!({"text": "hi"}))])],
-    );
-    let ran = dsh_run(&store_run_args(&sc, t.path(), &url, "cut"));
-    assert_eq!(ran.code, 0, "{}", ran.both());
+    stored_echo_session(&url, t.path(), "cut");
     // The last row lost: every row left reads well, the session does not.
     sql(
         &url,

@@ -6,18 +6,10 @@
 
 use serde_json::json;
 
-use super::store_cli::{cluster, fresh_db, sql, store_run_args};
+use super::store_cli::{cluster, echo_script, fresh_db, sql, store_run_args, stored_echo_session};
 use super::support::*;
 
 /// A script of one `echo` call, in `dir`.
-fn echo_script(dir: &std::path::Path) -> std::path::PathBuf {
-    script(
-        dir,
-        "s.jsonl",
-        &[openai("", &[call("e1", "echo", json!({"text": "hi"}))])],
-    )
-}
-
 /// A file log `name` in `dir`, written by a run of [`echo_script`].
 fn file_log(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     let log = dir.join(name);
@@ -100,12 +92,18 @@ fn password_role(base: &str) {
     cluster().require_password("dsh_pw");
 }
 
-/// `base` (`postgres://dsh@HOST:PORT/DB`) for user `dsh_pw` with `password`, in the three
-/// spellings the client takes: in the URL's credentials, in its query, and as key-value text.
-fn spellings(base: &str, password: &str) -> [String; 3] {
+/// `base` (`postgres://dsh@HOST:PORT/DB`) as `(HOST:PORT/DB, HOST, PORT, DB)`.
+fn parts(base: &str) -> (&str, &str, &str, &str) {
     let rest = base.strip_prefix("postgres://dsh@").unwrap();
     let (host_port, db) = rest.split_once('/').unwrap();
     let (host, port) = host_port.split_once(':').unwrap();
+    (rest, host, port, db)
+}
+
+/// `base` (`postgres://dsh@HOST:PORT/DB`) for user `dsh_pw` with `password`, in the three
+/// spellings the client takes: in the URL's credentials, in its query, and as key-value text.
+fn spellings(base: &str, password: &str) -> [String; 3] {
+    let (rest, host, port, db) = parts(base);
     [
         format!("postgres://dsh_pw:{password}@{rest}"),
         format!("postgres://dsh_pw@{rest}?sslmode=disable&password={password}"),
@@ -511,9 +509,7 @@ fn with_dsh_store_set_a_file_log_given_by_its_path_is_still_read_as_the_file() {
     // A file beside a stored session's id: each is checked as what it is (the file was taken
     // for an id, "no session").
     let url = fresh_db();
-    let id_sc = echo_script(t.path());
-    let stored = dsh_run(&store_run_args(&id_sc, t.path(), &url, "kept"));
-    assert_eq!(stored.code, 0, "{}", stored.both());
+    stored_echo_session(&url, t.path(), "kept");
     let mixed = run(dsh()
         .args(["check", "kept", s(&log)])
         .env("DSH_STORE", &url));
@@ -603,9 +599,7 @@ fn a_url_without_a_password_takes_it_from_the_password_file_as_psql_does() {
     use std::os::unix::fs::PermissionsExt as _;
     let base = fresh_db();
     password_role(&base);
-    let rest = base.strip_prefix("postgres://dsh@").unwrap();
-    let (host_port, db) = rest.split_once('/').unwrap();
-    let (host, port) = host_port.split_once(':').unwrap();
+    let (rest, host, port, db) = parts(&base);
     let url = format!("postgres://dsh_pw@{rest}");
     let t = tmp();
     let file = t.path().join("pgpass");

@@ -325,7 +325,7 @@ impl Session {
     /// waiting for the event: a durable session writes an event nobody waits for with the next
     /// append somebody does wait for (one sync for both), or shortly after
     /// (`crate::queue::Rules::unawaited`, 2 ms). Dropping the future does not withdraw the
-    /// event; a failure to write it is logged and fails the next append.
+    /// event; a failure to write it fails the next append, and every one after it.
     pub fn enqueue(
         &self,
         event: Event,
