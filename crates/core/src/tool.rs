@@ -121,6 +121,8 @@ pub type ClassifyFn = Arc<dyn Fn(&Value) -> bool + Send + Sync>;
 #[derive(Clone)]
 pub struct ToolOutput {
     schema: Json,
+    /// What the schema asks of a value when it asks only for a type (decided once).
+    precheck: validate::Precheck,
     render: RenderFn,
     presentation_meta: Option<MetaFn>,
 }
@@ -132,6 +134,7 @@ impl ToolOutput {
         render: impl Fn(&Json) -> Result<Content, Failure> + Send + Sync + 'static,
     ) -> ToolOutput {
         ToolOutput {
+            precheck: validate::Precheck::of(schema.value()),
             schema,
             render: Arc::new(render),
             presentation_meta: None,
@@ -218,6 +221,8 @@ pub struct ToolDefinition {
     pub(crate) name: Arc<str>,
     pub(crate) description: Arc<str>,
     pub(crate) parameters: Json,
+    /// What `parameters` asks of arguments when it asks only for a type (decided once).
+    pub(crate) parameters_precheck: validate::Precheck,
     pub(crate) validate_arguments: bool,
     pub(crate) output: ToolOutput,
     pub(crate) body: Arc<dyn ToolBody>,
@@ -356,6 +361,7 @@ impl ToolDefinition {
             Arguments::Json(j) if !j.value().is_object() => Err(Failure::invalid_args(&[
                 "arguments must be an object".to_owned(),
             ])),
+            Arguments::Json(j) if self.parameters_precheck.passes(j.value()) => Ok(()),
             Arguments::Json(j) => {
                 match validate::validate(self.parameters.value(), j.value(), "") {
                     Ok(v) if v.is_empty() => Ok(()),
@@ -375,15 +381,17 @@ impl ToolDefinition {
         with_meta: bool,
     ) -> Result<ToolResult, Failure> {
         let name = &*self.name;
-        match validate::validate(self.output.schema.value(), value.value(), "value") {
-            Ok(v) if v.is_empty() => {}
-            Ok(v) => {
-                return Err(Failure::invalid_output(
-                    name,
-                    format!("returned invalid output: {}", v.join("; ")),
-                ));
+        if !self.output.precheck.passes(value.value()) {
+            match validate::validate(self.output.schema.value(), value.value(), "value") {
+                Ok(v) if v.is_empty() => {}
+                Ok(v) => {
+                    return Err(Failure::invalid_output(
+                        name,
+                        format!("returned invalid output: {}", v.join("; ")),
+                    ));
+                }
+                Err(e) => return Err(Failure::invalid_output(name, e)),
             }
-            Err(e) => return Err(Failure::invalid_output(name, e)),
         }
         let render = self.output.render.clone();
         let content = crate::contained::call(|| render(&value))
@@ -577,6 +585,7 @@ impl ToolBuilder {
         Ok(ToolDefinition {
             name: self.name,
             description: self.description,
+            parameters_precheck: validate::Precheck::of(self.parameters.value()),
             parameters: self.parameters,
             validate_arguments: self.validate_arguments,
             output,

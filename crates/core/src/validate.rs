@@ -122,9 +122,78 @@ fn article(ty: &str) -> &'static str {
     }
 }
 
+/// Every keyword the validator reads. [`Precheck`] trusts a schema holding none of them but
+/// `type` to constrain nothing else; [`kw`] asserts (in debug builds) that it reads no other.
+const KEYWORDS: [&str; 13] = [
+    "type",
+    "enum",
+    "const",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "oneOf",
+    "anyOf",
+    "allOf",
+    "$ref",
+];
+
+/// What a schema asks of a value, decided once (when a tool is built) for the schemas whose only
+/// constraint is their `type` (`{"type": "string"}`, `{}`, `true`): a value of such a type is
+/// valid without walking the schema. [`Precheck::passes`] never says yes where [`validate`]
+/// would report a violation; when it says no, [`validate`] decides (and words the message).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Precheck {
+    /// One bit per name of [`TYPES`] the value may have (all of them when the schema names
+    /// none); `None`: the schema constrains more than the type, so every value is walked.
+    types: Option<u8>,
+}
+
+impl Precheck {
+    /// The precheck of `schema`.
+    pub fn of(schema: &Value) -> Precheck {
+        const ANY: u8 = (1 << TYPES.len()) - 1;
+        let types = match schema {
+            Value::Bool(true) => Some(ANY),
+            Value::Object(obj)
+                if !obj
+                    .keys()
+                    .any(|k| k != "type" && KEYWORDS.contains(&k.as_str())) =>
+            {
+                match types_of(obj) {
+                    Ok(types) if types.is_empty() => Some(ANY),
+                    Ok(types) => Some(types.iter().fold(0, |mask, t| {
+                        mask | TYPES
+                            .iter()
+                            .position(|known| known == t)
+                            .map_or(0, |i| 1 << i)
+                    })),
+                    Err(_) => None,
+                }
+            }
+            _ => None,
+        };
+        Precheck { types }
+    }
+
+    /// Whether `value` is valid for sure (`false`: ask [`validate`]).
+    pub fn passes(&self, value: &Value) -> bool {
+        let Some(mask) = self.types else {
+            return false;
+        };
+        TYPES
+            .iter()
+            .enumerate()
+            .any(|(i, t)| mask & (1 << i) != 0 && type_matches(t, value))
+    }
+}
+
 /// A keyword of a schema object. Schemas are small objects, and a scan of a few keys is much
 /// cheaper than hashing the keyword, which matters because every check asks for several.
 fn kw<'s>(obj: &'s Map<String, Value>, key: &str) -> Option<&'s Value> {
+    debug_assert!(KEYWORDS.contains(&key), "{key} is not among KEYWORDS");
     if obj.len() <= 8 {
         obj.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
     } else {

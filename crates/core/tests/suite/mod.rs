@@ -6,6 +6,7 @@ mod deadline;
 mod deep;
 mod fixtures;
 mod messages;
+mod precheck;
 mod properties;
 mod registry;
 mod schema_dsl;
