@@ -377,10 +377,10 @@ impl StepTiming {
         static TYPE: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(STEP_TIMING));
         match Event::on_demand(
             TYPE.clone(),
-            Box::new(Timed {
+            Timed {
                 timing: self,
                 shapes,
-            }),
+            },
         ) {
             Ok(event) => Some(event),
             Err(e) => {

@@ -22,6 +22,16 @@ pub trait OnDemandData: Send + Sync + 'static {
     fn depth(&self) -> usize;
 }
 
+impl<D: OnDemandData + ?Sized> OnDemandData for Box<D> {
+    fn write(&self) -> DataWriter<'static> {
+        (**self).write()
+    }
+
+    fn depth(&self) -> usize {
+        (**self).depth()
+    }
+}
+
 /// The text of `data` and its depth: `{}` (depth 1) when its writer was misused or its text is
 /// not as deep as [`OnDemandData::depth`] declared (reported either way): the depth checked
 /// when the event was appended must be that of what is written, or a line could be written

@@ -16,7 +16,7 @@ impl Event {
     ) -> Event {
         Event {
             event_type: type_arc(event_type),
-            data: Arc::new(Payload::from_text(w.finish(), facts)),
+            data: Payload::from_text(w.finish(), facts),
             source_event_seqs: None,
             tail: Tail::new(surface_op, 1, None),
         }
@@ -37,7 +37,7 @@ impl Event {
         let (text, depth, facts) = data.finish()?;
         Ok(Event {
             event_type,
-            data: Arc::new(Payload::from_text_at_depth(text, depth, facts)),
+            data: Payload::from_text_at_depth(text, depth, facts),
             source_event_seqs: None,
             tail: Tail::new(None, 1, None),
         })
@@ -47,17 +47,18 @@ impl Event {
     /// written (through a [`crate::DataWriter`]) only when needed: a durable log's line, as the
     /// event is appended; a reader of the tree; an export (an in-memory log never writes it). The text is the one
     /// [`Event::from_data`] would keep for the same writer, byte for byte. Refused when the
-    /// type is a chunk run.
+    /// type is a chunk run. The fields are kept inline in the event's shared data (a boxed
+    /// `dyn OnDemandData` is accepted as well).
     pub fn on_demand(
         event_type: Arc<str>,
-        data: Box<dyn crate::OnDemandData>,
+        data: impl crate::OnDemandData,
     ) -> Result<Event, DataError> {
         if event_type.ends_with(types::CHUNKS_SUFFIX) {
             return Err(DataError::ChunkRun(event_type.to_string()));
         }
         Ok(Event {
             event_type,
-            data: Arc::new(Payload::on_demand(data)),
+            data: Payload::on_demand(data),
             source_event_seqs: None,
             tail: Tail::new(None, 1, None),
         })
@@ -68,7 +69,7 @@ impl Event {
         let span = span_for(event_type, data.value());
         Event {
             event_type: type_arc(event_type),
-            data: Arc::new(Payload::from_json(data)),
+            data: Payload::from_json(data),
             source_event_seqs: None,
             tail: Tail::new(None, span, None),
         }
@@ -122,7 +123,7 @@ impl Event {
         // A flat object of strings and numbers: depth 1, whatever the (escaped) arguments hold.
         Event {
             event_type: type_arc(types::TOOL_CALL),
-            data: Arc::new(Payload::deferred(fields, 1, facts)),
+            data: Payload::deferred(fields, 1, facts),
             source_event_seqs: None,
             tail: Tail::new(None, 1, None),
         }
@@ -172,10 +173,10 @@ impl Event {
         Event::result_event(payload, call_seq)
     }
 
-    fn result_event(payload: Payload, call_seq: u64) -> Event {
+    fn result_event(payload: Arc<Payload>, call_seq: u64) -> Event {
         Event {
             event_type: type_arc(types::TOOL_RESULT),
-            data: Arc::new(payload),
+            data: payload,
             source_event_seqs: None,
             tail: Tail::new(None, 1, None),
         }
@@ -326,11 +327,7 @@ impl Event {
         );
         Event {
             event_type: type_arc(event_type),
-            data: Arc::new(Payload::deferred(
-                Deferred::Dispatch(fields),
-                depth,
-                Facts::unknown(),
-            )),
+            data: Payload::deferred(Deferred::Dispatch(fields), depth, Facts::unknown()),
             source_event_seqs: None,
             tail: Tail::new(None, 1, None),
         }

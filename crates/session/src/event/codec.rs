@@ -104,7 +104,7 @@ impl Event {
         let verbatim = verbatim.map(Json::from_shallow);
         Ok(Event {
             event_type,
-            data: Arc::new(Payload::from_json(data)),
+            data: Payload::from_json(data),
             source_event_seqs,
             tail: Tail::new(surface_op, span, verbatim),
         })
@@ -135,11 +135,7 @@ impl Event {
         };
         Some(Event {
             event_type: type_arc(line.event_type),
-            data: Arc::new(Payload::from_text_at_depth(
-                Box::from(line.data),
-                line.data_depth,
-                line.facts,
-            )),
+            data: Payload::from_text_at_depth(Box::from(line.data), line.data_depth, line.facts),
             source_event_seqs: line.source_event_seqs.map(Seqs::from),
             tail: Tail::new(surface_op, 1, None),
         })
