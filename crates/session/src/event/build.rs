@@ -89,13 +89,6 @@ impl Event {
         self
     }
 
-    /// The same event with `sourceEventSeqs: [seq]`, kept without an allocation.
-    fn with_source_event_seq(mut self, seq: u64) -> Event {
-        self.source_event_seqs = Some(Seqs::One(seq));
-        self.tail.set_verbatim(None);
-        self
-    }
-
     /// `tool/call {turn, step, callId, name, arguments}`; `arguments` is the model's raw string,
     /// exactly as it came (empty or invalid JSON included). The event keeps the strings it is
     /// given (an `Arc<str>` is shared, a `&str` copied once) and writes its text the first time
@@ -122,10 +115,10 @@ impl Event {
         });
         // A flat object of strings and numbers: depth 1, whatever the (escaped) arguments hold.
         Event {
-            event_type: type_arc(types::TOOL_CALL),
+            event_type: TOOL_CALL_TYPE.clone(),
             data: Payload::deferred(fields, 1, facts),
             source_event_seqs: None,
-            tail: Tail::new(None, 1, None),
+            tail: Tail::plain(false, 1),
         }
     }
 
@@ -173,15 +166,14 @@ impl Event {
         Event::result_event(payload, call_seq)
     }
 
+    /// `sourceEventSeqs: [call_seq]` is kept without an allocation.
     fn result_event(payload: Arc<Payload>, call_seq: u64) -> Event {
         Event {
-            event_type: type_arc(types::TOOL_RESULT),
+            event_type: TOOL_RESULT_TYPE.clone(),
             data: payload,
-            source_event_seqs: None,
-            tail: Tail::new(None, 1, None),
+            source_event_seqs: Some(Seqs::One(call_seq)),
+            tail: Tail::plain(true, 1),
         }
-        .with_source_event_seq(call_seq)
-        .with_surface_op(SurfaceOp::Append)
     }
 
     /// `user/message {content, source, role, id}` with `surfaceOp: "append"`.

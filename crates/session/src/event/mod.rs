@@ -157,7 +157,22 @@ struct Rare {
 static APPEND: SurfaceOp = SurfaceOp::Append;
 
 impl Tail {
+    /// A tail with nothing rare: the surface op `append`, or none.
+    #[inline]
+    fn plain(append: bool, span: u64) -> Tail {
+        Tail {
+            append,
+            span: u32::try_from(span).unwrap_or(u32::MAX),
+            rare: None,
+        }
+    }
+
     fn new(surface_op: Option<SurfaceOp>, span: u64, verbatim: Option<Json>) -> Tail {
+        match (&surface_op, &verbatim) {
+            (None, None) => return Tail::plain(false, span),
+            (Some(SurfaceOp::Append), None) => return Tail::plain(true, span),
+            _ => {}
+        }
         let mut tail = Tail {
             append: false,
             span: u32::try_from(span).unwrap_or(u32::MAX),
@@ -180,6 +195,7 @@ impl Tail {
         self.rare.as_ref().and_then(|r| r.verbatim.as_ref())
     }
 
+    #[inline]
     fn set_surface_op(&mut self, op: Option<SurfaceOp>) {
         self.append = matches!(op, Some(SurfaceOp::Append));
         let other = op.filter(|o| !matches!(o, SurfaceOp::Append));
@@ -191,6 +207,7 @@ impl Tail {
         self.rare = Rare::boxed(other, verbatim);
     }
 
+    #[inline]
     fn set_verbatim(&mut self, verbatim: Option<Json>) {
         if verbatim.is_none() && self.rare.is_none() {
             return;
@@ -214,6 +231,13 @@ impl Rare {
         })
     }
 }
+
+/// The shared `tool/call` type string (the hottest two skip [`type_arc`]'s search).
+static TOOL_CALL_TYPE: std::sync::LazyLock<Arc<str>> =
+    std::sync::LazyLock::new(|| type_arc(types::TOOL_CALL));
+/// The shared `tool/result` type string.
+static TOOL_RESULT_TYPE: std::sync::LazyLock<Arc<str>> =
+    std::sync::LazyLock::new(|| type_arc(types::TOOL_RESULT));
 
 /// The type string, shared for the types this crate knows (no allocation per event).
 fn type_arc(event_type: &str) -> Arc<str> {
