@@ -79,6 +79,11 @@ impl Dispatch {
     pub fn signal(&self) -> &Signal {
         &self.signal
     }
+    /// The execution and the signal, taken apart (the terminal owns its dispatch: nothing is
+    /// cloned).
+    pub fn into_parts(self) -> (Arc<ToolExecution>, Signal) {
+        (self.exec, self.signal)
+    }
     /// The same call with another signal for the body. The caller's signal is fused back in
     /// before the body runs, so it can never be dropped.
     pub fn with_signal(&self, signal: Signal) -> Dispatch {

@@ -8,6 +8,7 @@
 //! the caller's view is indistinguishable from an unknown one.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::RwLock;
@@ -191,6 +192,48 @@ impl State {
 
 struct Shared {
     state: RwLock<State>,
+    /// `state.generation` as of the last write's end, read without the lock (a call asks for
+    /// it at dispatch to reuse the definition it resolved).
+    generation: AtomicU64,
+}
+
+impl Shared {
+    /// The state, for writing: the generation it leaves is published when the guard drops.
+    fn write(&self) -> StateWrite<'_> {
+        StateWrite {
+            guard: self.state.write(),
+            published: &self.generation,
+        }
+    }
+}
+
+/// The registry's state held for writing; see [`Shared::write`].
+struct StateWrite<'a> {
+    guard: parking_lot::RwLockWriteGuard<'a, State>,
+    published: &'a AtomicU64,
+}
+
+impl std::ops::Deref for StateWrite<'_> {
+    type Target = State;
+
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for StateWrite<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for StateWrite<'_> {
+    fn drop(&mut self) {
+        // Published before the lock is let go: a reader that sees the old generation reads as
+        // if it came just before this write.
+        self.published
+            .store(self.guard.generation, Ordering::Release);
+    }
 }
 
 /// The tool registry. Cloning gives another handle to the same registry.
@@ -244,7 +287,7 @@ impl Registration {
         let (Some(shared), Some(key)) = (self.shared.upgrade(), self.key.take()) else {
             return;
         };
-        let mut st = shared.state.write();
+        let mut st = shared.write();
         st.generation += 1;
         match key {
             Key::Tool { scope, name, id } => {
@@ -294,6 +337,7 @@ impl ToolRegistry {
         ToolRegistry {
             shared: Arc::new(Shared {
                 state: RwLock::new(State::default()),
+                generation: AtomicU64::new(0),
             }),
         }
     }
@@ -307,7 +351,7 @@ impl ToolRegistry {
 
     /// A counter that changes whenever tools, scopes or restrictions change.
     pub fn generation(&self) -> u64 {
-        self.shared.state.read().generation
+        self.shared.generation.load(Ordering::Acquire)
     }
 
     /// Registers a global tool for the registry's lifetime: the permanent registration, with no
@@ -366,7 +410,7 @@ impl ToolRegistry {
             return Err(CoreError::EmptyName);
         }
         let name: Arc<str> = Arc::from(def.name());
-        let mut st = self.shared.state.write();
+        let mut st = self.shared.write();
         let id = st.fresh_id();
         let layer = match &scope {
             None => &mut st.global,
@@ -392,7 +436,7 @@ impl ToolRegistry {
     /// Declares an agent's scope with an optional parent scope; disposing the handle removes the
     /// scope with its tools and restrictions.
     pub fn declare_scope(&self, agent: &AgentId, parent: Option<&AgentId>) -> Registration {
-        let mut st = self.shared.state.write();
+        let mut st = self.shared.write();
         st.generation += 1;
         st.scopes.entry(agent.clone()).or_default().parent = parent.cloned();
         drop(st);
@@ -416,7 +460,7 @@ impl ToolRegistry {
         if names.iter().any(|n| n == RUN_CODE) {
             return Err(CoreError::RestrictReserved(RUN_CODE.into()));
         }
-        let mut st = self.shared.state.write();
+        let mut st = self.shared.write();
         let known = st.inherited_names(agent);
         let unknown: Vec<&String> = names
             .iter()
@@ -460,6 +504,9 @@ impl ToolRegistry {
     /// The scope chain of `agent`, nearest first: the agent, its parent scope, and so on. An
     /// agent without a declared scope is a chain of itself alone; no agent is an empty chain.
     pub fn scope_chain(&self, agent: Option<&AgentId>) -> Vec<AgentId> {
+        if agent.is_none() {
+            return Vec::new();
+        }
         let st = self.shared.state.read();
         let mut out: Vec<AgentId> = Vec::new();
         let mut cur = agent.cloned();

@@ -31,12 +31,18 @@ use crate::validate;
 #[derive(Default)]
 pub struct BodyEffects {
     deferred: Mutex<Vec<ContextMessage>>,
+    /// Set once a context was deferred (after it is in `deferred`): a body that deferred none,
+    /// the usual one, is answered without taking the lock.
+    any_deferred: AtomicBool,
     concludes: AtomicBool,
 }
 
 impl BodyEffects {
     /// Contexts deferred so far, in order.
     pub fn take_deferred(&self) -> Vec<ContextMessage> {
+        if !self.any_deferred.load(Ordering::Acquire) {
+            return Vec::new();
+        }
         std::mem::take(&mut *self.deferred.lock())
     }
     /// Whether the body concluded the turn.
@@ -77,6 +83,7 @@ impl ToolContext {
     /// Defers a context onto this call's result (delivered after the batch's results).
     pub fn defer_context(&self, ctx: ContextMessage) {
         self.effects.deferred.lock().push(ctx);
+        self.effects.any_deferred.store(true, Ordering::Release);
     }
     /// Asks the loop to end the turn after this batch if the call succeeds.
     pub fn conclude_turn(&self) {

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use dsh_core::{
-    BodyEffects, Dispatch, ExecuteNext, Failure, Signal, Terminal, ToolContext, ToolResult,
+    BodyEffects, Dispatch, ExecuteNext, Failure, Signal, Terminal, ToolContext, ToolDefinition,
+    ToolExecution, ToolResult,
 };
-use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use crate::runtime::{Call, Candidate, Runtime};
@@ -22,20 +22,22 @@ struct BodyTerminal<'a> {
 
 impl Terminal for BodyTerminal<'_> {
     fn dispatch(&self, call: Dispatch) -> BoxFuture<'_, ToolResult> {
-        async move { self.run(call).await }.boxed()
+        Box::pin(self.run(call))
     }
 }
 
 impl BodyTerminal<'_> {
+    /// The execution and its signal are moved, not cloned, into the body's context: every
+    /// handle cloned here would be two atomic operations more a call.
     async fn run(&self, call: Dispatch) -> ToolResult {
-        let exec = call.exec().clone();
+        let (exec, given) = call.into_parts();
         let Some(def) = self.runtime.resolve_now(self.call, &exec) else {
             return ToolResult::failure(Failure::unknown_tool(exec.name()));
         };
-        let signal = if Signal::same(call.signal(), exec.signal()) {
-            exec.signal().clone()
+        let signal = if Signal::same(&given, exec.signal()) {
+            given
         } else {
-            Signal::any(exec.signal(), call.signal())
+            Signal::any(exec.signal(), &given)
         };
         if signal.is_aborted() {
             return ToolResult::failure(Failure::aborted_before_dispatch());
@@ -43,30 +45,19 @@ impl BodyTerminal<'_> {
         if let Err(f) = def.check_arguments(exec.arguments()) {
             return ToolResult::failure(f);
         }
+        let (token, with_meta) = (exec.token(), exec.parent().is_none());
         let effects = Arc::new(BodyEffects::default());
-        let ctx = ToolContext::new(exec.clone(), signal.clone(), effects.clone());
         self.invoked.store(true, Ordering::Release);
         let outcome = match self.runtime.config.hard_backstop {
-            None => def.run_body(ctx).await,
-            Some(grace) => {
-                let body = def.run_body(ctx);
-                tokio::pin!(body);
-                tokio::select! {
-                    r = &mut body => r,
-                    _ = async { signal.aborted().await; tokio::time::sleep(grace).await } => {
-                        tracing::warn!(tool = exec.name(), call = exec.call_id(),
-                            "body ignored its signal past the backstop; no longer awaited");
-                        Err(match signal.reason() {
-                            Some(dsh_core::AbortReason::Timeout(t)) => Failure::tool_timeout(t.timeout_ms()),
-                            _ => Failure::aborted(),
-                        })
-                    }
-                }
+            None => {
+                def.run_body(ToolContext::new(exec, signal, effects.clone()))
+                    .await
             }
+            Some(grace) => backstopped(&def, exec, signal, effects.clone(), grace).await,
         };
         let deferred = effects.take_deferred();
         let result = match outcome {
-            Ok(value) => match def.render_success(exec.token(), value, exec.parent().is_none()) {
+            Ok(value) => match def.render_success(token, value, with_meta) {
                 Ok(r) => r.with_concludes_turn(effects.concluded()),
                 Err(f) => ToolResult::failure(f),
             },
@@ -76,12 +67,36 @@ impl BodyTerminal<'_> {
     }
 }
 
+/// The body under the hard backstop of spec D4: once its signal fires, awaited `grace` longer,
+/// then no longer.
+async fn backstopped(
+    def: &ToolDefinition,
+    exec: Arc<ToolExecution>,
+    signal: Signal,
+    effects: Arc<BodyEffects>,
+    grace: std::time::Duration,
+) -> Result<dsh_core::Json, Failure> {
+    let body = def.run_body(ToolContext::new(exec.clone(), signal.clone(), effects));
+    tokio::pin!(body);
+    tokio::select! {
+        r = &mut body => r,
+        _ = async { signal.aborted().await; tokio::time::sleep(grace).await } => {
+            tracing::warn!(tool = exec.name(), call = exec.call_id(),
+                "body ignored its signal past the backstop; no longer awaited");
+            Err(match signal.reason() {
+                Some(dsh_core::AbortReason::Timeout(t)) => Failure::tool_timeout(t.timeout_ms()),
+                _ => Failure::aborted(),
+            })
+        }
+    }
+}
+
 impl Runtime {
     /// Runs the around-chain and the body for an allowed call.
     pub(crate) async fn dispatch(&self, call: &Call) -> Candidate {
         crate::invariants::expect_ordered(
             call.stages
-                .enter(crate::invariants::Stage::Execute, &call.exec),
+                .enter_in_turn(crate::invariants::Stage::Execute, &call.exec),
         );
         call.marks.set(crate::timing::Mark::Dispatch);
         let terminal = BodyTerminal {

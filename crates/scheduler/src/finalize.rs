@@ -20,7 +20,7 @@ impl Runtime {
         let exec = &call.exec;
         let mut result = candidate.result;
         if candidate.run_post {
-            expect_ordered(call.stages.enter(Stage::PostExecute, exec));
+            expect_ordered(call.stages.enter_in_turn(Stage::PostExecute, exec));
             result = self
                 .post_execute(call, result)
                 .instrument(crate::trace::stage("post_execute", call))
@@ -45,7 +45,7 @@ impl Runtime {
                 Err(p) => result = ToolResult::failure(Failure::from_panic("finalizeContent", &*p)),
             }
         }
-        expect_ordered(call.stages.enter(Stage::Result, exec));
+        expect_ordered(call.stages.enter_in_turn(Stage::Result, exec));
         let result = Arc::new(result);
         for observer in call.hooks.observers.iter() {
             let r = dsh_core::contained::call(|| observer.on_result(exec, &result));

@@ -67,32 +67,46 @@ pub struct StageLog(AtomicU8);
 impl StageLog {
     /// Records that `exec` enters `stage`, or says which rule that would break.
     pub fn enter(&self, stage: Stage, exec: &ToolExecution) -> Result<(), InvariantViolation> {
-        let seen = self.0.load(Ordering::Acquire);
-        let call = exec.call_id();
-        let fail = |what: String| Err(InvariantViolation(format!("{what} (call \"{call}\")")));
-        if seen & stage.bit() != 0 {
-            return fail(format!("{} repeated for one execution", stage.name()));
-        }
-        let pre = Stage::PreExecute.bit();
-        let execute = Stage::Execute.bit();
-        match stage {
-            Stage::Execute if seen & pre == 0 => {
-                return fail("tools/execute must follow tools/pre-execute".into());
-            }
-            Stage::PostExecute if seen & (pre | execute) == 0 => {
-                return fail(
-                    "tools/post-execute must follow tools/pre-execute or tools/execute".into(),
-                );
-            }
-            Stage::Result if exec.name().is_empty() || call.is_empty() => {
-                return fail(
-                    "tools/result needs an execution with a non-empty name and callId".into(),
-                );
-            }
-            _ => {}
-        }
+        check(self.0.load(Ordering::Acquire), stage, exec)?;
         self.0.fetch_or(stage.bit(), Ordering::AcqRel);
         Ok(())
+    }
+
+    /// [`StageLog::enter`] for a log only one task enters at a time (the runtime's own calls:
+    /// each call's stages run one after the other in its own future): a read and a write
+    /// instead of an atomic read-modify-write, four of them a call.
+    pub(crate) fn enter_in_turn(
+        &self,
+        stage: Stage,
+        exec: &ToolExecution,
+    ) -> Result<(), InvariantViolation> {
+        let seen = self.0.load(Ordering::Acquire);
+        check(seen, stage, exec)?;
+        self.0.store(seen | stage.bit(), Ordering::Release);
+        Ok(())
+    }
+}
+
+/// Whether `exec`, having entered the stages `seen`, may enter `stage`.
+fn check(seen: u8, stage: Stage, exec: &ToolExecution) -> Result<(), InvariantViolation> {
+    let call = exec.call_id();
+    let fail = |what: String| Err(InvariantViolation(format!("{what} (call \"{call}\")")));
+    if seen & stage.bit() != 0 {
+        return fail(format!("{} repeated for one execution", stage.name()));
+    }
+    let pre = Stage::PreExecute.bit();
+    let execute = Stage::Execute.bit();
+    match stage {
+        Stage::Execute if seen & pre == 0 => {
+            fail("tools/execute must follow tools/pre-execute".into())
+        }
+        Stage::PostExecute if seen & (pre | execute) == 0 => {
+            fail("tools/post-execute must follow tools/pre-execute or tools/execute".into())
+        }
+        Stage::Result if exec.name().is_empty() || call.is_empty() => {
+            fail("tools/result needs an execution with a non-empty name and callId".into())
+        }
+        _ => Ok(()),
     }
 }
 

@@ -51,7 +51,8 @@ impl Runtime {
         // Recorded before any policy runs.
         let call_seq = cx.session.append(tool_call_event(cx, block)).await?;
         let recorded = timing.is_some().then(crate::timing::now);
-        let call = Arc::new(self.call(call_input(cx, block, args)));
+        // Held here, not shared: the call is driven to its end in this future.
+        let call = self.call(call_input(cx, block, args));
         let candidate = run_alone(self, &call).await;
         let result = finalize_call(self, &call, candidate).await;
         if let Some(t) = timing.as_mut() {

@@ -370,7 +370,7 @@ enum Woke {
 /// Prepares a call and, when it is allowed, dispatches it inline to the end: the path of a call
 /// nothing else can run beside (an exclusive call, the last one with nothing in flight, the one
 /// call of a step).
-pub(crate) async fn run_alone(runtime: &Runtime, call: &Arc<Call>) -> Candidate {
+pub(crate) async fn run_alone(runtime: &Runtime, call: &Call) -> Candidate {
     let prepared = runtime
         .prepare(call)
         .instrument(crate::trace::stage("prepare", call))
@@ -389,7 +389,7 @@ pub(crate) async fn run_alone(runtime: &Runtime, call: &Arc<Call>) -> Candidate 
 /// a sub-call's marks are kept for its root's step timing.
 pub(crate) async fn finalize_call(
     runtime: &Runtime,
-    call: &Arc<Call>,
+    call: &Call,
     candidate: Candidate,
 ) -> Arc<ToolResult> {
     let span = crate::trace::stage("finalize", call);

@@ -27,7 +27,7 @@ impl Runtime {
                 return Prepared::Decided(Candidate::final_failure(ToolResult::failure(f)));
             }
         }
-        crate::invariants::expect_ordered(call.stages.enter(Stage::PreExecute, exec));
+        crate::invariants::expect_ordered(call.stages.enter_in_turn(Stage::PreExecute, exec));
         call.marks.set(Mark::Prepare);
         let decision = PreNext::new(&call.hooks.pre).run(exec).await;
         let denial = match decision {

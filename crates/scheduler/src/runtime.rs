@@ -75,16 +75,31 @@ impl Call {
 impl Runtime {
     /// The tool `exec` resolves to now: the call's own resolution while the registry has not
     /// changed since, a fresh lookup otherwise.
-    pub(crate) fn resolve_now(
-        &self,
-        call: &Call,
-        exec: &ToolExecution,
-    ) -> Option<Arc<ToolDefinition>> {
+    pub(crate) fn resolve_now<'c>(&self, call: &'c Call, exec: &ToolExecution) -> Option<Def<'c>> {
         let same_call = std::ptr::eq(exec, Arc::as_ptr(&call.exec));
         if same_call && self.registry.generation() == call.generation {
-            call.def.clone()
+            call.def.as_ref().map(Def::Call)
         } else {
-            self.registry.get(exec.name(), exec.agent())
+            self.registry.get(exec.name(), exec.agent()).map(Def::Fresh)
+        }
+    }
+}
+
+/// A tool resolved now: the call's own definition, borrowed, or a fresh lookup's.
+pub(crate) enum Def<'c> {
+    /// The definition the call resolved when it was created (the registry has not changed).
+    Call(&'c Arc<ToolDefinition>),
+    /// Looked up now.
+    Fresh(Arc<ToolDefinition>),
+}
+
+impl std::ops::Deref for Def<'_> {
+    type Target = ToolDefinition;
+
+    fn deref(&self) -> &ToolDefinition {
+        match self {
+            Def::Call(def) => def,
+            Def::Fresh(def) => def,
         }
     }
 }

@@ -43,7 +43,7 @@ impl Drop for RegistryHold {
         let Some(shared) = self.shared.upgrade() else {
             return;
         };
-        let mut st = shared.state.write();
+        let mut st = shared.write();
         st.groups.holds = st.groups.holds.saturating_sub(1);
         if st.groups.holds == 0 {
             for (group, defs) in std::mem::take(&mut st.groups.pending) {
@@ -59,7 +59,7 @@ impl ToolRegistry {
     /// step's model request and its calls see one tool list. Holds nest and overlap freely;
     /// nothing waits on them (a replacement is deferred, never blocked on).
     pub fn hold(&self) -> RegistryHold {
-        self.shared.state.write().groups.holds += 1;
+        self.shared.write().groups.holds += 1;
         RegistryHold {
             shared: Arc::downgrade(&self.shared),
         }
@@ -92,7 +92,7 @@ impl ToolRegistry {
     /// # Ok::<(), dsh_core::CoreError>(())
     /// ```
     pub fn replace_group(&self, group: &str, defs: Vec<ToolDefinition>) -> Result<bool, CoreError> {
-        let mut st = self.shared.state.write();
+        let mut st = self.shared.write();
         let own: HashSet<&str> = st
             .groups
             .members
