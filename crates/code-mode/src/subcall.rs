@@ -476,15 +476,17 @@ impl Coordinator {
                 && let Some(front) = self.queue.front()
             {
                 let args = Arguments::Json(front.args.clone());
-                let mode =
-                    self.cx
-                        .runtime
-                        .registry()
-                        .execution_mode(&front.name, self.agent(), &args);
+                let (def, generation) =
+                    self.cx.runtime.registry().get_at(&front.name, self.agent());
+                let mode = match &def {
+                    Some(def) if def.is_concurrency_safe(&args) => ExecutionMode::Parallel,
+                    _ => ExecutionMode::Exclusive,
+                };
                 if pool.admits(mode)
                     && let Some(p) = self.queue.pop_front()
                 {
-                    self.start(&mut pool, p, mode).await;
+                    let found = def.is_some().then_some(generation);
+                    self.start(&mut pool, p, mode, found).await;
                     continue;
                 }
             }
@@ -529,7 +531,15 @@ impl Coordinator {
     }
 
     /// Starts one call: its start record, then the pool (prepare, and its body when allowed).
-    async fn start(&mut self, pool: &mut Pool<Sub>, p: Pending, mode: ExecutionMode) {
+    /// `found`: the registry generation under which the tool was found when its mode was
+    /// decided (looked up again only if the registry changed since).
+    async fn start(
+        &mut self,
+        pool: &mut Pool<Sub>,
+        p: Pending,
+        mode: ExecutionMode,
+        found: Option<u64>,
+    ) {
         let outer = &self.cx.outer;
         let sub_id: Arc<str> = Arc::from(sub_call_id(outer.call_id(), p.n));
         let name = p.name.clone();
@@ -560,13 +570,12 @@ impl Coordinator {
         };
         // A tool unregistered since the bindings were built is a final result: no policy,
         // no body, no post-execute (CODE-28); finalize and the observers still run.
-        let how = if self
-            .cx
-            .runtime
-            .registry()
-            .get(&p.name, outer.agent())
-            .is_none()
-        {
+        let registry = self.cx.runtime.registry();
+        let registered = match found {
+            Some(generation) if registry.generation() == generation => true,
+            _ => registry.get(&p.name, outer.agent()).is_some(),
+        };
+        let how = if !registered {
             Start::Refused(Failure::unknown_tool(&p.name))
         } else {
             Start::Run
@@ -588,14 +597,18 @@ impl Coordinator {
             ..
         } = done;
         if let Some(session) = &self.cx.session {
-            let record = DispatchRecord {
-                exec: exec.clone(),
-                result: result.clone(),
+            // The record a listener would see is built only when there is one.
+            let content = if self.cx.log.is_empty() {
+                result.content().clone()
+            } else {
+                let record = DispatchRecord {
+                    exec: exec.clone(),
+                    result: result.clone(),
+                };
+                self.cx
+                    .log
+                    .decide(&record, &|r: &DispatchRecord| r.result.content().clone())
             };
-            let content = self
-                .cx
-                .log
-                .decide(&record, &|r: &DispatchRecord| r.result.content().clone());
             let event = Event::code_dispatch(
                 self.root_id.clone(),
                 self.parent_id.clone(),

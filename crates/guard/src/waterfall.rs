@@ -4,6 +4,7 @@
 //! never unwinds into the caller. With [`Waterfall::decide`] it is skipped as if it had delegated
 //! (logged); with [`Waterfall::decide_or`] its panic becomes the caller's fail-closed answer.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use dsh_core::Failure;
@@ -61,6 +62,9 @@ type Chain<Q, A> = Arc<[(u64, Listener<Q, A>)]>;
 struct Inner<Q, A> {
     /// The last id handed out, and the listeners in order.
     listeners: RwLock<(u64, Chain<Q, A>)>,
+    /// How many listeners there are, set under the write lock: a question with none is
+    /// answered by its default without the lock (the usual case of some points).
+    count: AtomicUsize,
 }
 
 /// A named single-decision waterfall.
@@ -91,6 +95,7 @@ impl<Q: 'static, A: 'static> Waterfall<Q, A> {
         Waterfall {
             inner: Arc::new(Inner {
                 listeners: RwLock::new((0, Arc::from(Vec::new()))),
+                count: AtomicUsize::new(0),
             }),
         }
     }
@@ -106,6 +111,7 @@ impl<Q: 'static, A: 'static> Waterfall<Q, A> {
             } else {
                 v.push((id, l));
             }
+            self.inner.count.store(v.len(), Ordering::Release);
             g.1 = Arc::from(v);
             id
         };
@@ -115,6 +121,7 @@ impl<Q: 'static, A: 'static> Waterfall<Q, A> {
                 let mut g = inner.listeners.write();
                 let v: Vec<(u64, Listener<Q, A>)> =
                     g.1.iter().filter(|(i, _)| *i != id).cloned().collect();
+                inner.count.store(v.len(), Ordering::Release);
                 g.1 = Arc::from(v);
             }
         })
@@ -140,6 +147,9 @@ impl<Q: 'static, A: 'static> Waterfall<Q, A> {
     /// panics is skipped as if it had delegated (fail-open: prefer [`Waterfall::decide_or`]
     /// where the answer guards something).
     pub fn decide(&self, q: &Q, default: &dyn Fn(&Q) -> A) -> A {
+        if self.is_empty() {
+            return default(q);
+        }
         let snapshot = self.inner.listeners.read().1.clone();
         DecideNext {
             rest: &snapshot,
@@ -158,6 +168,9 @@ impl<Q: 'static, A: 'static> Waterfall<Q, A> {
         default: &dyn Fn(&Q) -> A,
         on_panic: &dyn Fn(&Q, Failure) -> A,
     ) -> A {
+        if self.is_empty() {
+            return default(q);
+        }
         let snapshot = self.inner.listeners.read().1.clone();
         DecideNext {
             rest: &snapshot,
@@ -169,7 +182,7 @@ impl<Q: 'static, A: 'static> Waterfall<Q, A> {
 
     /// How many listeners are registered.
     pub fn len(&self) -> usize {
-        self.inner.listeners.read().1.len()
+        self.inner.count.load(Ordering::Acquire)
     }
 
     /// Whether no listener is registered.

@@ -75,6 +75,7 @@ impl StageLog {
     /// [`StageLog::enter`] for a log only one task enters at a time (the runtime's own calls:
     /// each call's stages run one after the other in its own future): a read and a write
     /// instead of an atomic read-modify-write, four of them a call.
+    #[inline]
     pub(crate) fn enter_in_turn(
         &self,
         stage: Stage,
@@ -87,27 +88,41 @@ impl StageLog {
     }
 }
 
-/// Whether `exec`, having entered the stages `seen`, may enter `stage`.
+/// Whether `exec`, having entered the stages `seen`, may enter `stage` (a few bit tests; the
+/// message is written only for a violation).
+#[inline]
 fn check(seen: u8, stage: Stage, exec: &ToolExecution) -> Result<(), InvariantViolation> {
-    let call = exec.call_id();
-    let fail = |what: String| Err(InvariantViolation(format!("{what} (call \"{call}\")")));
-    if seen & stage.bit() != 0 {
-        return fail(format!("{} repeated for one execution", stage.name()));
-    }
     let pre = Stage::PreExecute.bit();
     let execute = Stage::Execute.bit();
-    match stage {
-        Stage::Execute if seen & pre == 0 => {
-            fail("tools/execute must follow tools/pre-execute".into())
-        }
-        Stage::PostExecute if seen & (pre | execute) == 0 => {
-            fail("tools/post-execute must follow tools/pre-execute or tools/execute".into())
-        }
-        Stage::Result if exec.name().is_empty() || call.is_empty() => {
-            fail("tools/result needs an execution with a non-empty name and callId".into())
-        }
-        _ => Ok(()),
+    let allowed = seen & stage.bit() == 0
+        && match stage {
+            Stage::PreExecute => true,
+            Stage::Execute => seen & pre != 0,
+            Stage::PostExecute => seen & (pre | execute) != 0,
+            Stage::Result => !exec.name().is_empty() && !exec.call_id().is_empty(),
+        };
+    if allowed {
+        Ok(())
+    } else {
+        Err(violation(seen, stage, exec))
     }
+}
+
+/// The rule entering `stage` after `seen` breaks.
+#[cold]
+fn violation(seen: u8, stage: Stage, exec: &ToolExecution) -> InvariantViolation {
+    let what = if seen & stage.bit() != 0 {
+        format!("{} repeated for one execution", stage.name())
+    } else {
+        match stage {
+            Stage::Execute => "tools/execute must follow tools/pre-execute".to_owned(),
+            Stage::PostExecute => {
+                "tools/post-execute must follow tools/pre-execute or tools/execute".to_owned()
+            }
+            _ => "tools/result needs an execution with a non-empty name and callId".to_owned(),
+        }
+    };
+    InvariantViolation(format!("{what} (call \"{}\")", exec.call_id()))
 }
 
 /// Checks stage notices for many executions, keyed by their tokens; an execution is forgotten
