@@ -9,7 +9,7 @@ use dsh_core::codes::messages;
 use dsh_core::summarize;
 use dsh_core::{Failure, PostNext, PostToolDecision, Replacement, ToolResult, text_content};
 
-use tracing::Instrument;
+use crate::trace::in_span;
 
 use crate::invariants::{Stage, expect_ordered};
 use crate::runtime::{Call, Candidate, Runtime};
@@ -21,10 +21,10 @@ impl Runtime {
         let mut result = candidate.result;
         if candidate.run_post {
             expect_ordered(call.stages.enter_in_turn(Stage::PostExecute, exec));
-            result = self
-                .post_execute(call, result)
-                .instrument(crate::trace::stage("post_execute", call))
-                .await;
+            result = in_span!(
+                crate::trace::stage("post_execute", call),
+                self.post_execute(call, result)
+            );
         }
         // Only successful outcomes are replaced by cancellation (C1, C2).
         if !result.is_error() && exec.signal().is_aborted() {

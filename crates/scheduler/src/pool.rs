@@ -33,6 +33,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::runtime::{Call, Candidate, Prepared, Runtime};
+use crate::trace::in_span;
 
 /// One started call, in submission order.
 struct Entry<P> {
@@ -198,11 +199,10 @@ impl<P> Pool<P> {
             // level on every call.
             Start::RunAlone => Some(Box::pin(run_alone(&self.runtime, &call)).await),
             Start::Run => {
-                let prepared = self
-                    .runtime
-                    .prepare(&call)
-                    .instrument(crate::trace::stage("prepare", &call))
-                    .await;
+                let prepared = in_span!(
+                    crate::trace::stage("prepare", &call),
+                    self.runtime.prepare(&call)
+                );
                 self.dispatch(&call, prepared, n).await
             }
         };
@@ -371,16 +371,12 @@ enum Woke {
 /// nothing else can run beside (an exclusive call, the last one with nothing in flight, the one
 /// call of a step).
 pub(crate) async fn run_alone(runtime: &Runtime, call: &Call) -> Candidate {
-    let prepared = runtime
-        .prepare(call)
-        .instrument(crate::trace::stage("prepare", call))
-        .await;
+    let prepared = in_span!(crate::trace::stage("prepare", call), runtime.prepare(call));
     match prepared {
-        Prepared::Ready => {
+        Prepared::Ready => in_span!(
+            crate::trace::stage("dispatch", call),
             contained(runtime.dispatch(call))
-                .instrument(crate::trace::stage("dispatch", call))
-                .await
-        }
+        ),
         Prepared::Decided(candidate) => candidate,
     }
 }
@@ -394,10 +390,7 @@ pub(crate) async fn finalize_call(
 ) -> Arc<ToolResult> {
     let span = crate::trace::stage("finalize", call);
     call.marks.set(crate::timing::Mark::Finalize);
-    let result = runtime
-        .finalize(call, candidate)
-        .instrument(span.clone())
-        .await;
+    let result = in_span!(span.clone(), runtime.finalize(call, candidate));
     crate::trace::outcome(&span, call, &result);
     call.marks.set(crate::timing::Mark::Done);
     // A sub-call (its root another call): its marks wait for the root's step.

@@ -25,7 +25,6 @@ use dsh_core::{
     AgentId, Arguments, ContextMessage, ExecutionMode, Signal, ToolExecutionInput, ToolResult,
 };
 use dsh_session::{Event, Session, SessionError};
-use tracing::Instrument;
 
 use crate::batch::ToolCallBlock;
 use crate::error::SchedulerError;
@@ -102,8 +101,8 @@ impl Runtime {
         let span =
             tracing::debug_span!("step", turn = cx.turn, step = cx.step, calls = blocks.len());
         match blocks {
-            [block] => self.run_one(cx, block).instrument(span).await,
-            _ => self.run_step_in(cx, blocks).instrument(span).await,
+            [block] => crate::trace::in_span!(span, self.run_one(cx, block)),
+            _ => crate::trace::in_span!(span, self.run_step_in(cx, blocks)),
         }
     }
 

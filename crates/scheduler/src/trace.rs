@@ -8,6 +8,21 @@
 
 use dsh_core::{ToolExecution, ToolResult};
 
+/// Awaits a future inside `span`: instrumented when the span is enabled, awaited as it is
+/// otherwise (no subscriber, or none that wants it), so that the hot path does not move each
+/// stage's future into a wrapper it would not use. Evaluates the future expression once.
+macro_rules! in_span {
+    ($span:expr, $future:expr) => {{
+        let span: tracing::Span = $span;
+        if span.is_disabled() {
+            $future.await
+        } else {
+            tracing::Instrument::instrument($future, span).await
+        }
+    }};
+}
+pub(crate) use in_span;
+
 use crate::runtime::Call;
 
 /// The span of one call, from its creation to its commit: `execute_tool <tool>`, as the
