@@ -54,6 +54,11 @@ impl Runtime {
         // Held here, not shared: the call is driven to its end in this future.
         let call = self.call(call_input(cx, block, args));
         let candidate = run_alone(self, &call).await;
+        // Finalize begins as the body's chain returns: nothing runs between on this path.
+        call.marks.same_instant(
+            crate::timing::Mark::Dispatched,
+            crate::timing::Mark::Finalize,
+        );
         let result = finalize_call(self, &call, candidate).await;
         if let Some(t) = timing.as_mut() {
             t.add(

@@ -81,6 +81,18 @@ impl Marks {
         }
     }
 
+    /// Records that the call reached `to` at the instant it reached `from` (when `from` was
+    /// reached and `to` was not yet): for two marks nothing runs between, one clock read.
+    pub(crate) fn same_instant(&self, from: Mark, to: Mark) {
+        if self.on {
+            let at = self.at[from as usize].load(Ordering::Relaxed);
+            let slot = &self.at[to as usize];
+            if at != 0 && slot.load(Ordering::Relaxed) == 0 {
+                slot.store(at, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// The instants recorded so far.
     pub(crate) fn snapshot(&self) -> Snapshot {
         std::array::from_fn(|i| self.at[i].load(Ordering::Relaxed))
