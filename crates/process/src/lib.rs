@@ -33,7 +33,8 @@
 //! ```
 //!
 //! It deliberately does NOT: follow a process that leaves its group (`setsid`, `setpgid`: the
-//! `bash` tool's seccomp filter refuses those to a contained command), decide when a group
+//! `bash` tool's seccomp filter refuses those to a contained command, and its supervisor, their
+//! subreaper, ends them in `danger-full-access`), decide when a group
 //! should end (its owners do), or wait for a child's exit status (the owner holds the child).
 //! Linux only: members are counted from `/proc`.
 //!

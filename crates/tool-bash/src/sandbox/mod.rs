@@ -14,6 +14,7 @@
 mod args;
 mod fs_rules;
 mod net_filter;
+mod orphans;
 mod privileges;
 mod serve;
 pub(crate) mod wire;
@@ -200,6 +201,7 @@ fn supervise(
     let parent = expected_parent.unwrap_or_else(std::os::unix::process::parent_id);
     // Installed before the command is spawned; its exec restores the default disposition.
     let _term = survive_sigterm();
+    orphans::adopt();
     let mut command = std::process::Command::new(program);
     if let Some(arg0) = arg0 {
         command.arg0(arg0);
@@ -229,6 +231,8 @@ fn supervise(
             std::process::exit(127);
         }
     };
+    // What left the command's group and outlived it was adopted here: it ends with the call.
+    orphans::end_adopted();
     use std::os::unix::process::ExitStatusExt;
     if let Some(code) = status.code() {
         std::process::exit(code);

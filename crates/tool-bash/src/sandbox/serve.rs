@@ -15,7 +15,9 @@
 //! Guarantees: each command runs in a new process group and its exit status is reported; when
 //! dsh goes (the socket reaches end-of-file, or this process is re-parented, even after a
 //! `SIGKILL` of dsh), every group it started and dsh did not report finished is sent `SIGKILL`
-//! before this process exits. It takes no signal of the groups it starts (it leads a group of
+//! before this process exits. A process that left its command's group and outlived its shell
+//! is adopted by this process and ended once no command is running, or when dsh goes
+//! ([`super::orphans`]). It takes no signal of the groups it starts (it leads a group of
 //! its own).
 
 use std::collections::HashMap;
@@ -33,6 +35,7 @@ use rustix::process::{Pid, Signal, kill_process_group};
 
 use seccompiler::BpfProgram;
 
+use super::orphans::{self, Shells};
 use super::wire::{self, RunRequest};
 use super::{SandboxArgs, net_filter, restrict};
 
@@ -48,9 +51,11 @@ fn send(msg: &[u8]) {
     let _ = rustix::net::send(std::io::stdin().as_fd(), msg, SendFlags::NOSIGNAL);
 }
 
-/// `SIGKILL` to every group in `live`, then exit.
-fn end_all(live: &Live, code: i32) -> ! {
+/// `SIGKILL` to every group in `live` and to every process that left its group (see
+/// [`orphans`]), then exit.
+fn end_all(live: &Live, shells: &Arc<Shells>, code: i32) -> ! {
     let groups = live.lock();
+    let _ = orphans::sweep(shells, true, true);
     for pgid in groups.values() {
         if let Some(pid) = Pid::from_raw(*pgid) {
             let _ = kill_process_group(pid, Signal::KILL);
@@ -85,15 +90,23 @@ pub fn serve(args: &SandboxArgs) -> ! {
         if deny_unix { b"1" } else { b"0" },
     ]));
     let live: Live = Arc::new(Mutex::new(HashMap::new()));
+    let shells = Arc::new(Shells::default());
+    orphans::adopt();
     let parent = args
         .parent_pid
         .unwrap_or_else(std::os::unix::process::parent_id);
     {
-        let live = live.clone();
+        let (live, shells) = (live.clone(), shells.clone());
         std::thread::spawn(move || {
             loop {
                 if std::os::unix::process::parent_id() != parent {
-                    end_all(&live, 0);
+                    end_all(&live, &shells, 0);
+                }
+                {
+                    // Held through the sweep: no command starts meanwhile, so "no command
+                    // running" stays true and a shell just forked is never taken for an orphan.
+                    let groups = live.lock();
+                    let _ = orphans::sweep(&shells, groups.is_empty(), false);
                 }
                 std::thread::sleep(PARENT_POLL);
             }
@@ -112,11 +125,11 @@ pub fn serve(args: &SandboxArgs) -> ! {
         let got = match got {
             Ok(g) => g,
             Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => end_all(&live, 1),
+            Err(_) => end_all(&live, &shells, 1),
         };
         if got.bytes == 0 {
             // dsh closed its end: it is gone (or done with this mode).
-            end_all(&live, 0);
+            end_all(&live, &shells, 0);
         }
         let mut fds: Vec<OwnedFd> = Vec::new();
         for msg in control.drain() {
@@ -136,7 +149,7 @@ pub fn serve(args: &SandboxArgs) -> ! {
         match fields.split_first() {
             Some((&b"run", rest)) => {
                 if let Some(req) = RunRequest::decode(rest) {
-                    start(req, fds, &live, program.as_ref());
+                    start(req, fds, &live, &shells, program.as_ref());
                 }
             }
             Some((&b"done", [id])) => {
@@ -158,7 +171,13 @@ pub fn serve(args: &SandboxArgs) -> ! {
 /// Starts one command with the two descriptors as its stdout and stderr, in a process group of
 /// its own and under `filter` (a contained mode's seccomp program), reports its pid, and leaves
 /// a thread to report its exit.
-fn start(req: RunRequest, fds: Vec<OwnedFd>, live: &Live, filter: Option<&Arc<BpfProgram>>) {
+fn start(
+    req: RunRequest,
+    fds: Vec<OwnedFd>,
+    live: &Live,
+    shells: &Arc<Shells>,
+    filter: Option<&Arc<BpfProgram>>,
+) {
     let id = req.id.to_string();
     let refuse = |why: &str| {
         send(&wire::encode([
@@ -229,18 +248,20 @@ fn start(req: RunRequest, fds: Vec<OwnedFd>, live: &Live, filter: Option<&Arc<Bp
         return refuse("pid out of range");
     };
     groups.insert(req.id, pgid);
+    shells.started(pgid);
     drop(groups);
     send(&wire::encode([
         b"started".as_slice(),
         id.as_bytes(),
         pid.to_string().as_bytes(),
     ]));
-    let live = live.clone();
+    let (live, shells) = (live.clone(), shells.clone());
     std::thread::spawn(move || {
         let (code, signal) = match child.wait() {
             Ok(s) => (s.code(), s.signal()),
             Err(_) => (None, None),
         };
+        shells.ended(pgid);
         let gone = Pid::from_raw(pgid).is_none_or(|p| {
             rustix::process::test_kill_process_group(p) == Err(rustix::io::Errno::SRCH)
         });

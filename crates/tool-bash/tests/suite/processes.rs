@@ -298,3 +298,68 @@ fn item3_a_command_whose_starter_died_before_the_helper_looked_is_killed() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
 }
+
+fn danger_full_access() -> Fixture {
+    fixture_with(
+        dsh_tool_bash::SandboxSettings {
+            mode: dsh_tool_bash::SandboxMode::DangerFullAccess,
+            ..dsh_tool_bash::SandboxSettings::default()
+        },
+        |_| {},
+    )
+}
+
+#[tokio::test]
+async fn a_process_that_left_its_group_is_ended_once_its_command_is_done() {
+    // Only `danger-full-access` lets a command call `setsid`: the process leaves the group the
+    // tool ends, and outlives its shell.
+    let f = danger_full_access();
+    let marker = "987.6551";
+    let r = f
+        .sh(&format!(
+            "setsid sleep {marker}1 >/dev/null 2>&1 </dev/null & \
+             setsid sh -c 'setsid sleep {marker}2 >/dev/null 2>&1 </dev/null & sleep {marker}3' \
+             >/dev/null 2>&1 </dev/null & echo started"
+        ))
+        .await;
+    assert_eq!(text(&r), "started\n");
+    assert!(
+        gone(marker).await,
+        "left running after the command: {:?}",
+        processes_with(marker)
+    );
+}
+
+#[tokio::test]
+async fn a_process_that_left_its_group_lives_while_its_command_runs() {
+    let f = danger_full_access();
+    let marker = "987.6552";
+    // The detached sleeper must still be there when the command looks for it at its end.
+    let r = f
+        .sh(&format!(
+            "setsid sleep {marker}1 >/dev/null 2>&1 </dev/null & p=$!; sleep 0.6; \
+             if kill -0 $p 2>/dev/null; then echo alive; else echo ended; fi"
+        ))
+        .await;
+    assert_eq!(text(&r), "alive\n");
+    assert!(gone(marker).await, "{:?}", processes_with(marker));
+}
+
+#[tokio::test]
+async fn a_process_that_left_its_group_is_ended_on_the_per_call_path_too() {
+    // A command longer than a supervisor's message runs under a helper of its own.
+    let f = danger_full_access();
+    let marker = "987.6553";
+    let padding = "#".repeat(70 * 1024);
+    let r = f
+        .sh(&format!(
+            "setsid sleep {marker}1 >/dev/null 2>&1 </dev/null & echo started\n{padding}"
+        ))
+        .await;
+    assert_eq!(text(&r), "started\n");
+    assert!(
+        gone(marker).await,
+        "left running after the command: {:?}",
+        processes_with(marker)
+    );
+}
