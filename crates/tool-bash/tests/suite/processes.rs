@@ -22,6 +22,15 @@ async fn gone(marker: &str) -> bool {
     false
 }
 
+/// Fails, naming them, if processes carrying `marker` are still alive after two seconds.
+async fn assert_gone(marker: &str) {
+    assert!(
+        gone(marker).await,
+        "left running: {:?}",
+        processes_with(marker)
+    );
+}
+
 /// Waits up to three seconds for `n` live processes to carry `marker`.
 async fn running(marker: &str, n: usize) -> bool {
     for _ in 0..150 {
@@ -53,11 +62,7 @@ async fn the_timeout_kills_the_whole_group_and_reports_the_output_so_far() {
     let t = text(&r);
     assert!(t.contains("timed out after 2500ms"), "{t}");
     assert!(t.contains("started"), "output so far is reported: {t}");
-    assert!(
-        gone(marker).await,
-        "orphans left: {:?}",
-        processes_with(marker)
-    );
+    assert_gone(marker).await;
 }
 
 #[tokio::test]
@@ -81,11 +86,7 @@ async fn cancellation_kills_the_group_and_reports_the_output_so_far() {
     let t = text(&r);
     assert!(t.contains("tool call aborted"), "{t}");
     assert!(t.contains("before-cancel"), "{t}");
-    assert!(
-        gone(marker).await,
-        "orphans left: {:?}",
-        processes_with(marker)
-    );
+    assert_gone(marker).await;
 }
 
 #[tokio::test]
@@ -106,11 +107,7 @@ async fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
     // 400 ms budget + 300 ms grace (the fixture's), then SIGKILL.
     assert!(elapsed >= Duration::from_millis(700), "{elapsed:?}");
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
-    assert!(
-        gone(marker).await,
-        "survivors: {:?}",
-        processes_with(marker)
-    );
+    assert_gone(marker).await;
 }
 
 #[tokio::test]
@@ -123,11 +120,7 @@ async fn what_the_shell_leaves_running_is_ended_when_it_exits() {
         .await;
     assert_eq!(text(&r), "done\n");
     assert!(start.elapsed() < Duration::from_secs(5));
-    assert!(
-        gone(marker).await,
-        "orphans left: {:?}",
-        processes_with(marker)
-    );
+    assert_gone(marker).await;
 }
 
 #[tokio::test]
@@ -227,11 +220,7 @@ async fn the_tool_deadline_of_the_timeout_policy_also_kills_the_group() {
         .await;
     assert_eq!(code(&r).as_deref(), Some("TOOL_TIMEOUT"), "{r:?}");
     assert_eq!(text(&r), "Error: tool call timed out after 500ms");
-    assert!(
-        gone(marker).await,
-        "orphans left: {:?}",
-        processes_with(marker)
-    );
+    assert_gone(marker).await;
 }
 
 /// Runs the helper on `command` in its own process group (its watcher kills that group, never
@@ -323,11 +312,7 @@ async fn a_process_that_left_its_group_is_ended_once_its_command_is_done() {
         ))
         .await;
     assert_eq!(text(&r), "started\n");
-    assert!(
-        gone(marker).await,
-        "left running after the command: {:?}",
-        processes_with(marker)
-    );
+    assert_gone(marker).await;
 }
 
 #[tokio::test]
@@ -342,7 +327,7 @@ async fn a_process_that_left_its_group_lives_while_its_command_runs() {
         ))
         .await;
     assert_eq!(text(&r), "alive\n");
-    assert!(gone(marker).await, "{:?}", processes_with(marker));
+    assert_gone(marker).await;
 }
 
 #[tokio::test]
@@ -357,9 +342,5 @@ async fn a_process_that_left_its_group_is_ended_on_the_per_call_path_too() {
         ))
         .await;
     assert_eq!(text(&r), "started\n");
-    assert!(
-        gone(marker).await,
-        "left running after the command: {:?}",
-        processes_with(marker)
-    );
+    assert_gone(marker).await;
 }
