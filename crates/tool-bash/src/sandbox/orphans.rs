@@ -78,7 +78,7 @@ pub(crate) fn sweep(shells: &Arc<Shells>, idle: bool, force: bool) -> usize {
         return 0;
     };
     let mut seen = 0;
-    let mut ended = false;
+    let mut look_again = false;
     for entry in entries.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -105,11 +105,15 @@ pub(crate) fn sweep(shells: &Arc<Shells>, idle: bool, force: bool) -> usize {
             } else {
                 kill_process(p, Signal::KILL)
             };
-            ended = true;
+            // Reaped, and its own children (adopted in turn) looked at, on the next sweep.
+            look_again = true;
+        } else {
+            // Spared while a command runs: looked at again until the session is idle (the
+            // command that ends last may not be the one whose shell exit marked the work).
+            look_again = true;
         }
     }
-    if ended {
-        // Reaped, and their own children (adopted in turn) looked at, on the next sweep.
+    if look_again {
         shells.dirty.store(true, Ordering::Release);
     }
     seen

@@ -344,3 +344,19 @@ async fn a_process_that_left_its_group_is_ended_on_the_per_call_path_too() {
     assert_eq!(text(&r), "started\n");
     assert_gone(marker).await;
 }
+
+#[tokio::test]
+async fn a_process_that_left_its_group_is_ended_when_a_group_left_behind_ends_too() {
+    // The shell leaves a member in its own group as well: the call counts as running until dsh
+    // has ended that group, and the detached one is ended once it has.
+    let f = danger_full_access();
+    let marker = "987.6554";
+    let r = f
+        .sh(&format!(
+            "setsid sleep {marker}1 >/dev/null 2>&1 </dev/null & \
+             sleep {marker}2 >/dev/null 2>&1 </dev/null & echo started"
+        ))
+        .await;
+    assert_eq!(text(&r), "started\n");
+    assert_gone(marker).await;
+}
