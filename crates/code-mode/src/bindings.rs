@@ -92,21 +92,43 @@ impl Bindings {
         name: &str,
         args: Option<&str>,
     ) -> BoxFuture<'static, Result<Json, ToolCallError>> {
-        match self.check(name, args) {
+        self.answer(name, self.check(name, args))
+    }
+
+    /// The host's answer to a call that passed the checks, or its rejection.
+    pub(crate) fn answer(
+        &self,
+        name: &str,
+        checked: Result<Json, ToolCallError>,
+    ) -> BoxFuture<'static, Result<Json, ToolCallError>> {
+        match checked {
             Ok(json) => self.host.call(name, json),
             Err(e) => async move { Err(e) }.boxed(),
         }
     }
 
+    /// [`Bindings::check`] of arguments the engine already read as JSON (plain values, read
+    /// without their text): only the name is left to check.
+    pub(crate) fn check_json(&self, name: &str, args: Json) -> Result<Json, ToolCallError> {
+        self.known(name)?;
+        Ok(args)
+    }
+
+    /// The rejection of a name that is no binding.
+    fn known(&self, name: &str) -> Result<(), ToolCallError> {
+        if self.contains(name) {
+            return Ok(());
+        }
+        Err(ToolCallError::new(
+            name,
+            dsh_core::codes::messages::unknown_tool(name),
+        ))
+    }
+
     /// The checks of [`Bindings::call`] alone: the parsed arguments of a call the host may
     /// see, or its rejection.
     pub(crate) fn check(&self, name: &str, args: Option<&str>) -> Result<Json, ToolCallError> {
-        if !self.contains(name) {
-            return Err(ToolCallError::new(
-                name,
-                dsh_core::codes::messages::unknown_tool(name),
-            ));
-        }
+        self.known(name)?;
         let Some(text) = args else {
             return Err(ToolCallError::new(
                 name,

@@ -27,6 +27,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use rquickjs::context::intrinsic;
+use rquickjs::function::Args;
 use rquickjs::{Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value};
 
 use super::lossless::{Held, Realm};
@@ -224,16 +225,17 @@ impl Calls {
         }
     }
 
-    /// Hands one call of the program to the bindings and lets the coordinator start it.
-    fn submit(&self, id: u32, name: &Arc<str>, args: &str) {
+    /// Hands one call of the program, its arguments checked (or refused), to the bindings and
+    /// lets the coordinator start it.
+    fn submit(&self, id: u32, name: &Arc<str>, checked: Result<Json, ToolCallError>) {
         match &self.local {
             // The claimed coordinator answers into a queue read right here.
-            Some(local) => match self.bindings.check(name, Some(args)) {
+            Some(local) => match checked {
                 Ok(json) => local.submit(id, name.clone(), json),
                 Err(e) => self.ready.borrow_mut().push_back((id, Err(e))),
             },
             None => {
-                let answer = self.bindings.call(name, Some(args));
+                let answer = self.bindings.answer(name, checked);
                 self.waiting.borrow_mut().push(Reply { id, answer });
             }
         }
@@ -481,31 +483,37 @@ impl<'js> Session<'_, 'js> {
             Ok(f) => f,
             Err(e) => return self.failed("the code runtime could not start", e),
         };
+        let caller = Rc::new(Caller {
+            names: names.clone(),
+            stop: self.stop.clone(),
+            max: self.limits.max_sub_calls,
+            calls: self.calls.clone(),
+            pending: self.pending.clone(),
+            last_id: Cell::new(0),
+        });
         let log_fn = self.log_function();
-        let call_fn = self.call_function(names.clone());
+        let call_fn = self.call_function(caller.clone());
+        let call_plain_fn = self.call_plain_function(caller);
         let done_fn = self.done_function();
         // Captured before any of the program's code runs (the prelude is not the program's).
         let lossless_fn = Realm::capture(&ctx).and_then(|realm| {
             *self.realm.borrow_mut() = Some(realm);
             Realm::replacer(&ctx, self.realm.clone())
         });
-        let (log_fn, call_fn, done_fn, lossless_fn) = match (log_fn, call_fn, done_fn, lossless_fn)
-        {
-            (Ok(l), Ok(c), Ok(d), Ok(r)) => (l, c, d, r),
-            (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
-                return self.failed("the code runtime could not start", e);
-            }
-        };
         let names_json = serde_json::to_string(&*names).unwrap_or_else(|_| "[]".to_owned());
-        let runner: Object = match prelude.call((
-            log_fn,
-            call_fn,
-            done_fn,
-            lossless_fn,
-            names_json,
-            ARGS_NOT_LOSSLESS,
-            MISSING_ARGS,
-        )) {
+        let runner: rquickjs::Result<Object> = (|| {
+            let mut args = Args::new(ctx.clone(), 8);
+            args.push_arg(log_fn?)?;
+            args.push_arg(call_fn?)?;
+            args.push_arg(call_plain_fn?)?;
+            args.push_arg(done_fn?)?;
+            args.push_arg(lossless_fn?)?;
+            args.push_arg(names_json)?;
+            args.push_arg(ARGS_NOT_LOSSLESS)?;
+            args.push_arg(MISSING_ARGS)?;
+            prelude.call_arg(args)
+        })();
+        let runner = match runner {
             Ok(r) => r,
             Err(e) => return self.failed("the code runtime could not start", e),
         };
@@ -684,37 +692,82 @@ impl<'js> Session<'_, 'js> {
         })
     }
 
-    /// `hostCall(index, argsJson)`: makes a call of the binding at `index` of the names and
-    /// returns its native promise.
-    fn call_function(&self, names: Rc<[Arc<str>]>) -> rquickjs::Result<Function<'js>> {
-        let stop = self.stop.clone();
-        let max = self.limits.max_sub_calls;
-        let calls = self.calls.clone();
-        let pending = self.pending.clone();
-        let mut next_id: u32 = 0;
+    /// `hostCall(index, argsJson)`: makes a call of the binding at `index` of the names with
+    /// the arguments' JSON text and returns its native promise.
+    fn call_function(&self, caller: Rc<Caller<'js>>) -> rquickjs::Result<Function<'js>> {
         Function::new(
             self.ctx.clone(),
-            rquickjs::function::MutFn::new(
-                move |ctx: Ctx<'js>, index: u32, args: String| -> rquickjs::Result<Promise<'js>> {
-                    let Some(name) = names.get(index as usize) else {
-                        return Err(Exception::throw_internal(&ctx, "no such binding"));
-                    };
-                    if next_id as usize >= max {
-                        stop.fatal.store(FATAL_SUB_CALLS, Ordering::Relaxed);
-                        return Err(Exception::throw_range(
-                            &ctx,
-                            "run_code tool call limit exceeded",
-                        ));
-                    }
-                    let (promise, resolve, reject) = Promise::new(&ctx)?;
-                    next_id += 1;
-                    let id = next_id;
-                    pending.borrow_mut().push(Some((resolve, reject)));
-                    calls.submit(id, name, &args);
-                    Ok(promise)
-                },
-            ),
+            move |ctx: Ctx<'js>, index: u32, args: String| -> rquickjs::Result<Promise<'js>> {
+                caller.call(&ctx, index, |bindings, name| {
+                    bindings.check(name, Some(&args))
+                })
+            },
         )
+    }
+
+    /// `hostCallPlain(index, args)`: the same call with the arguments read straight from the
+    /// program's value when it is plain data (engine/plain.rs), else `undefined` (nothing is
+    /// called; the prelude then writes the text and calls `hostCall`).
+    fn call_plain_function(&self, caller: Rc<Caller<'js>>) -> rquickjs::Result<Function<'js>> {
+        let realm = self.realm.clone();
+        Function::new(
+            self.ctx.clone(),
+            move |ctx: Ctx<'js>, index: u32, args: Value<'js>| -> rquickjs::Result<Value<'js>> {
+                let json = realm
+                    .borrow()
+                    .as_ref()
+                    .and_then(|realm| realm.plain.json(&ctx, &args));
+                let Some(json) = json else {
+                    return Ok(Value::new_undefined(ctx));
+                };
+                caller
+                    .call(&ctx, index, |bindings, name| {
+                        bindings.check_json(name, json)
+                    })
+                    .map(Promise::into_value)
+            },
+        )
+    }
+}
+
+/// What makes a call for the program: the binding names, the limit on calls, and where each
+/// call's promise waits for its answer.
+struct Caller<'js> {
+    names: Rc<[Arc<str>]>,
+    stop: Arc<Stop>,
+    max: usize,
+    calls: Rc<Calls>,
+    pending: Rc<RefCell<Pending<'js>>>,
+    /// The id of the last call made (ids count up from 1).
+    last_id: Cell<u32>,
+}
+
+impl<'js> Caller<'js> {
+    /// Makes a call of the binding at `index`, its arguments checked by `check`, and returns
+    /// the promise its answer settles.
+    fn call(
+        &self,
+        ctx: &Ctx<'js>,
+        index: u32,
+        check: impl FnOnce(&Bindings, &str) -> Result<Json, ToolCallError>,
+    ) -> rquickjs::Result<Promise<'js>> {
+        let Some(name) = self.names.get(index as usize) else {
+            return Err(Exception::throw_internal(ctx, "no such binding"));
+        };
+        if self.last_id.get() as usize >= self.max {
+            self.stop.fatal.store(FATAL_SUB_CALLS, Ordering::Relaxed);
+            return Err(Exception::throw_range(
+                ctx,
+                "run_code tool call limit exceeded",
+            ));
+        }
+        let (promise, resolve, reject) = Promise::new(ctx)?;
+        let id = self.last_id.get() + 1;
+        self.last_id.set(id);
+        self.pending.borrow_mut().push(Some((resolve, reject)));
+        let checked = check(&self.calls.bindings, name);
+        self.calls.submit(id, name, checked);
+        Ok(promise)
     }
 }
 

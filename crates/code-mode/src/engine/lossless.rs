@@ -21,6 +21,8 @@ use std::rc::Rc;
 use rquickjs::function::This;
 use rquickjs::{Ctx, Exception, Function, Object, Value};
 
+use super::plain::Plain;
+
 /// The builtins of a run, until it ends (see [`Realm::replacer`]).
 pub(crate) type Held<'js> = Rc<RefCell<Option<Realm<'js>>>>;
 
@@ -30,6 +32,8 @@ pub(crate) struct Realm<'js> {
     get_proto: Function<'js>,
     is_array: Function<'js>,
     to_tag: Function<'js>,
+    /// The read of plain arguments without `JSON.stringify` (engine/plain.rs).
+    pub(crate) plain: Plain<'js>,
 }
 
 impl<'js> Realm<'js> {
@@ -43,6 +47,7 @@ impl<'js> Realm<'js> {
             get_proto: object.get("getPrototypeOf")?,
             is_array: array.get("isArray")?,
             to_tag: object_proto.get("toString")?,
+            plain: Plain::capture(ctx, object_proto.clone())?,
             object_proto,
         })
     }

@@ -10,6 +10,7 @@
 
 mod interpreter;
 mod lossless;
+mod plain;
 mod warm;
 
 use std::sync::Arc;

@@ -1,13 +1,14 @@
 // The bridge between a program and the host, evaluated once per run before the program.
-// It receives four native functions (log a line; make a call of the binding at an index of
-// the names and get its native promise; report the settled program; the `JSON.stringify`
-// replacer that refuses what JSON would silently change, engine/lossless.rs) and the binding
-// names,
+// It receives five native functions (log a line; make a call of the binding at an index of
+// the names with the arguments' JSON text and get its native promise; the same with the
+// arguments' value, which answers `undefined` and calls nothing unless the value is plain
+// data, engine/plain.rs; report the settled program; the `JSON.stringify` replacer that
+// refuses what JSON would silently change, engine/lossless.rs) and the binding names,
 // installs `console`, `tools` (a name that is no tool rejects, listing the tools) and
 // `ToolCallError`, and returns the two entry points the host
 // drives: start, and failure (the rejection value of a failed call).
 // Every builtin it relies on is captured here, before the program can replace it.
-(function (hostLog, hostCall, hostDone, lossless, namesJson, argsPrefix, missingArgs) {
+(function (hostLog, hostCall, hostCallPlain, hostDone, lossless, namesJson, argsPrefix, missingArgs) {
   "use strict";
   const create = Object.create;
   const defineProperty = Object.defineProperty;
@@ -144,6 +145,12 @@
         // arguments object is made for each call.
         if (args === undefined) {
           return rejected(new ToolCallError(name, argsPrefix + ": " + missingArgs));
+        }
+        // Plain data is read by the host as it is; anything else (a proxy, a getter, a
+        // `toJSON`, a class instance, ...) goes through `JSON.stringify` with the check.
+        const called = hostCallPlain(index, args);
+        if (called !== undefined) {
+          return called;
         }
         let text;
         try {

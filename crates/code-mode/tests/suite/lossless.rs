@@ -124,3 +124,38 @@ async fn a_returned_value_json_would_change_is_an_invalid_output() {
     let o = run_plain("return {kept: [1, 'two', null, {three: 3}], gone: undefined}").await;
     assert_eq!(value(&o), json!({"kept": [1, "two", null, {"three": 3}]}));
 }
+
+/// Arguments of plain data are read by the host without their text (engine/plain.rs); any
+/// other value is written by `JSON.stringify`. Either way the program's code in them runs as
+/// `JSON.stringify` runs it, once: the plain read never runs a getter or a trap first.
+#[tokio::test]
+async fn code_42_getters_traps_and_to_json_in_arguments_run_once() {
+    let host = fn_host(|_name, args| Ok(args.clone()));
+    let o = run_with(
+        "const runs = {get: 0, keys: 0, toJSON: 0}; \
+         const sent = [ \
+           {plain: [1, 'two', null, {three: 3.5}]}, \
+           {get value() { runs.get++; return 'got' }}, \
+           new Proxy({value: 'p'}, {ownKeys(t) { runs.keys++; return Reflect.ownKeys(t) }}), \
+           {value: {toJSON() { runs.toJSON++; return 'j' }}}, \
+         ]; \
+         for (const args of sent) await tools.id(args); \
+         return runs",
+        &["id"],
+        host.clone(),
+        fast_limits(),
+    )
+    .await;
+    assert_eq!(value(&o), json!({"get": 1, "keys": 1, "toJSON": 1}));
+    let calls = host.calls.lock();
+    let args: Vec<_> = calls.iter().map(|(_, a)| a.value().clone()).collect();
+    assert_eq!(
+        args,
+        vec![
+            json!({"plain": [1, "two", null, {"three": 3.5}]}),
+            json!({"value": "got"}),
+            json!({"value": "p"}),
+            json!({"value": "j"}),
+        ]
+    );
+}

@@ -9,7 +9,7 @@
 //! dir) — all inherited by every command. The seccomp filter of a contained mode refuses
 //! `setpgid`, which starting each command in a group of its own needs, so the supervisor does
 //! not carry it: each command's child process, between `fork` and `exec`, first makes its own
-//! group and then installs the filter (the one `unsafe` block of the workspace, in
+//! group and then installs the filter (the crate's one `unsafe` block, in
 //! `in_child`'s caller), so a contained command still costs one `exec`, the shell's.
 //!
 //! Guarantees: each command runs in a new process group and its exit status is reported; when

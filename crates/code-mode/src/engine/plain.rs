@@ -1,0 +1,599 @@
+//! A tool call's arguments read straight from the program's values, when nothing in them could
+//! run the program's code or come out other than `JSON.stringify` with the lossless check
+//! (engine/lossless.rs) would write them: then the call skips the text, its parse and the
+//! replacer's calls. Anything else takes that path as before, with the same result and the
+//! same errors.
+//!
+//! Plain data is:
+//! - `null`, booleans, strings of well-formed UTF-16 (no lone surrogate);
+//! - finite numbers that JSON text would give back unchanged: integers below 2^53 in size,
+//!   numbers with a fraction, and integers of 1e21 or more (written with an exponent);
+//! - ordinary objects (not a proxy, not an instance of any class) whose prototype is the
+//!   run's own `Object.prototype` or `null`, and arrays whose prototype is the run's own
+//!   `Array.prototype`, without holes, with only data properties (no getter to run), with no
+//!   own `toJSON`, and no `toJSON` on those prototypes either (checked at each call: a program
+//!   may add one at any time); nested at most [`MAX_DEPTH`] deep, so a cycle is not plain.
+//!
+//! Guarantees: no JavaScript runs while a value is read (an ordinary object's properties and
+//! prototype are read from its shape; a proxy or any other exotic object is not plain); the
+//! keys keep the order `JSON.stringify` writes them in (`JS_GetOwnPropertyNames`'s, which it
+//! uses too); a number is the one the text would parse to (`float_roundtrip`).
+
+use std::ffi::c_char;
+
+use dsh_core::Json;
+use rquickjs::atom::PredefinedAtom;
+use rquickjs::{Ctx, Object, Value, qjs};
+use serde_json::{Map, Number, Value as JsonValue};
+
+/// How deep plain data may nest; deeper (or cyclic) values take the `JSON.stringify` path.
+pub(crate) const MAX_DEPTH: usize = 32;
+
+/// 2^53: integers below it in size are written and read back exactly.
+const EXACT_INTEGERS: f64 = 9_007_199_254_740_992.0;
+
+/// From here on, `JSON.stringify` writes an integer with an exponent (`1e+21`), which reads
+/// back as the same double; below it (and from 2^53) it pads the shortest digits with zeros,
+/// which may read back as another integer.
+const EXPONENT_FORM: f64 = 1e21;
+
+/// The run's own prototypes and classes, captured before the program ran.
+pub(crate) struct Plain<'js> {
+    object_proto: Object<'js>,
+    array_proto: Object<'js>,
+    object_class: qjs::JSClassID,
+    array_class: qjs::JSClassID,
+}
+
+/// An own property, read without running code.
+enum Own<'js> {
+    Absent,
+    Data(Value<'js>),
+    Accessor,
+}
+
+impl<'js> Plain<'js> {
+    /// Captures the prototypes and the classes of a fresh object and array.
+    pub(crate) fn capture(ctx: &Ctx<'js>, object_proto: Object<'js>) -> rquickjs::Result<Self> {
+        let object = Object::new(ctx.clone())?;
+        let array = rquickjs::Array::new(ctx.clone())?;
+        let array_proto = array
+            .as_object()
+            .get_prototype()
+            .ok_or(rquickjs::Error::Unknown)?;
+        Ok(Plain {
+            object_class: class_id(object.as_value()),
+            array_class: class_id(array.as_value()),
+            object_proto,
+            array_proto,
+        })
+    }
+
+    /// `value` as JSON, if it is plain data; `None` otherwise (nothing of the program ran).
+    pub(crate) fn json(&self, ctx: &Ctx<'js>, value: &Value<'js>) -> Option<Json> {
+        let mut protos = Protos::Unchecked;
+        let walked = self.walk(ctx, value, 0, &mut protos)?;
+        Json::new(walked).ok()
+    }
+
+    fn walk(
+        &self,
+        ctx: &Ctx<'js>,
+        value: &Value<'js>,
+        depth: usize,
+        protos: &mut Protos,
+    ) -> Option<JsonValue> {
+        if value.is_null() {
+            return Some(JsonValue::Null);
+        }
+        if let Some(b) = value.as_bool() {
+            return Some(JsonValue::Bool(b));
+        }
+        if let Some(i) = value.as_int() {
+            return Some(JsonValue::Number(i.into()));
+        }
+        if let Some(f) = value.as_float() {
+            return number(f).map(JsonValue::Number);
+        }
+        if let Some(s) = value.as_string() {
+            // A lone surrogate comes out of QuickJS as WTF-8, which is not UTF-8.
+            return s.to_string().ok().map(JsonValue::String);
+        }
+        if !value.is_object() || depth >= MAX_DEPTH {
+            return None;
+        }
+        let class = class_id(value);
+        if class == self.object_class {
+            self.object(ctx, value, depth, protos)
+        } else if class == self.array_class {
+            self.array(ctx, value, depth, protos)
+        } else {
+            None
+        }
+    }
+
+    fn object(
+        &self,
+        ctx: &Ctx<'js>,
+        value: &Value<'js>,
+        depth: usize,
+        protos: &mut Protos,
+    ) -> Option<JsonValue> {
+        let object = value.as_object()?;
+        let clean = match object.get_prototype() {
+            None => true,
+            Some(proto) if proto == self.object_proto => self.protos_clean(ctx, protos),
+            Some(_) => false,
+        };
+        if !clean {
+            return None;
+        }
+        if !matches!(own(ctx, value, to_json())?, Own::Absent) {
+            return None;
+        }
+        let keys = Keys::of(ctx, value)?;
+        let mut map = Map::with_capacity(keys.len());
+        for atom in keys.atoms() {
+            let Own::Data(v) = own(ctx, value, atom)? else {
+                return None;
+            };
+            let key = atom_string(ctx, atom)?;
+            let v = self.walk(ctx, &v, depth + 1, protos)?;
+            map.insert(key, v);
+        }
+        Some(JsonValue::Object(map))
+    }
+
+    fn array(
+        &self,
+        ctx: &Ctx<'js>,
+        value: &Value<'js>,
+        depth: usize,
+        protos: &mut Protos,
+    ) -> Option<JsonValue> {
+        let array = value.as_object()?;
+        if array.get_prototype()? != self.array_proto || !self.protos_clean(ctx, protos) {
+            return None;
+        }
+        if !matches!(own(ctx, value, to_json())?, Own::Absent) {
+            return None;
+        }
+        let Own::Data(length) = own(ctx, value, PredefinedAtom::Length as qjs::JSAtom)? else {
+            return None;
+        };
+        let length = u32::try_from(length.as_int()?).ok()?;
+        let mut items = Vec::with_capacity(length as usize);
+        for index in 0..length {
+            let atom = IndexAtom::new(ctx, index)?;
+            // A hole reads through the prototypes: not plain.
+            let Own::Data(v) = own(ctx, value, atom.0)? else {
+                return None;
+            };
+            drop(atom);
+            items.push(self.walk(ctx, &v, depth + 1, protos)?);
+        }
+        Some(JsonValue::Array(items))
+    }
+
+    /// Whether `JSON.stringify` would find no `toJSON` on the run's `Object.prototype` and
+    /// `Array.prototype`, nor a prototype between them it does not know (asked once a call).
+    fn protos_clean(&self, ctx: &Ctx<'js>, protos: &mut Protos) -> bool {
+        if let Protos::Checked(clean) = *protos {
+            return clean;
+        }
+        let clean = self.object_proto.get_prototype().is_none()
+            && self.array_proto.get_prototype().as_ref() == Some(&self.object_proto)
+            && matches!(
+                own(ctx, self.object_proto.as_value(), to_json()),
+                Some(Own::Absent)
+            )
+            && matches!(
+                own(ctx, self.array_proto.as_value(), to_json()),
+                Some(Own::Absent)
+            );
+        *protos = Protos::Checked(clean);
+        clean
+    }
+}
+
+/// Whether the prototypes were checked in this call, and what was found.
+#[derive(Clone, Copy)]
+enum Protos {
+    Unchecked,
+    Checked(bool),
+}
+
+/// The number JSON text of `f` would read back as, if it is that same number.
+fn number(f: f64) -> Option<Number> {
+    if !f.is_finite() {
+        return None;
+    }
+    if f.fract() != 0.0 || f.abs() >= EXPONENT_FORM {
+        return Number::from_f64(f);
+    }
+    if f.abs() < EXACT_INTEGERS {
+        // Exact: |f| < 2^53 is an integer. -0 is written `0`.
+        #[allow(clippy::cast_possible_truncation)]
+        return Some(Number::from(f as i64));
+    }
+    None
+}
+
+fn to_json() -> qjs::JSAtom {
+    PredefinedAtom::ToJSON as qjs::JSAtom
+}
+
+/// The class of an object (0 for anything else).
+fn class_id(value: &Value<'_>) -> qjs::JSClassID {
+    // SAFETY: `JS_GetClassID` reads the value's tag and, for an object, its class field; the
+    // value is alive (borrowed for the call) and nothing is allocated or run.
+    #[allow(unsafe_code)]
+    unsafe {
+        qjs::JS_GetClassID(value.as_raw())
+    }
+}
+
+/// An own property of `object` (an ordinary object or array of this context, or one of the
+/// captured prototypes), read without running code: they have no exotic behaviour, so
+/// `JS_GetOwnProperty` reads the shape (or a fast array's slots). `None` if it threw (out of
+/// memory), with the exception cleared: the `JSON.stringify` path then meets it itself.
+fn own<'js>(ctx: &Ctx<'js>, object: &Value<'js>, atom: qjs::JSAtom) -> Option<Own<'js>> {
+    let mut desc = qjs::JSPropertyDescriptor {
+        flags: 0,
+        value: qjs::JS_UNDEFINED,
+        getter: qjs::JS_UNDEFINED,
+        setter: qjs::JS_UNDEFINED,
+    };
+    // SAFETY: the context pointer is this live context's; `object` is alive for the call;
+    // `desc` is a valid, initialised descriptor. On 1, QuickJS stored owned references in
+    // `value`, `getter` and `setter` (`undefined` when unused); each is taken into a `Value`
+    // below exactly once, whose drop releases it. On 0 or -1 they are left `undefined`.
+    #[allow(unsafe_code)]
+    let found =
+        unsafe { qjs::JS_GetOwnProperty(ctx.as_raw().as_ptr(), &mut desc, object.as_raw(), atom) };
+    if found < 0 {
+        let _ = ctx.catch();
+        return None;
+    }
+    if found == 0 {
+        return Some(Own::Absent);
+    }
+    // SAFETY: see above: three owned references, each wrapped once.
+    #[allow(unsafe_code)]
+    let (value, getter, setter) = unsafe {
+        (
+            Value::from_raw(ctx.clone(), desc.value),
+            Value::from_raw(ctx.clone(), desc.getter),
+            Value::from_raw(ctx.clone(), desc.setter),
+        )
+    };
+    drop((getter, setter));
+    if desc.flags & qjs::JS_PROP_GETSET as i32 != 0 {
+        return Some(Own::Accessor);
+    }
+    Some(Own::Data(value))
+}
+
+/// The enumerable own string keys of an ordinary object, in property order.
+struct Keys<'a, 'js> {
+    ctx: &'a Ctx<'js>,
+    tab: *mut qjs::JSPropertyEnum,
+    len: u32,
+}
+
+impl<'a, 'js> Keys<'a, 'js> {
+    fn of(ctx: &'a Ctx<'js>, object: &Value<'js>) -> Option<Keys<'a, 'js>> {
+        let mut tab: *mut qjs::JSPropertyEnum = std::ptr::null_mut();
+        let mut len: u32 = 0;
+        let flags = (qjs::JS_GPN_STRING_MASK | qjs::JS_GPN_ENUM_ONLY) as i32;
+        // SAFETY: valid out-pointers and a live object of this context, which is ordinary
+        // (its class was checked), so no code runs. On success QuickJS hands over `tab` (with
+        // `len` entries, each holding an atom reference), released by `Drop` below.
+        #[allow(unsafe_code)]
+        let r = unsafe {
+            qjs::JS_GetOwnPropertyNames(
+                ctx.as_raw().as_ptr(),
+                &mut tab,
+                &mut len,
+                object.as_raw(),
+                flags,
+            )
+        };
+        if r < 0 {
+            let _ = ctx.catch();
+            return None;
+        }
+        Some(Keys { ctx, tab, len })
+    }
+
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    fn atoms(&self) -> impl Iterator<Item = qjs::JSAtom> + '_ {
+        (0..self.len as usize).map(|i| {
+            // SAFETY: `tab` holds `len` initialised entries until `Drop`, and `i < len`.
+            #[allow(unsafe_code)]
+            unsafe {
+                (*self.tab.add(i)).atom
+            }
+        })
+    }
+}
+
+impl Drop for Keys<'_, '_> {
+    fn drop(&mut self) {
+        if self.tab.is_null() {
+            return;
+        }
+        // SAFETY: `tab` and `len` are what `JS_GetOwnPropertyNames` returned, released once.
+        #[allow(unsafe_code)]
+        unsafe {
+            qjs::JS_FreePropertyEnum(self.ctx.as_raw().as_ptr(), self.tab, self.len);
+        }
+    }
+}
+
+/// The atom of an array index, released on drop.
+struct IndexAtom<'a, 'js>(qjs::JSAtom, &'a Ctx<'js>);
+
+impl<'a, 'js> IndexAtom<'a, 'js> {
+    fn new(ctx: &'a Ctx<'js>, index: u32) -> Option<IndexAtom<'a, 'js>> {
+        // SAFETY: a live context; the returned atom reference is released once, on drop.
+        #[allow(unsafe_code)]
+        let atom = unsafe { qjs::JS_NewAtomUInt32(ctx.as_raw().as_ptr(), index) };
+        if atom == qjs::JS_ATOM_NULL {
+            let _ = ctx.catch();
+            return None;
+        }
+        Some(IndexAtom(atom, ctx))
+    }
+}
+
+impl Drop for IndexAtom<'_, '_> {
+    fn drop(&mut self) {
+        // SAFETY: the atom reference `new` got, released once.
+        #[allow(unsafe_code)]
+        unsafe {
+            qjs::JS_FreeAtom(self.1.as_raw().as_ptr(), self.0);
+        }
+    }
+}
+
+/// A key's text, if it is well-formed UTF-16 (a lone surrogate comes out as WTF-8).
+fn atom_string(ctx: &Ctx<'_>, atom: qjs::JSAtom) -> Option<String> {
+    let mut len: qjs::size_t = 0;
+    // SAFETY: a live context and an atom held by the property table for the call; the
+    // returned buffer (`len` bytes) is read once and released once with `JS_FreeCString`.
+    #[allow(unsafe_code)]
+    let ptr: *const c_char =
+        unsafe { qjs::JS_AtomToCStringLen(ctx.as_raw().as_ptr(), &mut len, atom) };
+    if ptr.is_null() {
+        let _ = ctx.catch();
+        return None;
+    }
+    // SAFETY: `ptr` points at `len` initialised bytes until it is freed below.
+    #[allow(unsafe_code)]
+    let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len as usize) };
+    let text = std::str::from_utf8(bytes).ok().map(str::to_owned);
+    // SAFETY: released once, after its last use above.
+    #[allow(unsafe_code)]
+    unsafe {
+        qjs::JS_FreeCString(ctx.as_raw().as_ptr(), ptr);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use dsh_core::Json;
+    use proptest::prelude::*;
+    use rquickjs::{Context, Ctx, Object, Runtime, Value};
+
+    use super::Plain;
+
+    /// Evaluates `expr` in a fresh context and hands `f` the plain reader and the value.
+    fn with_value<R>(
+        expr: &str,
+        f: impl for<'js> FnOnce(&Ctx<'js>, &Plain<'js>, Value<'js>) -> R,
+    ) -> R {
+        let runtime = Runtime::new().expect("runtime");
+        let context = Context::full(&runtime).expect("context");
+        context.with(|ctx| {
+            let object: Object = ctx.globals().get("Object").expect("Object");
+            let proto: Object = object.get("prototype").expect("prototype");
+            let plain = Plain::capture(&ctx, proto).expect("capture");
+            let value: Value = ctx
+                .eval(format!("globalThis.counted = 0; ({expr})"))
+                .expect("expr");
+            f(&ctx, &plain, value)
+        })
+    }
+
+    /// What the plain reader gives, and what `JSON.stringify` writes (parsed), for `expr`.
+    fn both(expr: &str) -> (Option<Json>, Option<Json>) {
+        with_value(expr, |ctx, plain, value| {
+            let read = plain.json(ctx, &value);
+            // A cycle or a BigInt throws: no JSON to compare with.
+            let text: Option<String> = match ctx.json_stringify(value) {
+                Ok(s) => s.map(|s| s.to_string().expect("text")),
+                Err(_) => {
+                    let _ = ctx.catch();
+                    None
+                }
+            };
+            (read, text.and_then(|t| Json::parse(&t).ok()))
+        })
+    }
+
+    /// JavaScript source of values, and whether each is plain data.
+    fn js_value() -> impl Strategy<Value = (String, bool)> {
+        let numbers = prop_oneof![
+            any::<i32>().prop_map(|n| (n.to_string(), true)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| {
+                    let exact =
+                        f.fract() != 0.0 || f.abs() < 9_007_199_254_740_992.0 || f.abs() >= 1e21;
+                    (format!("{f:e}"), exact)
+                }),
+            prop::sample::select(vec![
+                ("2**53 - 1", true),
+                ("-(2**53 - 1)", true),
+                ("2**53", false),
+                ("2**60", false),
+                ("123456789012345680000", false),
+                ("1e21", true),
+                ("-3e300", true),
+                ("-0", true),
+                ("0.1", true),
+                ("1/3", true),
+                ("5e-324", true),
+                ("2**31", true),
+                ("-(2**31)", true),
+                ("NaN", false),
+                ("-Infinity", false),
+            ])
+            .prop_map(|(s, p)| (s.to_owned(), p)),
+        ];
+        let strings = prop_oneof![
+            "\\PC{0,8}".prop_map(|s| (serde_json::to_string(&s).expect("literal"), true)),
+            prop::sample::select(vec![
+                ("'\\ud800'", false),
+                ("'a\\udc00b'", false),
+                ("'\\ud83d\\ude00'", true),
+                ("'\\u2028\\n\\t\"\\\\'", true),
+            ])
+            .prop_map(|(s, p)| (s.to_owned(), p)),
+        ];
+        let others = prop::sample::select(vec![
+            ("null", true),
+            ("true", true),
+            ("false", true),
+            ("undefined", false),
+            ("({get a() { counted++; return 1 }})", false),
+            ("new Proxy({a: 1}, {get() { counted++; return 2 }})", false),
+            ("new Proxy([1], {})", false),
+            ("[1, , 2]", false),
+            ("({toJSON: 1})", false),
+            ("new Date(0)", false),
+            ("Object.create({})", false),
+            ("Object.create(null)", true),
+            ("(() => { const o = {}; o.self = o; return o })()", false),
+            ("(() => { const a = []; a.push(a); return a })()", false),
+            ("Object.defineProperty({}, 'hidden', {value: 1})", true),
+            ("({[Symbol('s')]: 1, k: 2})", true),
+            ("Object.setPrototypeOf([1], null)", false),
+            ("(() => { const a = [1]; a.extra = 2; return a })()", true),
+            ("10n", false),
+            ("(function f() {})", false),
+        ])
+        .prop_map(|(s, p)| (s.to_owned(), p));
+        let leaf = prop_oneof![numbers, strings, others];
+        let keys = prop::sample::select(vec![
+            "a",
+            "b",
+            "10",
+            "2",
+            "0",
+            "__proto__",
+            "toString",
+            "k k",
+            "é",
+        ]);
+        leaf.prop_recursive(5, 40, 5, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(|items| {
+                    let plain = items.iter().all(|(_, p)| *p);
+                    let body: Vec<String> = items.into_iter().map(|(s, _)| s).collect();
+                    (format!("[{}]", body.join(", ")), plain)
+                }),
+                prop::collection::vec((keys.clone(), inner), 0..5).prop_map(|entries| {
+                    // A key given twice holds its last value.
+                    let last: std::collections::HashMap<&str, bool> =
+                        entries.iter().map(|(k, (_, p))| (*k, *p)).collect();
+                    let plain = last.values().all(|p| *p);
+                    let body: Vec<String> = entries
+                        .into_iter()
+                        .map(|(k, (v, _))| {
+                            format!("[{}]: {v}", serde_json::to_string(k).expect("key"))
+                        })
+                        .collect();
+                    (format!("({{{}}})", body.join(", ")), plain)
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Plain data is read, and read as `JSON.stringify` writes it; anything else is left to
+        /// it, and no code of the value ran.
+        #[test]
+        fn plain_values_read_as_json_stringify_writes_them((expr, plain) in js_value()) {
+            let (read, written) = both(&expr);
+            if plain {
+                prop_assert!(read.is_some(), "not read: {expr}");
+            }
+            if let Some(read) = &read {
+                prop_assert!(plain, "read, but not plain: {expr}");
+                let written = written.expect("plain data is JSON");
+                prop_assert_eq!(read.value(), written.value(), "{}", expr);
+            }
+        }
+    }
+
+    #[test]
+    fn no_code_runs_while_a_value_is_read() {
+        for expr in [
+            "({get a() { counted++; return 1 }})",
+            "[{b: new Proxy({}, {ownKeys() { counted++; return [] }, get() { counted++ }})}]",
+            "({a: 1, get z() { counted++; return 2 }})",
+        ] {
+            let counted = with_value(expr, |ctx, plain, value| {
+                assert!(plain.json(ctx, &value).is_none(), "{expr}");
+                ctx.globals().get::<_, i32>("counted").expect("counted")
+            });
+            assert_eq!(counted, 0, "{expr}");
+        }
+    }
+
+    #[test]
+    fn a_to_json_the_program_added_to_a_prototype_is_not_skipped() {
+        for (setup, expr) in [
+            ("Object.prototype.toJSON = () => 'x';", "({a: 1})"),
+            ("Array.prototype.toJSON = () => 'x';", "[1]"),
+            (
+                "Object.setPrototypeOf(Array.prototype, {toJSON: () => 'x'});",
+                "[1]",
+            ),
+        ] {
+            let read = with_value(
+                &format!("(() => {{ {setup} return {expr} }})()"),
+                |ctx, plain, value| plain.json(ctx, &value).is_some(),
+            );
+            assert!(!read, "{setup} {expr}");
+        }
+        let kept = with_value(
+            "Array.prototype.toJSON = () => 'x', {a: 1}",
+            |ctx, plain, value| plain.json(ctx, &value).map(|j| j.value().clone()),
+        );
+        assert_eq!(
+            kept, None,
+            "an object is read only while no array prototype would be asked either"
+        );
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_left_to_json_stringify() {
+        let at = |depth: usize| {
+            let expr = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+            with_value(&expr, |ctx, plain, value| plain.json(ctx, &value).is_some())
+        };
+        assert!(at(super::MAX_DEPTH));
+        assert!(!at(super::MAX_DEPTH + 1));
+    }
+}
