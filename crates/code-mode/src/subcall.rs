@@ -33,7 +33,7 @@ use dsh_core::{
     AbortController, AbortReason, AgentId, Arguments, CancelCause, ContentBlock, ContextMessage,
     ExecutionMode, Failure, Json, Signal, ToolExecution, ToolExecutionInput,
 };
-use dsh_scheduler::{Committed, Pool, Runtime, Start};
+use dsh_scheduler::{Committed, Lookup, Pool, Runtime, Start};
 use dsh_session::{Event, Session};
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -182,7 +182,7 @@ pub(crate) struct Drive {
     mode: AtomicU8,
     /// The coordinator unless it was spawned. Locked only for a poll, never across an await
     /// of anything else.
-    slot: tokio::sync::Mutex<Option<Slot>>,
+    slot: futures::lock::Mutex<Option<Slot>>,
     /// The coordinator's task, once spawned.
     task: parking_lot::Mutex<Option<JoinHandle<RunEffects>>>,
     runtime: Handle,
@@ -202,7 +202,7 @@ impl Drive {
             return;
         }
         // Nobody polls an idle coordinator, so its slot is free.
-        let Ok(mut slot) = self.slot.try_lock() else {
+        let Some(mut slot) = self.slot.try_lock() else {
             return;
         };
         if let Some(Slot::Running(fut)) = slot.take() {
@@ -287,7 +287,7 @@ pub(crate) struct LocalDriver {
 
 impl LocalDriver {
     /// Submits call `id` of `name` (already checked by the bindings); its answer comes out of
-    /// [`LocalDriver::next_answer`].
+    /// [`LocalDriver::take_answers`].
     pub fn submit(&self, id: u32, name: Arc<str>, args: Json) {
         let reply = Reply::Local(LocalReply {
             id,
@@ -299,9 +299,14 @@ impl LocalDriver {
         let _ = self.tx.send(Msg::Submit { name, args, reply });
     }
 
-    /// The next answer the coordinator gave, in the order it gave them.
-    pub fn next_answer(&self) -> Option<Answer> {
-        self.answers.lock().pop_front()
+    /// Moves the answers the coordinator gave, in the order it gave them, to the end of `into`.
+    pub fn take_answers(&self, into: &mut VecDeque<Answer>) {
+        let mut answers = self.answers.lock();
+        if into.is_empty() {
+            std::mem::swap(into, &mut *answers);
+        } else {
+            into.extend(answers.drain(..));
+        }
     }
 
     /// Advances the coordinator once. Does nothing once the run is ending or while another
@@ -310,7 +315,7 @@ impl LocalDriver {
         if self.drive.mode.load(Ordering::Acquire) != LOCAL {
             return;
         }
-        let Ok(mut slot) = self.drive.slot.try_lock() else {
+        let Some(mut slot) = self.drive.slot.try_lock() else {
             return;
         };
         let Some(Slot::Running(fut)) = slot.as_mut() else {
@@ -361,7 +366,7 @@ impl SubCalls {
         let coordinator = Coordinator::new(Arc::new(cx), run_end.signal());
         let drive = Arc::new(Drive {
             mode: AtomicU8::new(IDLE),
-            slot: tokio::sync::Mutex::new(Some(Slot::Running(coordinator.run(rx).boxed()))),
+            slot: futures::lock::Mutex::new(Some(Slot::Running(coordinator.run(rx).boxed()))),
             task: parking_lot::Mutex::new(None),
             runtime: Handle::current(),
             local_tx: parking_lot::Mutex::new(Some(tx.clone())),
@@ -476,16 +481,14 @@ impl Coordinator {
                 && let Some(front) = self.queue.front()
             {
                 let args = Arguments::Json(front.args.clone());
-                let (def, generation) =
-                    self.cx.runtime.registry().get_at(&front.name, self.agent());
-                let mode = match &def {
+                let found = self.cx.runtime.registry().get_at(&front.name, self.agent());
+                let mode = match &found.0 {
                     Some(def) if def.is_concurrency_safe(&args) => ExecutionMode::Parallel,
                     _ => ExecutionMode::Exclusive,
                 };
                 if pool.admits(mode)
                     && let Some(p) = self.queue.pop_front()
                 {
-                    let found = def.is_some().then_some(generation);
                     self.start(&mut pool, p, mode, found).await;
                     continue;
                 }
@@ -531,14 +534,14 @@ impl Coordinator {
     }
 
     /// Starts one call: its start record, then the pool (prepare, and its body when allowed).
-    /// `found`: the registry generation under which the tool was found when its mode was
-    /// decided (looked up again only if the registry changed since).
+    /// `found`: the lookup of the tool made when its mode was decided (made again only if the
+    /// registry changed since).
     async fn start(
         &mut self,
         pool: &mut Pool<Sub>,
         p: Pending,
         mode: ExecutionMode,
-        found: Option<u64>,
+        found: Lookup,
     ) {
         let outer = &self.cx.outer;
         let sub_id: Arc<str> = Arc::from(sub_call_id(outer.call_id(), p.n));
@@ -571,9 +574,10 @@ impl Coordinator {
         // A tool unregistered since the bindings were built is a final result: no policy,
         // no body, no post-execute (CODE-28); finalize and the observers still run.
         let registry = self.cx.runtime.registry();
-        let registered = match found {
-            Some(generation) if registry.generation() == generation => true,
-            _ => registry.get(&p.name, outer.agent()).is_some(),
+        let registered = if registry.generation() == found.1 {
+            found.0.is_some()
+        } else {
+            registry.get(&p.name, outer.agent()).is_some()
         };
         let how = if !registered {
             Start::Refused(Failure::unknown_tool(&p.name))
@@ -585,7 +589,7 @@ impl Coordinator {
             args: p.args,
             reply: p.reply,
         };
-        pool.start(input, mode, how, sub).await;
+        pool.start_found(input, Some(found), mode, how, sub).await;
     }
 
     /// Records a committed call's settlement and settles its binding.

@@ -73,7 +73,7 @@ pub use error::SchedulerError;
 pub use inbox::Inbox;
 pub use invariants::{InvariantViolation, PipelineChecker, Stage, StageLog};
 pub use pool::{Committed, Pool, Start};
-pub use runtime::{Admission, Runtime, RuntimeConfig};
+pub use runtime::{Admission, Lookup, Runtime, RuntimeConfig};
 pub use shared_turn::{SharedCall, SharedTurn};
 pub use source::{Next, PreStep, Script, SourceContext, Sourced, StepInput, StepSource};
 pub use step::{

@@ -27,12 +27,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use dsh_core::{ExecutionMode, Failure, ToolExecution, ToolExecutionInput, ToolResult};
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::task::JoinSet;
-use tracing::Instrument;
 
-use crate::runtime::{Call, Candidate, Prepared, Runtime};
+use crate::runtime::{Call, Candidate, Lookup, Prepared, Runtime};
 use crate::trace::in_span;
 
 /// One started call, in submission order.
@@ -165,11 +163,24 @@ impl<P> Pool<P> {
         how: Start,
         payload: P,
     ) -> Arc<ToolExecution> {
+        self.start_found(input, None, mode, how, payload).await
+    }
+
+    /// [`Pool::start`] with the adapter's own lookup of the call's tool (made to classify it),
+    /// used instead of a second one while the registry has not changed since.
+    pub async fn start_found(
+        &mut self,
+        input: ToolExecutionInput,
+        found: Option<Lookup>,
+        mode: ExecutionMode,
+        how: Start,
+        payload: P,
+    ) -> Arc<ToolExecution> {
         let exclusive = mode == ExecutionMode::Exclusive;
         if exclusive {
             self.exclusive_open = true;
         }
-        let call = Arc::new(self.runtime.call(input));
+        let call = Arc::new(self.runtime.call_found(input, found));
         let exec = call.exec().clone();
         let n = self.first + self.window.len() as u64;
         let outcome = match how {
@@ -177,11 +188,10 @@ impl<P> Pool<P> {
             Start::Run if !self.window.is_empty() => {
                 let runtime = self.runtime.clone();
                 let preparing = call.clone();
-                let span = crate::trace::stage("prepare", &call);
-                let mut prepare: BoxFuture<'static, Prepared> =
-                    async move { runtime.prepare(&preparing).await }
-                        .instrument(span)
-                        .boxed();
+                let mut prepare: BoxFuture<'static, Prepared> = crate::trace::boxed_in_span(
+                    crate::trace::stage("prepare", &call),
+                    async move { runtime.prepare(&preparing).await },
+                );
                 match futures::poll!(prepare.as_mut()) {
                     std::task::Poll::Ready(prepared) => self.dispatch(&call, prepared, n).await,
                     std::task::Poll::Pending => {
@@ -228,11 +238,10 @@ impl<P> Pool<P> {
         }
         let runtime = self.runtime.clone();
         let running = call.clone();
-        let span = crate::trace::stage("dispatch", call);
-        let mut body: BoxFuture<'static, Candidate> =
-            contained(async move { runtime.dispatch(&running).await })
-                .instrument(span)
-                .boxed();
+        let mut body: BoxFuture<'static, Candidate> = crate::trace::boxed_in_span(
+            crate::trace::stage("dispatch", call),
+            contained(async move { runtime.dispatch(&running).await }),
+        );
         match futures::poll!(body.as_mut()) {
             std::task::Poll::Ready(candidate) => Some(candidate),
             std::task::Poll::Pending => {

@@ -28,6 +28,10 @@ pub struct RuntimeConfig {
     pub step_timing: bool,
 }
 
+/// A registry lookup: the definition found for a name and agent (if any) and the registry's
+/// generation when it was read ([`dsh_core::ToolRegistry::get_at`]).
+pub type Lookup = (Option<Arc<ToolDefinition>>, u64);
+
 /// A host-installed admission check, consulted in prepare right after the cancellation check and
 /// before any policy: `Some(failure)` refuses the call with that failure as a final result (no
 /// policy, no body, no post-execute; finalize and `tools/result` still run). Code Mode installs
@@ -175,9 +179,19 @@ impl Runtime {
     /// Freezes an input into a call: token, arguments snapshot, resolved definition and the
     /// hooks it will run with.
     pub(crate) fn call(&self, input: ToolExecutionInput) -> Call {
+        self.call_found(input, None)
+    }
+
+    /// [`Runtime::call`] with the definition the adapter already looked up for the same name
+    /// and agent (its lookup at a registry generation), used while the registry is still at
+    /// that generation.
+    pub(crate) fn call_found(&self, input: ToolExecutionInput, found: Option<Lookup>) -> Call {
         let exec = ToolExecution::new(input);
         let chain = self.registry.scope_chain(exec.agent());
-        let (def, generation) = self.registry.get_at(exec.name(), exec.agent());
+        let (def, generation) = match found {
+            Some(found) if found.1 == self.registry.generation() => found,
+            _ => self.registry.get_at(exec.name(), exec.agent()),
+        };
         let hooks = self.hooks.snapshot(&chain);
         let span = crate::trace::call(&exec);
         Call {

@@ -23,6 +23,22 @@ macro_rules! in_span {
 }
 pub(crate) use in_span;
 
+/// Boxes a future to run inside `span` (a body that may move to a task): instrumented only when
+/// the span is enabled, like [`in_span!`].
+pub(crate) fn boxed_in_span<F>(
+    span: tracing::Span,
+    future: F,
+) -> futures::future::BoxFuture<'static, F::Output>
+where
+    F: std::future::Future + Send + 'static,
+{
+    if span.is_disabled() {
+        Box::pin(future)
+    } else {
+        Box::pin(tracing::Instrument::instrument(future, span))
+    }
+}
+
 use crate::runtime::Call;
 
 /// The span of one call, from its creation to its commit: `execute_tool <tool>`, as the

@@ -258,9 +258,7 @@ impl Calls {
         if self.ready.borrow().is_empty() {
             self.advance();
             if let Some(local) = &self.local {
-                while let Some(answer) = local.next_answer() {
-                    self.ready.borrow_mut().push_back(answer);
-                }
+                local.take_answers(&mut self.ready.borrow_mut());
             }
         }
         if self.ready.borrow().is_empty() {
@@ -376,6 +374,14 @@ impl Prepared {
     }
 }
 
+/// What a finished run leaves to free: its context, then its runtime (a collection of all the
+/// program made). Dropped once the outcome is sent, so the caller does not wait for it.
+pub(crate) struct Spent {
+    // Dropped in this order: the context before the runtime that holds it.
+    _context: Context,
+    _runtime: Runtime,
+}
+
 /// Runs one program to completion on the current thread (the one `prepared` was made on),
 /// polling its tool calls here (and the sub-call coordinator, if `local` holds it).
 pub(crate) fn execute(
@@ -385,7 +391,7 @@ pub(crate) fn execute(
     local: Option<LocalDriver>,
     limits: Limits,
     stop: Arc<Stop>,
-) -> CodeOutcome {
+) -> (CodeOutcome, Spent) {
     let Prepared {
         prelude,
         context,
@@ -419,9 +425,11 @@ pub(crate) fn execute(
         session.realm.borrow_mut().take();
         outcome
     });
-    drop(context);
-    drop(runtime);
-    outcome
+    let spent = Spent {
+        _context: context,
+        _runtime: runtime,
+    };
+    (outcome, spent)
 }
 
 struct Session<'a, 'js> {

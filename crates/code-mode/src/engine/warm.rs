@@ -186,18 +186,25 @@ fn run(prepared: Option<Prepared>, job: Job) -> bool {
             Some(p) => p,
             None => match Prepared::new(&limits) {
                 Ok(p) => p,
-                Err(outcome) => return outcome,
+                Err(outcome) => return (outcome, None),
             },
         };
-        interpreter::execute(prepared, program, bindings, local, limits, stop)
+        let (outcome, spent) =
+            interpreter::execute(prepared, program, bindings, local, limits, stop);
+        (outcome, Some(spent))
     });
-    let clean = result.is_ok();
-    let outcome = result.unwrap_or_else(|p| {
-        let f = dsh_core::Failure::from_panic("the code runtime", &*p);
-        CodeOutcome::failure(CodeErrorKind::Exception, f.message(), Vec::new())
-    });
+    let (outcome, spent) = match result {
+        Ok(done) => done,
+        Err(p) => {
+            let f = dsh_core::Failure::from_panic("the code runtime", &*p);
+            let outcome = CodeOutcome::failure(CodeErrorKind::Exception, f.message(), Vec::new());
+            let _ = done.send(outcome);
+            return false;
+        }
+    };
+    // The outcome goes first; the run's interpreter is freed after, off the caller's wait.
     let _ = done.send(outcome);
-    clean
+    dsh_core::contained::call(move || drop(spent)).is_ok()
 }
 
 #[cfg(test)]
