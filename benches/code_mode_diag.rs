@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use code_mode_fixture::{CodeModeBench, code_mode_bench};
 use fixtures::{in_task, step, tokio_runtime};
 
-/// Sub-calls made by each program, and direct calls per run of the baseline.
+/// Sub-calls made by each program, and direct calls per run of the baseline, unless a third
+/// argument gives another number (a run's fixed costs show as the difference).
 const CALLS: usize = 1_000;
 
 fn main() {
@@ -31,6 +32,10 @@ fn main() {
         .next()
         .map(|n| n.parse().expect("runs must be a whole number"))
         .unwrap_or(5);
+    let calls: usize = args
+        .next()
+        .map(|n| n.parse().expect("calls must be a whole number"))
+        .unwrap_or(CALLS);
     let rt = tokio_runtime();
     let CodeModeBench {
         code,
@@ -38,7 +43,7 @@ fn main() {
         sessions,
         run_code,
         direct,
-    } = code_mode_bench(CALLS);
+    } = code_mode_bench(calls);
     let elapsed = match side.as_str() {
         "program" => in_task(&rt, move || async move {
             let mut total = Duration::ZERO;
@@ -76,6 +81,6 @@ fn main() {
         }),
         other => panic!("unknown side {other:?}: program or direct"),
     };
-    println!("{side}: {runs} runs of {CALLS} calls in {elapsed:?}");
+    println!("{side}: {runs} runs of {calls} calls in {elapsed:?}");
     drop(code);
 }

@@ -36,8 +36,6 @@ use crate::limits::Limits;
 use crate::outcome::{CodeErrorKind, CodeOutcome, ToolCallError};
 use crate::subcall::LocalDriver;
 
-const PRELUDE: &str = include_str!("prelude.js");
-
 /// Why the interpreter must stop, shared with the interrupt handler.
 pub(crate) struct Stop {
     pub abort: AtomicBool,
@@ -361,7 +359,7 @@ impl Prepared {
                 Vec::new(),
             )
         })?;
-        let prelude = context.with(|ctx| match ctx.eval::<Function, _>(PRELUDE) {
+        let prelude = context.with(|ctx| match super::prelude::load(&ctx) {
             Ok(f) => Ok(Persistent::save(&ctx, f)),
             Err(rquickjs::Error::Exception) => Err(start_failed(describe_value(&ctx.catch()))),
             Err(e) => Err(start_failed(e.to_string())),

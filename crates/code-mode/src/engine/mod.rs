@@ -11,6 +11,7 @@
 mod interpreter;
 mod lossless;
 mod plain;
+mod prelude;
 mod warm;
 
 use std::sync::Arc;
