@@ -420,6 +420,8 @@ struct Pending {
     n: u64,
     name: Arc<str>,
     args: Json,
+    /// The same arguments as the call's input takes them (classified before it starts).
+    arguments: Arguments,
     reply: Reply,
 }
 
@@ -480,10 +482,11 @@ impl Coordinator {
             if pool.may_start()
                 && let Some(front) = self.queue.front()
             {
-                let args = Arguments::Json(front.args.clone());
                 let found = self.cx.runtime.registry().get_at(&front.name, self.agent());
                 let mode = match &found.0 {
-                    Some(def) if def.is_concurrency_safe(&args) => ExecutionMode::Parallel,
+                    Some(def) if def.is_concurrency_safe(&front.arguments) => {
+                        ExecutionMode::Parallel
+                    }
                     _ => ExecutionMode::Exclusive,
                 };
                 if pool.admits(mode)
@@ -501,7 +504,14 @@ impl Coordinator {
                 msg = rx.recv(), if !self.closed => match msg {
                     Some(Msg::Submit { name, args, reply }) => {
                         self.submitted += 1;
-                        self.queue.push_back(Pending { n: self.submitted, name, args, reply });
+                        let arguments = Arguments::Json(args.clone());
+                        self.queue.push_back(Pending {
+                            n: self.submitted,
+                            name,
+                            args,
+                            arguments,
+                            reply,
+                        });
                     }
                     Some(Msg::Close) | None => self.closed = true,
                 },
@@ -566,7 +576,7 @@ impl Coordinator {
             call_id: sub_id,
             root_call_id: Some(self.root_id.clone()),
             name: name.clone(),
-            arguments: Arguments::Json(p.args.clone()),
+            arguments: p.arguments,
             agent: outer.agent().cloned(),
             parent: Some(outer.token()),
             signal: self.sub_signal.clone(),
@@ -594,29 +604,33 @@ impl Coordinator {
 
     /// Records a committed call's settlement and settles its binding.
     async fn commit(&mut self, done: Committed<Sub>) {
+        // The record a listener would see is built only when there is one.
+        let content = match &self.cx.session {
+            Some(_) if self.cx.log.is_empty() => Some(done.result.content().clone()),
+            Some(_) => {
+                let record = DispatchRecord {
+                    exec: done.exec().clone(),
+                    result: done.result.clone(),
+                };
+                Some(
+                    self.cx
+                        .log
+                        .decide(&record, &|r: &DispatchRecord| r.result.content().clone()),
+                )
+            }
+            None => None,
+        };
+        let call_id = done.exec().call_id_arc().clone();
         let Committed {
             payload: Sub { name, args, reply },
-            exec,
             result,
             ..
         } = done;
-        if let Some(session) = &self.cx.session {
-            // The record a listener would see is built only when there is one.
-            let content = if self.cx.log.is_empty() {
-                result.content().clone()
-            } else {
-                let record = DispatchRecord {
-                    exec: exec.clone(),
-                    result: result.clone(),
-                };
-                self.cx
-                    .log
-                    .decide(&record, &|r: &DispatchRecord| r.result.content().clone())
-            };
+        if let (Some(session), Some(content)) = (&self.cx.session, content) {
             let event = Event::code_dispatch(
                 self.root_id.clone(),
                 self.parent_id.clone(),
-                exec.call_id_arc().clone(),
+                call_id,
                 name.clone(),
                 args,
                 result.is_error(),
@@ -624,7 +638,8 @@ impl Coordinator {
             );
             if let Err(e) = session.append(event).await {
                 tracing::error!(
-                    call = exec.call_id(),
+                    parent = &*self.parent_id,
+                    tool = &*name,
                     "tool/code-dispatch not recorded: {e}"
                 );
             }

@@ -46,12 +46,17 @@ struct Entry<P> {
 pub struct Committed<P> {
     /// What the adapter gave [`Pool::start`].
     pub payload: P,
-    /// The call's execution.
-    pub exec: Arc<ToolExecution>,
     /// The frozen result, after finalize.
     pub result: Arc<ToolResult>,
     /// The call itself (its stage marks, for the step's timing).
     pub(crate) call: Arc<Call>,
+}
+
+impl<P> Committed<P> {
+    /// The call's execution.
+    pub fn exec(&self) -> &Arc<ToolExecution> {
+        self.call.exec()
+    }
 }
 
 /// How a call enters the pool.
@@ -150,7 +155,7 @@ impl<P> Pool<P> {
     }
 
     /// Starts a call the adapter admitted (and recorded): freezes it, runs prepare, then its
-    /// body's first poll (or the whole body when it runs alone). Returns its execution.
+    /// body's first poll (or the whole body when it runs alone).
     ///
     /// With earlier calls still in progress, a prepare that has to wait (an approval, a slow
     /// hook) is parked in the pool instead of holding the adapter: the adapter goes on
@@ -162,8 +167,8 @@ impl<P> Pool<P> {
         mode: ExecutionMode,
         how: Start,
         payload: P,
-    ) -> Arc<ToolExecution> {
-        self.start_found(input, None, mode, how, payload).await
+    ) {
+        self.start_found(input, None, mode, how, payload).await;
     }
 
     /// [`Pool::start`] with the adapter's own lookup of the call's tool (made to classify it),
@@ -175,13 +180,12 @@ impl<P> Pool<P> {
         mode: ExecutionMode,
         how: Start,
         payload: P,
-    ) -> Arc<ToolExecution> {
+    ) {
         let exclusive = mode == ExecutionMode::Exclusive;
         if exclusive {
             self.exclusive_open = true;
         }
         let call = Arc::new(self.runtime.call_found(input, found));
-        let exec = call.exec().clone();
         let n = self.first + self.window.len() as u64;
         let outcome = match how {
             Start::Refused(f) => Some(Candidate::final_failure(ToolResult::failure(f))),
@@ -222,7 +226,6 @@ impl<P> Pool<P> {
             exclusive,
             outcome,
         });
-        exec
     }
 
     /// Dispatches a prepared call: its body's first poll here, then a task of the pool if it
@@ -278,7 +281,6 @@ impl<P> Pool<P> {
         }
         Some(Committed {
             payload: entry.payload,
-            exec: entry.call.exec().clone(),
             result,
             call: entry.call,
         })
