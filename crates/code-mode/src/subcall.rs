@@ -53,8 +53,8 @@ pub fn abandoned_message(name: &str) -> String {
     format!("run_code run is over (run_code settled); {name} tool call abandoned")
 }
 
-/// `<parent>:code:<n>`.
-fn sub_call_id(parent: &str, n: u64) -> String {
+/// `<parent>:code:<n>`, written in `buf` (reused from call to call) and shared from there.
+fn sub_call_id(buf: &mut String, parent: &str, n: u64) -> Arc<str> {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     let mut rest = n;
@@ -66,13 +66,13 @@ fn sub_call_id(parent: &str, n: u64) -> String {
             break;
         }
     }
-    let mut id = String::with_capacity(parent.len() + 6 + digits.len() - at);
-    id.push_str(parent);
-    id.push_str(":code:");
+    buf.clear();
+    buf.push_str(parent);
+    buf.push_str(":code:");
     for &d in &digits[at..] {
-        id.push(char::from(d));
+        buf.push(char::from(d));
     }
-    id
+    Arc::from(buf.as_str())
 }
 
 /// What one run's sub-calls leave for the outer result.
@@ -445,6 +445,8 @@ struct Coordinator {
     submitted: u64,
     closed: bool,
     effects: RunEffects,
+    /// Where each sub-call's id is written before it is shared.
+    id_buf: String,
 }
 
 impl Coordinator {
@@ -459,6 +461,7 @@ impl Coordinator {
             submitted: 0,
             closed: false,
             effects: RunEffects::default(),
+            id_buf: String::new(),
         }
     }
 
@@ -500,21 +503,15 @@ impl Coordinator {
                 break;
             }
             let running = pool.running() > 0;
+            if !running && !self.closed && self.queue.is_empty() {
+                // Idle (the common case between a program's calls): only a message can wake
+                // it, so it waits for one alone, without setting up the other branches.
+                let msg = rx.recv().await;
+                self.receive(msg);
+                continue;
+            }
             tokio::select! {
-                msg = rx.recv(), if !self.closed => match msg {
-                    Some(Msg::Submit { name, args, reply }) => {
-                        self.submitted += 1;
-                        let arguments = Arguments::Json(args.clone());
-                        self.queue.push_back(Pending {
-                            n: self.submitted,
-                            name,
-                            args,
-                            arguments,
-                            reply,
-                        });
-                    }
-                    Some(Msg::Close) | None => self.closed = true,
-                },
+                msg = rx.recv(), if !self.closed => self.receive(msg),
                 _ = pool.settle_next(), if running => {}
                 _ = self.cx.outer_signal.aborted(), if !self.queue.is_empty() => {}
                 _ = self.run_end.aborted(), if !self.queue.is_empty() => {}
@@ -526,6 +523,24 @@ impl Coordinator {
             }
         }
         self.effects
+    }
+
+    /// Queues a submitted call, or notes that no more will come.
+    fn receive(&mut self, msg: Option<Msg>) {
+        match msg {
+            Some(Msg::Submit { name, args, reply }) => {
+                self.submitted += 1;
+                let arguments = Arguments::Json(args.clone());
+                self.queue.push_back(Pending {
+                    n: self.submitted,
+                    name,
+                    args,
+                    arguments,
+                    reply,
+                });
+            }
+            Some(Msg::Close) | None => self.closed = true,
+        }
     }
 
     /// Refuses, without events, every queued call that may no longer start.
@@ -554,7 +569,7 @@ impl Coordinator {
         found: Lookup,
     ) {
         let outer = &self.cx.outer;
-        let sub_id: Arc<str> = Arc::from(sub_call_id(outer.call_id(), p.n));
+        let sub_id = sub_call_id(&mut self.id_buf, outer.call_id(), p.n);
         let name = p.name.clone();
         if let Some(session) = &self.cx.session {
             let event = Event::code_dispatch_start(
@@ -704,7 +719,7 @@ mod tests {
         /// The id built by hand reads exactly as `format!` would write it.
         #[test]
         fn sub_call_ids_read_as_formatted(parent in "\\PC{0,12}", n in any::<u64>()) {
-            prop_assert_eq!(super::sub_call_id(&parent, n), format!("{parent}:code:{n}"));
+            prop_assert_eq!(&*super::sub_call_id(&mut String::from("stale"), &parent, n), format!("{parent}:code:{n}"));
         }
     }
 }
