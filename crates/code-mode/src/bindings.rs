@@ -107,13 +107,6 @@ impl Bindings {
         }
     }
 
-    /// [`Bindings::check`] of arguments the engine already read as JSON (plain values, read
-    /// without their text): only the name is left to check.
-    pub(crate) fn check_json(&self, name: &str, args: Json) -> Result<Json, ToolCallError> {
-        self.known(name)?;
-        Ok(args)
-    }
-
     /// The rejection of a name that is no binding.
     fn known(&self, name: &str) -> Result<(), ToolCallError> {
         if self.contains(name) {
@@ -129,12 +122,17 @@ impl Bindings {
     /// see, or its rejection.
     pub(crate) fn check(&self, name: &str, args: Option<&str>) -> Result<Json, ToolCallError> {
         self.known(name)?;
-        let Some(text) = args else {
-            return Err(ToolCallError::new(
-                name,
-                format!("{ARGS_NOT_LOSSLESS}: {MISSING_ARGS}"),
-            ));
-        };
-        Json::parse(text).map_err(|e| ToolCallError::new(name, format!("{ARGS_NOT_LOSSLESS}: {e}")))
+        parse_args(name, args)
     }
+}
+
+/// The arguments' JSON text of a call of `name` (a binding), parsed, or its rejection.
+pub(crate) fn parse_args(name: &str, args: Option<&str>) -> Result<Json, ToolCallError> {
+    let Some(text) = args else {
+        return Err(ToolCallError::new(
+            name,
+            format!("{ARGS_NOT_LOSSLESS}: {MISSING_ARGS}"),
+        ));
+    };
+    Json::parse(text).map_err(|e| ToolCallError::new(name, format!("{ARGS_NOT_LOSSLESS}: {e}")))
 }

@@ -31,7 +31,7 @@ use rquickjs::function::Args;
 use rquickjs::{Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value};
 
 use super::lossless::{Held, Realm};
-use crate::bindings::{ARGS_NOT_LOSSLESS, Bindings, MISSING_ARGS};
+use crate::bindings::{ARGS_NOT_LOSSLESS, Bindings, MISSING_ARGS, parse_args};
 use crate::limits::Limits;
 use crate::outcome::{CodeErrorKind, CodeOutcome, ToolCallError};
 use crate::subcall::LocalDriver;
@@ -704,9 +704,7 @@ impl<'js> Session<'_, 'js> {
         Function::new(
             self.ctx.clone(),
             move |ctx: Ctx<'js>, index: u32, args: String| -> rquickjs::Result<Promise<'js>> {
-                caller.call(&ctx, index, |bindings, name| {
-                    bindings.check(name, Some(&args))
-                })
+                caller.call(&ctx, index, |name| parse_args(name, Some(&args)))
             },
         )
     }
@@ -727,9 +725,7 @@ impl<'js> Session<'_, 'js> {
                     return Ok(Value::new_undefined(ctx));
                 };
                 caller
-                    .call(&ctx, index, |bindings, name| {
-                        bindings.check_json(name, json)
-                    })
+                    .call(&ctx, index, |_| Ok(json))
                     .map(Promise::into_value)
             },
         )
@@ -750,12 +746,13 @@ struct Caller<'js> {
 
 impl<'js> Caller<'js> {
     /// Makes a call of the binding at `index`, its arguments checked by `check`, and returns
-    /// the promise its answer settles.
+    /// the promise its answer settles. The names are the bindings' own list, so a name found
+    /// at `index` is a binding: only the arguments are left to check.
     fn call(
         &self,
         ctx: &Ctx<'js>,
         index: u32,
-        check: impl FnOnce(&Bindings, &str) -> Result<Json, ToolCallError>,
+        check: impl FnOnce(&str) -> Result<Json, ToolCallError>,
     ) -> rquickjs::Result<Promise<'js>> {
         let Some(name) = self.names.get(index as usize) else {
             return Err(Exception::throw_internal(ctx, "no such binding"));
@@ -771,7 +768,7 @@ impl<'js> Caller<'js> {
         let id = self.last_id.get() + 1;
         self.last_id.set(id);
         self.pending.borrow_mut().push(Some((resolve, reject)));
-        let checked = check(&self.calls.bindings, name);
+        let checked = check(name);
         self.calls.submit(id, name, checked);
         Ok(promise)
     }
