@@ -53,6 +53,11 @@ impl Runtime {
         let recorded = timing.is_some().then(crate::timing::now);
         // Held here, not shared: the call is driven to its end in this future.
         let call = self.call(call_input(cx, block, args));
+        // Its prepare begins as it is recorded: only the call's making (its tool's lookup and
+        // its hooks' snapshot, part of preparing it) runs between, on this path.
+        if let Some(at) = recorded {
+            call.marks.set_at(crate::timing::Mark::Prepare, at);
+        }
         let candidate = run_alone(self, &call).await;
         // Finalize begins as the body's chain returns: nothing runs between on this path.
         call.marks.same_instant(

@@ -81,6 +81,16 @@ impl Marks {
         }
     }
 
+    /// Records that the call reached `mark` at `at` (a [`now`] reading), unless it already did.
+    pub(crate) fn set_at(&self, mark: Mark, at: u64) {
+        if self.on {
+            let slot = &self.at[mark as usize];
+            if slot.load(Ordering::Relaxed) == 0 {
+                slot.store(at, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Records that the call reached `to` at the instant it reached `from` (when `from` was
     /// reached and `to` was not yet): for two marks nothing runs between, one clock read.
     pub(crate) fn same_instant(&self, from: Mark, to: Mark) {
