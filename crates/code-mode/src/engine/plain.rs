@@ -71,18 +71,26 @@ impl<'js> Plain<'js> {
 
     /// `value` as JSON, if it is plain data; `None` otherwise (nothing of the program ran).
     pub(crate) fn json(&self, ctx: &Ctx<'js>, value: &Value<'js>) -> Option<Json> {
-        let mut protos = Protos::Unchecked;
-        let walked = self.walk(ctx, value, 0, &mut protos)?;
+        let mut read = Read {
+            plain: self,
+            ctx,
+            protos: Protos::Unchecked,
+        };
+        let walked = read.walk(value, 0)?;
         Json::new(walked).ok()
     }
+}
 
-    fn walk(
-        &self,
-        ctx: &Ctx<'js>,
-        value: &Value<'js>,
-        depth: usize,
-        protos: &mut Protos,
-    ) -> Option<JsonValue> {
+/// One read of a value: the run's prototypes, the context, and what this read found of the
+/// prototypes so far.
+struct Read<'a, 'js> {
+    plain: &'a Plain<'js>,
+    ctx: &'a Ctx<'js>,
+    protos: Protos,
+}
+
+impl<'js> Read<'_, 'js> {
+    fn walk(&mut self, value: &Value<'js>, depth: usize) -> Option<JsonValue> {
         if value.is_null() {
             return Some(JsonValue::Null);
         }
@@ -103,34 +111,39 @@ impl<'js> Plain<'js> {
             return None;
         }
         let class = class_id(value);
-        if class == self.object_class {
-            self.object(ctx, value, depth, protos)
-        } else if class == self.array_class {
-            self.array(ctx, value, depth, protos)
+        let array = class == self.plain.array_class;
+        if !array && class != self.plain.object_class {
+            return None;
+        }
+        if !self.shell_is_plain(value, array) {
+            return None;
+        }
+        if array {
+            self.items(value, depth)
         } else {
-            None
+            self.entries(value, depth)
         }
     }
 
-    fn object(
-        &self,
-        ctx: &Ctx<'js>,
-        value: &Value<'js>,
-        depth: usize,
-        protos: &mut Protos,
-    ) -> Option<JsonValue> {
-        let object = value.as_object()?;
-        let clean = match object.get_prototype() {
-            None => true,
-            Some(proto) if proto == self.object_proto => self.protos_clean(ctx, protos),
-            Some(_) => false,
+    /// Whether `JSON.stringify` would find no `toJSON` for `value`, an ordinary object or
+    /// array: its prototype is the run's own (or `null`, for an object) and clean, and it has
+    /// no own `toJSON`.
+    fn shell_is_plain(&mut self, value: &Value<'js>, array: bool) -> bool {
+        let Some(object) = value.as_object() else {
+            return false;
         };
-        if !clean {
-            return None;
-        }
-        if !matches!(own(ctx, value, to_json())?, Own::Absent) {
-            return None;
-        }
+        let proto_ok = match (object.get_prototype(), array) {
+            (None, false) => true,
+            (Some(proto), false) => proto == self.plain.object_proto && self.protos_clean(),
+            (Some(proto), true) => proto == self.plain.array_proto && self.protos_clean(),
+            (None, true) => false,
+        };
+        proto_ok && matches!(own(self.ctx, value, to_json()), Some(Own::Absent))
+    }
+
+    /// An object's enumerable own properties, each plain.
+    fn entries(&mut self, value: &Value<'js>, depth: usize) -> Option<JsonValue> {
+        let ctx = self.ctx;
         let keys = Keys::of(ctx, value)?;
         let mut map = Map::with_capacity(keys.len());
         for atom in keys.atoms() {
@@ -138,26 +151,15 @@ impl<'js> Plain<'js> {
                 return None;
             };
             let key = atom_string(ctx, atom)?;
-            let v = self.walk(ctx, &v, depth + 1, protos)?;
+            let v = self.walk(&v, depth + 1)?;
             map.insert(key, v);
         }
         Some(JsonValue::Object(map))
     }
 
-    fn array(
-        &self,
-        ctx: &Ctx<'js>,
-        value: &Value<'js>,
-        depth: usize,
-        protos: &mut Protos,
-    ) -> Option<JsonValue> {
-        let array = value.as_object()?;
-        if array.get_prototype()? != self.array_proto || !self.protos_clean(ctx, protos) {
-            return None;
-        }
-        if !matches!(own(ctx, value, to_json())?, Own::Absent) {
-            return None;
-        }
+    /// An array's elements, each present and plain.
+    fn items(&mut self, value: &Value<'js>, depth: usize) -> Option<JsonValue> {
+        let ctx = self.ctx;
         let Own::Data(length) = own(ctx, value, PredefinedAtom::Length as qjs::JSAtom)? else {
             return None;
         };
@@ -170,28 +172,29 @@ impl<'js> Plain<'js> {
                 return None;
             };
             drop(atom);
-            items.push(self.walk(ctx, &v, depth + 1, protos)?);
+            items.push(self.walk(&v, depth + 1)?);
         }
         Some(JsonValue::Array(items))
     }
 
     /// Whether `JSON.stringify` would find no `toJSON` on the run's `Object.prototype` and
-    /// `Array.prototype`, nor a prototype between them it does not know (asked once a call).
-    fn protos_clean(&self, ctx: &Ctx<'js>, protos: &mut Protos) -> bool {
-        if let Protos::Checked(clean) = *protos {
+    /// `Array.prototype`, nor a prototype between them it does not know (asked once a read).
+    fn protos_clean(&mut self) -> bool {
+        if let Protos::Checked(clean) = self.protos {
             return clean;
         }
-        let clean = self.object_proto.get_prototype().is_none()
-            && self.array_proto.get_prototype().as_ref() == Some(&self.object_proto)
+        let (ctx, plain) = (self.ctx, self.plain);
+        let clean = plain.object_proto.get_prototype().is_none()
+            && plain.array_proto.get_prototype().as_ref() == Some(&plain.object_proto)
             && matches!(
-                own(ctx, self.object_proto.as_value(), to_json()),
+                own(ctx, plain.object_proto.as_value(), to_json()),
                 Some(Own::Absent)
             )
             && matches!(
-                own(ctx, self.array_proto.as_value(), to_json()),
+                own(ctx, plain.array_proto.as_value(), to_json()),
                 Some(Own::Absent)
             );
-        *protos = Protos::Checked(clean);
+        self.protos = Protos::Checked(clean);
         clean
     }
 }
