@@ -2,8 +2,9 @@
 //! the two sides of `code_mode/` (benches/code_mode.rs) without criterion, so that callgrind
 //! counts the instructions of a sub-call and of a direct call, whatever else the machine does.
 //!
-//! `code_mode_diag program <runs>` runs `runs` programs of 1,000 sub-calls each, one step each;
-//! `code_mode_diag direct <runs>` makes `runs` × 1,000 direct calls. Instructions per call are
+//! `code_mode_diag program <runs> [calls]` runs `runs` programs of `calls` (1,000) sub-calls
+//! each, one step each; `code_mode_diag direct <runs> [calls]` makes `runs` × `calls` direct
+//! calls. A run's fixed costs show with a small `calls` (`program 300 1`). Instructions per call are
 //! the difference of two counts over the difference of their call numbers, e.g.
 //! `valgrind --tool=callgrind code_mode_diag program 0` and `... program 5`.
 

@@ -14,7 +14,9 @@
 //! ```
 //!
 //! `startedAt` is the wall clock (milliseconds since the Unix epoch) when the step began; a mark
-//! a call never reached (a denied call has no `dispatch`) is left out.
+//! a call never reached (a denied call has no `dispatch`) is left out. In a step of one call,
+//! `prepare` is `recorded` and `finalize` is `dispatched`: on that path only the call's making
+//! runs between the first two and nothing between the last two, so each pair is one clock read.
 //!
 //! A call whose body ran Code Mode sub-calls (`<parent>:code:<n>`, through a pool of the same
 //! runtime) also has `"subs"`: each sub-call's marks, in commit order, on the step's clock

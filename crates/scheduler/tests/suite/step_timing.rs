@@ -143,6 +143,11 @@ async fn step_timing_of_a_one_call_step_has_every_mark_in_order() {
     assert_eq!(calls.len(), 1, "{data}");
     assert_eq!(calls[0]["callId"], "c1");
     assert_ordered_marks(&calls[0]);
+    // Alone in its step, the call's prepare begins as it is recorded (one clock read: only
+    // its making runs between); finalize begins as its body returns.
+    assert!(calls[0]["recorded"].is_u64(), "{data}");
+    assert_eq!(calls[0]["prepare"], calls[0]["recorded"], "{data}");
+    assert_eq!(calls[0]["finalize"], calls[0]["dispatched"], "{data}");
 }
 
 #[tokio::test]
