@@ -27,10 +27,11 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use rquickjs::context::intrinsic;
-use rquickjs::function::Args;
+use rquickjs::function::{Args, Opt};
 use rquickjs::{Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value};
 
 use super::lossless::{Held, Realm};
+use super::trap;
 use crate::bindings::{ARGS_NOT_LOSSLESS, Bindings, MISSING_ARGS, parse_args};
 use crate::limits::Limits;
 use crate::outcome::{CodeErrorKind, CodeOutcome, ToolCallError};
@@ -416,11 +417,13 @@ pub(crate) fn execute(
             pending: Rc::new(RefCell::new(Vec::new())),
             done: Rc::new(RefCell::new(None)),
             realm: Rc::new(RefCell::new(None)),
+            slow: Rc::new(RefCell::new(None)),
         };
         let outcome = session.run(prelude, program, names);
         // No JavaScript value may outlive the context: drop the unsettled calls' resolvers.
         session.pending.borrow_mut().clear();
         session.realm.borrow_mut().take();
+        session.slow.borrow_mut().take();
         outcome
     });
     let spent = Spent {
@@ -442,7 +445,12 @@ struct Session<'a, 'js> {
     done: Rc<RefCell<Option<String>>>,
     /// The builtins the lossless check relies on, captured before the program ran.
     realm: Held<'js>,
+    /// The prelude's path for a call the bindings do not make themselves.
+    slow: Slow<'js>,
 }
+
+/// The prelude's `slow(index, args)`, held for the bindings until the run ends.
+type Slow<'js> = Rc<RefCell<Option<Function<'js>>>>;
 
 /// Resolvers of the calls in flight, at index `id - 1` (ids count up from 1, at most
 /// `maxSubCalls` of them).
@@ -499,7 +507,10 @@ impl<'js> Session<'_, 'js> {
         });
         let log_fn = self.log_function();
         let call_fn = self.call_function(caller.clone());
-        let call_plain_fn = self.call_plain_function(caller);
+        let bind_fn = self.bind_function(caller);
+        let trap_fn = Function::new(ctx.clone(), |ctx: Ctx<'js>, unknown: Function<'js>| {
+            trap::make(&ctx, &unknown)
+        });
         let done_fn = self.done_function();
         // Captured before any of the program's code runs (the prelude is not the program's).
         let lossless_fn = Realm::capture(&ctx).and_then(|realm| {
@@ -508,10 +519,11 @@ impl<'js> Session<'_, 'js> {
         });
         let names_json = serde_json::to_string(&*names).unwrap_or_else(|_| "[]".to_owned());
         let runner: rquickjs::Result<Object> = (|| {
-            let mut args = Args::new(ctx.clone(), 8);
+            let mut args = Args::new(ctx.clone(), 9);
             args.push_arg(log_fn?)?;
             args.push_arg(call_fn?)?;
-            args.push_arg(call_plain_fn?)?;
+            args.push_arg(bind_fn?)?;
+            args.push_arg(trap_fn?)?;
             args.push_arg(done_fn?)?;
             args.push_arg(lossless_fn?)?;
             args.push_arg(names_json)?;
@@ -585,27 +597,11 @@ impl<'js> Session<'_, 'js> {
             return Ok(());
         };
         match outcome {
-            Ok(value) => {
-                let value = self.to_js(&value)?;
-                resolve.call::<_, ()>((value,))
-            }
+            Ok(value) => resolve.call::<_, ()>((to_js(&self.ctx, &value)?,)),
             Err(e) => {
                 let error: Value<'js> = failure.call((e.tool_name, e.message))?;
                 reject.call::<_, ()>((error,))
             }
-        }
-    }
-
-    /// The program's copy of an answer: strings, booleans and null made directly (what
-    /// `JSON.parse` of their text gives), anything else parsed from its JSON text.
-    fn to_js(&self, value: &Json) -> rquickjs::Result<Value<'js>> {
-        match value.value() {
-            serde_json::Value::String(s) => {
-                rquickjs::String::from_str(self.ctx.clone(), s).map(|s| s.into_value())
-            }
-            serde_json::Value::Bool(b) => Ok(Value::new_bool(self.ctx.clone(), *b)),
-            serde_json::Value::Null => Ok(Value::new_null(self.ctx.clone())),
-            _ => self.ctx.json_parse(value.to_json_string()),
         }
     }
 
@@ -709,27 +705,68 @@ impl<'js> Session<'_, 'js> {
         )
     }
 
-    /// `hostCallPlain(index, args)`: the same call with the arguments read straight from the
-    /// program's value when it is plain data (engine/plain.rs), else `undefined` (nothing is
-    /// called; the prelude then writes the text and calls `hostCall`).
-    fn call_plain_function(&self, caller: Rc<Caller<'js>>) -> rquickjs::Result<Function<'js>> {
+    /// `hostBind(slow)`: the binding functions, one for each name, in the names' order. A
+    /// call whose argument is plain data (engine/plain.rs) is made straight from it and
+    /// answers the call's native promise; anything else (no argument, a value plain data is
+    /// not, a call refused here such as one past the limit) is handed to `slow(index, args)`,
+    /// the prelude's JavaScript path, which writes the text, makes the call with `hostCall`
+    /// and turns every failure into a rejection. So a binding never throws and always answers
+    /// a promise, whichever path it takes.
+    fn bind_function(&self, caller: Rc<Caller<'js>>) -> rquickjs::Result<Function<'js>> {
         let realm = self.realm.clone();
+        let held = self.slow.clone();
         Function::new(
             self.ctx.clone(),
-            move |ctx: Ctx<'js>, index: u32, args: Value<'js>| -> rquickjs::Result<Value<'js>> {
-                let json = realm
-                    .borrow()
-                    .as_ref()
-                    .and_then(|realm| realm.plain.json(&ctx, &args));
-                let Some(json) = json else {
-                    return Ok(Value::new_undefined(ctx));
-                };
-                caller
-                    .call(&ctx, index, |_| Ok(json))
-                    .map(Promise::into_value)
+            move |ctx: Ctx<'js>, slow: Function<'js>| -> rquickjs::Result<Vec<Function<'js>>> {
+                *held.borrow_mut() = Some(slow);
+                let names = caller.names.clone();
+                let mut bindings = Vec::with_capacity(names.len());
+                for (index, name) in (0u32..).zip(names.iter()) {
+                    let binding = binding(&ctx, index, &caller, &realm, &held)?;
+                    // `function (args)`: one declared parameter, the tool's name.
+                    bindings.push(binding.with_length(1)?.with_name(&**name)?);
+                }
+                Ok(bindings)
             },
         )
     }
+}
+
+/// The binding of the tool at `index` (see `hostBind`).
+fn binding<'js>(
+    ctx: &Ctx<'js>,
+    index: u32,
+    caller: &Rc<Caller<'js>>,
+    realm: &Held<'js>,
+    slow: &Slow<'js>,
+) -> rquickjs::Result<Function<'js>> {
+    let (caller, realm, slow) = (caller.clone(), realm.clone(), slow.clone());
+    Function::new(
+        ctx.clone(),
+        move |ctx: Ctx<'js>, args: Opt<Value<'js>>| -> rquickjs::Result<Value<'js>> {
+            let args = match args.0 {
+                Some(args) => args,
+                None => Value::new_undefined(ctx.clone()),
+            };
+            let json = realm
+                .borrow()
+                .as_ref()
+                .and_then(|realm| realm.plain.json(&ctx, &args));
+            if let Some(json) = json {
+                match caller.call(&ctx, index, |_| Ok(json)) {
+                    Ok(promise) => return Ok(promise.into_value()),
+                    // The slow path meets the same refusal and rejects with it.
+                    Err(rquickjs::Error::Exception) => drop(ctx.catch()),
+                    Err(e) => return Err(e),
+                }
+            }
+            let slow = slow.borrow().clone();
+            match slow {
+                Some(slow) => slow.call((index, args)),
+                None => Err(Exception::throw_internal(&ctx, "the run has ended")),
+            }
+        },
+    )
 }
 
 /// What makes a call for the program: the binding names, the limit on calls, and where each
@@ -771,6 +808,19 @@ impl<'js> Caller<'js> {
         let checked = check(name);
         self.calls.submit(id, name, checked);
         Ok(promise)
+    }
+}
+
+/// The program's copy of an answer: strings, booleans and null made directly (what
+/// `JSON.parse` of their text gives), anything else parsed from its JSON text.
+fn to_js<'js>(ctx: &Ctx<'js>, value: &Json) -> rquickjs::Result<Value<'js>> {
+    match value.value() {
+        serde_json::Value::String(s) => {
+            rquickjs::String::from_str(ctx.clone(), s).map(|s| s.into_value())
+        }
+        serde_json::Value::Bool(b) => Ok(Value::new_bool(ctx.clone(), *b)),
+        serde_json::Value::Null => Ok(Value::new_null(ctx.clone())),
+        _ => ctx.json_parse(value.to_json_string()),
     }
 }
 

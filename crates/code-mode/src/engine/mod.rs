@@ -12,6 +12,7 @@ mod interpreter;
 mod lossless;
 mod plain;
 mod prelude;
+mod trap;
 mod warm;
 
 use std::sync::Arc;

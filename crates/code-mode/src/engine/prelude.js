@@ -1,14 +1,14 @@
 // The bridge between a program and the host, evaluated once per run before the program.
-// It receives five native functions (log a line; make a call of the binding at an index of
-// the names with the arguments' JSON text and get its native promise; the same with the
-// arguments' value, which answers `undefined` and calls nothing unless the value is plain
-// data, engine/plain.rs; report the settled program; the `JSON.stringify` replacer that
-// refuses what JSON would silently change, engine/lossless.rs) and the binding names,
-// installs `console`, `tools` (a name that is no tool rejects, listing the tools) and
-// `ToolCallError`, and returns the two entry points the host
-// drives: start, and failure (the rejection value of a failed call).
+// It receives six native functions (log a line; make a call of the binding at an index of
+// the names with the arguments' JSON text and get its native promise; make the binding
+// functions, which call straight from plain data, engine/plain.rs, and hand anything else to
+// the JavaScript path given to them; make the `get` trap of `tools`, engine/trap.rs; report
+// the settled program; the `JSON.stringify` replacer that refuses what JSON would silently
+// change, engine/lossless.rs) and the binding names, installs `console`, `tools` (a name
+// that is no tool rejects, listing the tools) and `ToolCallError`, and returns the two entry
+// points the host drives: start, and failure (the rejection value of a failed call).
 // Every builtin it relies on is captured here, before the program can replace it.
-(function (hostLog, hostCall, hostCallPlain, hostDone, lossless, namesJson, argsPrefix, missingArgs) {
+(function (hostLog, hostCall, hostBind, hostTrap, hostDone, lossless, namesJson, argsPrefix, missingArgs) {
   "use strict";
   const create = Object.create;
   const defineProperty = Object.defineProperty;
@@ -132,65 +132,55 @@
   delete globalThis.SharedArrayBuffer;
 
   const names = parse(namesJson);
+  // The path of a call whose argument is not plain data: written with `JSON.stringify` and
+  // the check, then made with `hostCall`. Every failure is a rejection.
+  function slow(index, args) {
+    const name = names[index];
+    try {
+      if (typeof args === "undefined") {
+        return rejected(new ToolCallError(name, argsPrefix + ": " + missingArgs));
+      }
+      let text;
+      try {
+        text = stringify(args, lossless);
+      } catch (e) {
+        return rejected(new ToolCallError(name, argsPrefix + ": " + reason(e)));
+      }
+      if (text === undefined) {
+        return rejected(new ToolCallError(name, argsPrefix + ": " + missingArgs));
+      }
+      return hostCall(index, text);
+    } catch (e) {
+      return rejected(e);
+    }
+  }
+  // Native functions made by the host, one for each name: each reads plain data
+  // (engine/plain.rs) straight into a call and answers the call's native promise, whose
+  // `await` never looks up `then` (a program that replaces `Promise.prototype.then` cannot
+  // intercept tool results); anything else (no argument, a proxy, a getter, a `toJSON`, a
+  // class instance, ...) goes to `slow`. A binding never throws.
+  const bindings = hostBind(slow);
   const tools = create(null);
   for (let i = 0; i < names.length; i++) {
-    const name = names[i];
-    const index = i;
-    // A plain function returning a native promise (made by the host): `await` on it never
-    // looks up `then`, so a program that replaces `Promise.prototype.then` cannot intercept
-    // tool results.
-    const binding = function (args) {
-      try {
-        // No argument at all reads as `undefined` too; `arguments` is not touched, so no
-        // arguments object is made for each call.
-        if (args === undefined) {
-          return rejected(new ToolCallError(name, argsPrefix + ": " + missingArgs));
-        }
-        // Plain data is read by the host as it is; anything else (a proxy, a getter, a
-        // `toJSON`, a class instance, ...) goes through `JSON.stringify` with the check.
-        const called = hostCallPlain(index, args);
-        if (called !== undefined) {
-          return called;
-        }
-        let text;
-        try {
-          text = stringify(args, lossless);
-        } catch (e) {
-          return rejected(new ToolCallError(name, argsPrefix + ": " + reason(e)));
-        }
-        if (text === undefined) {
-          return rejected(new ToolCallError(name, argsPrefix + ": " + missingArgs));
-        }
-        return hostCall(index, text);
-      } catch (e) {
-        return rejected(e);
-      }
-    };
-    defineProperty(binding, "name", { value: name });
-    defineProperty(tools, name, { value: binding, enumerable: true });
+    defineProperty(tools, names[i], { value: bindings[i], enumerable: true });
   }
   freeze(tools);
 
   // A name that is not a tool answers with a function that rejects, naming the tools there
-  // are, instead of `undefined` (whose call would be `TypeError: not a function`). `then` and
-  // `toJSON` stay absent, so `tools` is neither a thenable nor serialized through a call.
+  // are, instead of `undefined` (whose call would be `TypeError: not a function`). The trap
+  // is native (engine/trap.rs): it answers what `tools` holds, keeps `then` and `toJSON`
+  // absent (so `tools` is neither a thenable nor serialized through a call), and asks
+  // `unknown` about any other name.
   const known = names.length > 0 ? names.join(", ") : "(none)";
-  const absent = create(null);
-  absent.then = true;
-  absent.toJSON = true;
-  const handler = create(null);
-  handler.get = function (target, key) {
-    // `target` has no prototype and holds only functions: a name it answers is a binding.
-    const found = target[key];
-    if (found !== undefined || typeof key !== "string" || absent[key] === true) {
-      return found;
-    }
+  function unknown(key) {
     const missing = function () {
       return rejected(new ToolCallError(key, "unknown tool \"" + key + "\"; tools: " + known));
     };
     defineProperty(missing, "name", { value: key });
     return missing;
-  };
+  }
+  const handler = create(null);
+  handler.get = hostTrap(unknown);
   freeze(handler);
   defineProperty(globalThis, "tools", { value: new ProxyCtor(tools, handler) });
 

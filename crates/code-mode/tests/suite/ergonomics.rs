@@ -43,7 +43,8 @@ async fn issue17_5_tools_is_still_a_plain_table_of_the_tools() {
         .run_code(
             "return [typeof tools.then, typeof tools.toJSON, 'nosuch' in tools, \
              Object.keys(tools), JSON.stringify(tools), typeof tools.echo, \
-             await tools.echo({value: 'v'})]",
+             await tools.echo({value: 'v'}), typeof tools[Symbol.iterator], \
+             await tools['0']({}).catch(e => e.message)]",
         )
         .await;
     assert!(!r.is_error(), "{r:?}");
@@ -56,7 +57,9 @@ async fn issue17_5_tools_is_still_a_plain_table_of_the_tools() {
             ["echo"],
             "{}",
             "function",
-            "echo:v"
+            "echo:v",
+            "undefined",
+            "unknown tool \"0\"; tools: echo"
         ])
     );
     // `await tools` is not taken for a promise.
@@ -64,6 +67,38 @@ async fn issue17_5_tools_is_still_a_plain_table_of_the_tools() {
         .run_code("const t = await tools; return typeof t.echo")
         .await;
     assert_eq!(text(&r), "function");
+}
+
+/// A binding is a function named for its tool with one parameter. Whichever way its argument
+/// is read (plain data straight from the value; a getter, a cycle or nothing through the
+/// text path), it answers a promise and never throws.
+#[tokio::test]
+async fn code_13_60_a_binding_answers_a_promise_on_either_path_and_never_throws() {
+    let h = Harness::new(vec![echo_tool()], |_| {}).await;
+    let r = h
+        .run_code(
+            "const e = tools.echo; \
+             const cyclic = {}; cyclic.self = cyclic; \
+             let threw = 0; const answers = []; \
+             for (const args of [[{value: 'p'}], [{get value() { return 't' }}], [], [cyclic]]) { \
+               try { answers.push(e(...args)) } catch (_) { threw++ } \
+             } \
+             const settled = await Promise.allSettled(answers); \
+             return [e.name, e.length, threw, answers.every(a => a instanceof Promise), \
+                     settled.map(s => s.status === 'fulfilled' ? s.value : s.reason.name)]",
+        )
+        .await;
+    assert_eq!(
+        value_of(&r)["result"],
+        json!([
+            "echo",
+            1,
+            0,
+            true,
+            ["echo:p", "echo:t", "ToolCallError", "ToolCallError"]
+        ]),
+        "{r:?}"
+    );
 }
 
 #[tokio::test]
