@@ -69,9 +69,8 @@ fn sub_call_id(buf: &mut String, parent: &str, n: u64) -> Arc<str> {
     buf.clear();
     buf.push_str(parent);
     buf.push_str(":code:");
-    for &d in &digits[at..] {
-        buf.push(char::from(d));
-    }
+    // ASCII digits: always UTF-8, written in one copy.
+    buf.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
     Arc::from(buf.as_str())
 }
 

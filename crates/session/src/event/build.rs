@@ -276,7 +276,7 @@ impl Event {
         arguments: Json,
     ) -> Event {
         Event::dispatch_event(
-            types::CODE_DISPATCH_START,
+            &CODE_DISPATCH_START_TYPE,
             DispatchFields {
                 root_call_id: root_call_id.into(),
                 parent_call_id: parent_call_id.into(),
@@ -300,7 +300,7 @@ impl Event {
         content: impl Into<Content>,
     ) -> Event {
         Event::dispatch_event(
-            types::CODE_DISPATCH,
+            &CODE_DISPATCH_TYPE,
             DispatchFields {
                 root_call_id: root_call_id.into(),
                 parent_call_id: parent_call_id.into(),
@@ -312,13 +312,13 @@ impl Event {
         )
     }
 
-    fn dispatch_event(event_type: &str, fields: DispatchFields) -> Event {
+    fn dispatch_event(event_type: &Arc<str>, fields: DispatchFields) -> Event {
         let depth = dispatch_depth(
             &fields.arguments,
             fields.settled.as_ref().map(|(_, c)| &c[..]),
         );
         Event {
-            event_type: type_arc(event_type),
+            event_type: event_type.clone(),
             data: Payload::deferred(Deferred::Dispatch(fields), depth, Facts::unknown()),
             source_event_seqs: None,
             tail: Tail::new(None, 1, None),

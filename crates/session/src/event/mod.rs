@@ -232,12 +232,19 @@ impl Rare {
     }
 }
 
-/// The shared `tool/call` type string (the hottest two skip [`type_arc`]'s search).
+/// The shared `tool/call` type string (the types made once per call, direct or from a
+/// program, skip [`type_arc`]'s search).
 static TOOL_CALL_TYPE: std::sync::LazyLock<Arc<str>> =
     std::sync::LazyLock::new(|| type_arc(types::TOOL_CALL));
 /// The shared `tool/result` type string.
 static TOOL_RESULT_TYPE: std::sync::LazyLock<Arc<str>> =
     std::sync::LazyLock::new(|| type_arc(types::TOOL_RESULT));
+/// The shared `tool/code-dispatch-start` type string.
+static CODE_DISPATCH_START_TYPE: std::sync::LazyLock<Arc<str>> =
+    std::sync::LazyLock::new(|| type_arc(types::CODE_DISPATCH_START));
+/// The shared `tool/code-dispatch` type string.
+static CODE_DISPATCH_TYPE: std::sync::LazyLock<Arc<str>> =
+    std::sync::LazyLock::new(|| type_arc(types::CODE_DISPATCH));
 
 /// The type string, shared for the types this crate knows (no allocation per event).
 fn type_arc(event_type: &str) -> Arc<str> {
