@@ -70,6 +70,9 @@ fn run_target(root: &Path, dir: &Path, name: &str) -> Result<(bool, String)> {
 /// Builds and runs every benchmark, then rewrites BENCHMARKS.md.
 pub fn run_all(root: &Path) -> Result<()> {
     let start = Instant::now();
+    // The benches drive the same components the tests do (the Python MCP SDK, npm's MCP
+    // servers, PostgreSQL): a fresh machine gets them first, not a failed target.
+    crate::components::install(root)?;
     let dir = out_dir(root);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("clear {}", dir.display()))?;
@@ -142,6 +145,7 @@ pub fn run_all(root: &Path) -> Result<()> {
 pub fn run_rows(root: &Path, spec: &str) -> Result<()> {
     let start = Instant::now();
     let rows = report::parse_rows(spec).map_err(anyhow::Error::msg)?;
+    crate::components::install(root)?;
     let mut names: Vec<&str> = Vec::new();
     for &n in &rows {
         let bench = report::ROWS[n - 1].bench;

@@ -1,6 +1,7 @@
 //! `cargo xtask test`: installs the components nobody here wrote that the tests drive, when the
 //! machine lacks them, then runs `cargo test --workspace --no-fail-fast`. The one list of those
-//! components (`.ci/run` runs this command). Chromium comes from Debian's packages (`apt-get`, as root).
+//! components (`.ci/run` runs this command; `cargo xtask bench` installs the same list first,
+//! since the benches drive them too). Chromium comes from Debian's packages (`apt-get`, as root).
 
 use std::path::Path;
 

@@ -653,8 +653,9 @@ pub fn render(run: &Run<'_>) -> String {
     let _ = writeln!(s, "\n## Reproduce\n");
     let _ = writeln!(
         s,
-        "Everything: `cargo xtask bench` (builds the bench targets in release mode, runs them \
-         one after the other, rewrites this file). One row:\n"
+        "Everything: `cargo xtask bench` (installs what the benches drive when the machine \
+         lacks it, the components `cargo xtask test` installs; builds the bench targets in \
+         release mode, runs them one after the other, rewrites this file). One row:\n"
     );
     for n in 1..=ROWS.len() {
         let _ = writeln!(s, "{}", reproduce_line(n));
