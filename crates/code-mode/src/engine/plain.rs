@@ -11,8 +11,10 @@
 //! - ordinary objects (not a proxy, not an instance of any class) whose prototype is the
 //!   run's own `Object.prototype` or `null`, and arrays whose prototype is the run's own
 //!   `Array.prototype`, without holes, with only data properties (no getter to run), with no
-//!   own `toJSON`, and no `toJSON` on those prototypes either (checked at each call: a program
-//!   may add one at any time); nested at most [`MAX_DEPTH`] deep, so a cycle is not plain.
+//!   own `toJSON`, and no `toJSON` on the prototypes `JSON.stringify` would meet (an object's
+//!   `Object.prototype`; an array's `Array.prototype` and the chain above it), checked at each
+//!   call: a program may add one at any time; nested at most [`MAX_DEPTH`] deep, so a cycle is
+//!   not plain.
 //!
 //! Guarantees: no JavaScript runs while a value is read (an ordinary object's properties and
 //! prototype are read from its shape; a proxy or any other exotic object is not plain); the
@@ -595,10 +597,17 @@ mod tests {
             );
             assert!(!read, "{setup} {expr}");
         }
-        // An object holding no array meets no `Array.prototype`: it is read as it is.
-        let (read, text) = both("(() => { Array.prototype.toJSON = () => 'x'; return {a: 1} })()");
-        assert!(read.is_some());
-        assert_eq!(read, text);
+        // An object holding no array meets no `Array.prototype`: it is read as it is. Nor can
+        // a program put a prototype above `Object.prototype` (it is immutable), which the read
+        // relies on when it asks `Object.prototype` alone.
+        for setup in [
+            "Array.prototype.toJSON = () => 'x';",
+            "try { Object.setPrototypeOf(Object.prototype, {toJSON: () => 'x'}) } catch (_) {}",
+        ] {
+            let (read, text) = both(&format!("(() => {{ {setup} return {{a: 1}} }})()"));
+            assert!(read.is_some(), "{setup}");
+            assert_eq!(read, text, "{setup}");
+        }
     }
 
     #[test]
