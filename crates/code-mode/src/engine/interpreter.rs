@@ -30,6 +30,7 @@ use rquickjs::context::intrinsic;
 use rquickjs::function::{Args, Opt};
 use rquickjs::{Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value};
 
+use super::arena::Pins;
 use super::lossless::{Held, Realm};
 use super::trap;
 use crate::bindings::{ARGS_NOT_LOSSLESS, Bindings, MISSING_ARGS, parse_args};
@@ -310,8 +311,10 @@ struct Settled {
 /// prelude compiled (not yet called). Made ahead of a run so that compiling the prelude is off
 /// the run's path; one run consumes it, and none is ever used twice.
 pub(crate) struct Prepared {
-    // Dropped in this order: the prelude before the context and the runtime that hold it.
+    // Dropped in this order: the prelude and the held blocks before the context and the
+    // runtime that hold them.
     prelude: Persistent<Function<'static>>,
+    pins: Option<Pins>,
     context: Context,
     runtime: Runtime,
 }
@@ -360,6 +363,7 @@ impl Prepared {
                 Vec::new(),
             )
         })?;
+        let pins = context.with(|ctx| Pins::hold(&ctx));
         let prelude = context.with(|ctx| match super::prelude::load(&ctx) {
             Ok(f) => Ok(Persistent::save(&ctx, f)),
             Err(rquickjs::Error::Exception) => Err(start_failed(describe_value(&ctx.catch()))),
@@ -367,6 +371,7 @@ impl Prepared {
         })?;
         Ok(Prepared {
             prelude,
+            pins,
             context,
             runtime,
         })
@@ -376,7 +381,9 @@ impl Prepared {
 /// What a finished run leaves to free: its context, then its runtime (a collection of all the
 /// program made). Dropped once the outcome is sent, so the caller does not wait for it.
 pub(crate) struct Spent {
-    // Dropped in this order: the context before the runtime that holds it.
+    // Dropped in this order: the held blocks and the context before the runtime that holds
+    // them.
+    _pins: Option<Pins>,
     _context: Context,
     _runtime: Runtime,
 }
@@ -393,6 +400,7 @@ pub(crate) fn execute(
 ) -> (CodeOutcome, Spent) {
     let Prepared {
         prelude,
+        pins,
         context,
         runtime,
     } = prepared;
@@ -427,6 +435,7 @@ pub(crate) fn execute(
         outcome
     });
     let spent = Spent {
+        _pins: pins,
         _context: context,
         _runtime: runtime,
     };

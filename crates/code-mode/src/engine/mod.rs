@@ -8,6 +8,7 @@
 //! `ToolCallError`); memory, stack, wall time (waiting on tools included), output, tool calls
 //! and program size are bounded; the async side never blocks a runtime thread.
 
+mod arena;
 mod interpreter;
 mod lossless;
 mod plain;
