@@ -17,10 +17,11 @@ mod code_mode_fixture;
 #[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
 mod fixtures;
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use code_mode_fixture::{CodeModeBench, code_mode_bench};
-use fixtures::{in_task, step, tokio_runtime};
+use code_mode_fixture::code_mode_bench;
+use fixtures::{in_task, tokio_runtime};
 
 /// Sub-calls made by each program, and direct calls per run of the baseline, unless a third
 /// argument gives another number (a run's fixed costs show as the difference).
@@ -38,50 +39,27 @@ fn main() {
         .map(|n| n.parse().expect("calls must be a whole number"))
         .unwrap_or(CALLS);
     let rt = tokio_runtime();
-    let CodeModeBench {
-        code,
-        runtime,
-        sessions,
-        run_code,
-        direct,
-    } = code_mode_bench(calls);
-    let elapsed = match side.as_str() {
-        "program" => in_task(&rt, move || async move {
-            let mut total = Duration::ZERO;
-            for _ in 0..runs {
-                let cx = step(10);
-                sessions.insert(None, cx.session.clone());
-                let start = Instant::now();
-                let out = runtime.run_step(&cx, &run_code).await.expect("step");
-                total += start.elapsed();
-                assert!(
-                    !out.results[0].is_error(),
-                    "{:?}",
-                    out.results[0].first_text()
-                );
-                std::mem::forget(cx);
-            }
-            total
-        }),
-        "direct" => in_task(&rt, move || async move {
-            let mut total = Duration::ZERO;
-            for _ in 0..runs {
-                let cx = step(10);
-                let start = Instant::now();
-                for block in direct.iter() {
-                    let out = runtime
-                        .run_step(&cx, std::slice::from_ref(block))
-                        .await
-                        .expect("step");
-                    assert!(!out.results[0].is_error());
-                }
-                total += start.elapsed();
-                std::mem::forget(cx);
-            }
-            total
-        }),
+    let bench = Arc::new(code_mode_bench(calls));
+    let task = bench.clone();
+    let program = match side.as_str() {
+        "program" => true,
+        "direct" => false,
         other => panic!("unknown side {other:?}: program or direct"),
     };
+    let elapsed = in_task(&rt, move || async move {
+        let mut total = Duration::ZERO;
+        for _ in 0..runs {
+            let (took, cx) = if program {
+                task.program_once().await
+            } else {
+                task.direct_once().await
+            };
+            total += took;
+            // The session's teardown is no part of a call.
+            std::mem::forget(cx);
+        }
+        total
+    });
     println!("{side}: {runs} runs of {calls} calls in {elapsed:?}");
-    drop(code);
+    drop(bench);
 }
