@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::machine::Machine;
+use crate::machine::{CpuTimes, Machine};
 use crate::report::{self, Run, TargetRun};
 use crate::results::{self, Results};
 
@@ -33,6 +33,11 @@ fn absent_reason(name: &str) -> String {
         "code_mode" => "blocked: Code Mode not landed".to_owned(),
         other => format!("bench target `{other}` does not exist"),
     }
+}
+
+/// The share of the processors' time the host took since `earlier` was read.
+fn steal_since(earlier: Option<CpuTimes>) -> Option<f64> {
+    CpuTimes::now()?.stolen_since(&earlier?)
 }
 
 fn out_dir(root: &Path) -> PathBuf {
@@ -101,6 +106,7 @@ pub fn run_all(root: &Path) -> Result<()> {
     let mut targets = Vec::new();
     for name in TARGETS {
         let t0 = Instant::now();
+        let cpu0 = CpuTimes::now();
         let failure = if !present.contains(name) {
             Some(absent_reason(name))
         } else if !built {
@@ -118,6 +124,7 @@ pub fn run_all(root: &Path) -> Result<()> {
             name: (*name).to_owned(),
             failure,
             seconds: t0.elapsed().as_secs_f64(),
+            steal: steal_since(cpu0),
         });
     }
     let total_seconds = start.elapsed().as_secs_f64();
@@ -170,6 +177,7 @@ pub fn run_rows(root: &Path, spec: &str) -> Result<()> {
     let mut targets = Vec::new();
     for name in &names {
         let t0 = Instant::now();
+        let cpu0 = CpuTimes::now();
         let failure = if !built {
             Some("failed to build (see `cargo bench -p dsh --no-run`)".to_owned())
         } else {
@@ -185,6 +193,7 @@ pub fn run_rows(root: &Path, spec: &str) -> Result<()> {
             name: (*name).to_owned(),
             failure,
             seconds: t0.elapsed().as_secs_f64(),
+            steal: steal_since(cpu0),
         });
     }
     let mut results = Results {

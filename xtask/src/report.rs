@@ -489,6 +489,10 @@ pub struct TargetRun {
     pub failure: Option<String>,
     /// Wall time of its run, in seconds.
     pub seconds: f64,
+    /// The share of the processors' time the host took for others during its run (`steal` in
+    /// /proc/stat), when it could be read: how quiet the machine was.
+    #[serde(default)]
+    pub steal: Option<f64>,
 }
 
 /// Everything a report is written from.
@@ -554,10 +558,15 @@ fn read(source: Source, results: &Results) -> Option<(f64, String)> {
         } => {
             let r = results.record(bench, "figure", &Value::from(figure))?;
             let v = r.get(field)?.as_f64()?;
+            // Alternated rounds (`benches/fixtures/alternate.rs`) give each side its spread.
+            let spread = r
+                .get(format!("{}_spread", field.trim_end_matches("_ns")))
+                .and_then(Value::as_f64)
+                .map_or_else(String::new, |f| format!(" (±{:.0} %)", f * 100.0));
             if unit.is_empty() {
                 Some((v, format_bytes(v)))
             } else {
-                Some((v, format!("{} / {unit}", format_time(v))))
+                Some((v, format!("{} / {unit}{spread}", format_time(v))))
             }
         }
     }
@@ -634,14 +643,16 @@ pub fn render(run: &Run<'_>) -> String {
          Written by `cargo xtask bench` (do not edit above the marker line). Every figure is \
          compared with a baseline measured in the same run, on the same machine, so the ratio \
          is what matters: wall time on 2 shared cores is noisy, ratios much less so. Times are \
-         criterion medians (± median absolute deviation); no test asserts any of them.\n\n\
+         medians (± median absolute deviation): criterion's, or, where a row says so, over \
+         rounds that alternate the figure and its baseline; no test asserts any of them.\n\n\
          Machine: {} processors (`nproc`), {} (/proc/cpuinfo). Commit {}, {}. The whole run, \
-         build included, took {:.1} minutes.\n",
+         build included, took {:.1} minutes.{}\n",
         m.nproc,
         m.cpu,
         m.commit,
         m.date,
-        run.total_seconds / 60.0
+        run.total_seconds / 60.0,
+        steal_sentence(run.targets)
     );
     let _ = writeln!(
         s,
@@ -662,14 +673,38 @@ pub fn render(run: &Run<'_>) -> String {
     }
     let _ = writeln!(
         s,
-        "\n## Run\n\n| bench target | wall time | status |\n| --- | --- | --- |"
+        "\n## Run\n\n| bench target | wall time | processor time taken by the host (`steal`) | status |\n| --- | --- | --- | --- |"
     );
     for t in run.targets {
         let status = t.failure.clone().unwrap_or_else(|| "ok".to_owned());
-        let _ = writeln!(s, "| `{}` | {:.0} s | {status} |", t.name, t.seconds);
+        let steal = t
+            .steal
+            .map_or_else(|| "—".to_owned(), |f| format!("{:.1} %", f * 100.0));
+        let _ = writeln!(
+            s,
+            "| `{}` | {:.0} s | {steal} | {status} |",
+            t.name, t.seconds
+        );
     }
     let _ = writeln!(s, "\n{NOTES_MARKER}");
     s
+}
+
+/// The machine line's last sentence: how much of the processors' time the host took while the
+/// benches ran (each target's share weighted by its wall time), or nothing when unknown.
+fn steal_sentence(targets: &[TargetRun]) -> String {
+    let (stolen, seconds) = targets
+        .iter()
+        .filter_map(|t| t.steal.map(|f| (f * t.seconds, t.seconds)))
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+    if seconds <= 0.0 {
+        return String::new();
+    }
+    format!(
+        " While the benches ran, the host took {:.1} % of the processors' time for other \
+         guests (`steal`, /proc/stat; per target under Run): the closer to 0, the quieter the run.",
+        stolen / seconds * 100.0
+    )
 }
 
 /// The table line of row `n` (from 1).
@@ -809,6 +844,7 @@ mod tests {
             name: "session".into(),
             failure: None,
             seconds: 1.0,
+            steal: Some(0.02),
         }];
         let m = machine();
         let run = Run {
@@ -829,6 +865,58 @@ mod tests {
     }
 
     #[test]
+    fn an_alternated_record_gives_both_sides_with_their_spread_and_the_run_its_steal() {
+        let res = Results {
+            criterion: Default::default(),
+            records: vec![serde_json::json!({
+                "bench": "code_mode", "figure": "code-mode",
+                "program_ns": 5_000_000.0, "program_spread": 0.04,
+                "direct_ns": 2_000_000.0, "direct_spread": 0.1,
+            })],
+        };
+        let targets = [
+            TargetRun {
+                name: "code_mode".into(),
+                failure: None,
+                seconds: 30.0,
+                steal: Some(0.01),
+            },
+            TargetRun {
+                name: "bash".into(),
+                failure: None,
+                seconds: 10.0,
+                steal: Some(0.05),
+            },
+        ];
+        let m = machine();
+        let run = Run {
+            machine: &m,
+            targets: &targets,
+            results: &res,
+            total_seconds: 60.0,
+        };
+        let row = ROWS
+            .iter()
+            .find(|r| r.name.starts_with("Code Mode"))
+            .unwrap();
+        let (f, b, r, v) = verdict(row, &run);
+        assert_eq!(f, "5.00 ms / 1,000 calls (±4 %)");
+        assert_eq!(b, "2.00 ms / 1,000 calls (±10 %)");
+        assert_eq!(r, "2.50×");
+        assert_eq!(v, "pass");
+        let report = render(&run);
+        // (30 s at 1 % + 10 s at 5 %) / 40 s.
+        assert!(
+            report.contains("the host took 2.0 % of the processors' time"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| `bash` | 10 s | 5.0 % | ok |"),
+            "{report}"
+        );
+    }
+
+    #[test]
     fn rows_parse_as_numbers_and_ranges() {
         assert_eq!(parse_rows("12-14,1").unwrap(), vec![1, 12, 13, 14]);
         assert_eq!(parse_rows("3").unwrap(), vec![3]);
@@ -844,6 +932,7 @@ mod tests {
             name: "bash".into(),
             failure: None,
             seconds: 1.0,
+            steal: Some(0.02),
         }];
         let m = machine();
         let run = Run {
@@ -886,6 +975,7 @@ mod tests {
             name: "code_mode".into(),
             failure: Some("blocked: Code Mode not landed".into()),
             seconds: 0.0,
+            steal: None,
         }];
         let m = machine();
         let run = Run {
