@@ -810,6 +810,32 @@ mod tests {
         }
     }
 
+    /// A target that ran and exited 0.
+    fn target(name: &str, seconds: f64, steal: Option<f64>) -> TargetRun {
+        TargetRun {
+            name: name.into(),
+            failure: None,
+            seconds,
+            steal,
+        }
+    }
+
+    /// Hands `f` a run of `targets` with `res`, on the test machine.
+    fn with_run<R>(res: &Results, targets: &[TargetRun], f: impl FnOnce(&Run<'_>) -> R) -> R {
+        let m = machine();
+        f(&Run {
+            machine: &m,
+            targets,
+            results: res,
+            total_seconds: 60.0,
+        })
+    }
+
+    /// The row whose name starts with `prefix`.
+    fn row_named(prefix: &str) -> &'static Row {
+        ROWS.iter().find(|r| r.name.starts_with(prefix)).unwrap()
+    }
+
     #[test]
     fn time_ratio_divides_figure_by_baseline() {
         let row = &ROWS[0];
@@ -840,24 +866,10 @@ mod tests {
             ("append/100000", 1_000_000.0),
             ("append/1000000", 2_000_000.0),
         ]);
-        let targets = [TargetRun {
-            name: "session".into(),
-            failure: None,
-            seconds: 1.0,
-            steal: Some(0.02),
-        }];
-        let m = machine();
-        let run = Run {
-            machine: &m,
-            targets: &targets,
-            results: &res,
-            total_seconds: 60.0,
-        };
-        let row = ROWS
-            .iter()
-            .find(|r| r.name.starts_with("session append at 1M"))
-            .unwrap();
-        let (f, b, r, v) = verdict(row, &run);
+        let targets = [target("session", 1.0, Some(0.02))];
+        let (f, b, r, v) = with_run(&res, &targets, |run| {
+            verdict(row_named("session append at 1M"), run)
+        });
         assert_eq!(f, "2.00 µs / event (±0 %)");
         assert_eq!(b, "1.00 µs / event (±0 %)");
         assert_eq!(r, "0.50× throughput");
@@ -875,36 +887,15 @@ mod tests {
             })],
         };
         let targets = [
-            TargetRun {
-                name: "code_mode".into(),
-                failure: None,
-                seconds: 30.0,
-                steal: Some(0.01),
-            },
-            TargetRun {
-                name: "bash".into(),
-                failure: None,
-                seconds: 10.0,
-                steal: Some(0.05),
-            },
+            target("code_mode", 30.0, Some(0.01)),
+            target("bash", 10.0, Some(0.05)),
         ];
-        let m = machine();
-        let run = Run {
-            machine: &m,
-            targets: &targets,
-            results: &res,
-            total_seconds: 60.0,
-        };
-        let row = ROWS
-            .iter()
-            .find(|r| r.name.starts_with("Code Mode"))
-            .unwrap();
-        let (f, b, r, v) = verdict(row, &run);
+        let (f, b, r, v) = with_run(&res, &targets, |run| verdict(row_named("Code Mode"), run));
         assert_eq!(f, "5.00 ms / 1,000 calls (±4 %)");
         assert_eq!(b, "2.00 ms / 1,000 calls (±10 %)");
         assert_eq!(r, "2.50×");
         assert_eq!(v, "pass");
-        let report = render(&run);
+        let report = with_run(&res, &targets, render);
         // (30 s at 1 % + 10 s at 5 %) / 40 s.
         assert!(
             report.contains("the host took 2.0 % of the processors' time"),
@@ -928,19 +919,7 @@ mod tests {
     #[test]
     fn updating_rows_keeps_every_other_line() {
         let res = results(&[("bash/true-bare", 1e6), ("bash/true-full-access", 2e6)]);
-        let targets = [TargetRun {
-            name: "bash".into(),
-            failure: None,
-            seconds: 1.0,
-            steal: Some(0.02),
-        }];
-        let m = machine();
-        let run = Run {
-            machine: &m,
-            targets: &targets,
-            results: &res,
-            total_seconds: 1.0,
-        };
+        let targets = [target("bash", 1.0, Some(0.02))];
         let n = 1 + ROWS
             .iter()
             .position(|r| r.name.starts_with("`bash` call of `true`"))
@@ -949,7 +928,7 @@ mod tests {
             "# B\n\n| # | h |\n| --- | --- |\n| 1 | one |\n| {} | before |\n\n## Reproduce\n\n1. `a`\n\nnotes\n",
             n - 1
         );
-        let once = update_rows(&existing, &[n], &run);
+        let once = with_run(&res, &targets, |run| update_rows(&existing, &[n], run));
         let lines: Vec<&str> = once.lines().collect();
         assert_eq!(lines[5], format!("| {} | before |", n - 1));
         assert!(lines[6].starts_with(&format!("| {n} | `bash` call of `true`")));
@@ -965,7 +944,8 @@ mod tests {
         );
         assert!(once.ends_with("\nnotes\n"));
         // A second update replaces the lines it added.
-        assert_eq!(update_rows(&once, &[n], &run), once);
+        let twice = with_run(&res, &targets, |run| update_rows(&once, &[n], run));
+        assert_eq!(twice, once);
     }
 
     #[test]
