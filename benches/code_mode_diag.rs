@@ -1,6 +1,7 @@
 //! Diagnostic only, no row of BENCHMARKS.md (`cargo xtask bench` neither builds nor runs it):
-//! the two sides of `code_mode/` (benches/code_mode.rs) without criterion, so that callgrind
-//! counts the instructions of a sub-call and of a direct call, whatever else the machine does.
+//! one side of row 13 (benches/code_mode.rs) at a time, without the alternation, so that
+//! callgrind counts the instructions of a sub-call or of a direct call, whatever else the
+//! machine does.
 //!
 //! `code_mode_diag program <runs> [calls]` runs `runs` programs of `calls` (1,000) sub-calls
 //! each, one step each; `code_mode_diag direct <runs> [calls]` makes `runs` × `calls` direct

@@ -20,6 +20,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+#[path = "fixtures/alternate.rs"]
+#[allow(dead_code)] // The store's rounds are its own (three sides, async); it shares the median.
+mod alternate;
+
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,6 +32,8 @@ use dsh_session::{Event, OpenOptions, Session};
 use dsh_store_postgres::PgStore;
 use dsh_test_support::postgres::Cluster;
 use serde_json::json;
+
+use alternate::median;
 
 const APPENDERS: usize = 10;
 const ROUNDS: usize = 7;
@@ -54,11 +60,6 @@ fn record(value: serde_json::Value) {
 
 fn ns_per(took: Duration, events: usize) -> f64 {
     took.as_secs_f64() * 1e9 / events as f64
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// `APPENDERS` tasks appending `per` events each, at once; returns the wall time. The events

@@ -363,7 +363,7 @@ impl Prepared {
                 Vec::new(),
             )
         })?;
-        let pins = context.with(|ctx| Pins::hold(&ctx));
+        let pins = context.with(|ctx| Pins::hold(&runtime, &ctx));
         let prelude = context.with(|ctx| match super::prelude::load(&ctx) {
             Ok(f) => Ok(Persistent::save(&ctx, f)),
             Err(rquickjs::Error::Exception) => Err(start_failed(describe_value(&ctx.catch()))),
