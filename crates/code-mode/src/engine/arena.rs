@@ -2,13 +2,14 @@
 //! whole life ([`Pins`]).
 //!
 //! QuickJS serves blocks of up to 512 bytes, its 8-byte header included, from 4 KB arenas, one
-//! list per size class, and hands an arena back to `malloc` the moment its last block is freed. A program that
-//! makes a tool call in a loop allocates and frees the same few objects each time round (the
-//! promise, its resolving functions, the job that settles it); where such an object is the
-//! only one of its size class, every call made a new arena (4 KB from `malloc`, every block
-//! threaded onto its free list) and freed it again: two in three sub-calls did, 0.4k of a
-//! sub-call's 23k instructions. With one block of every class held, no class's last arena
-//! ever empties, so each class keeps one arena from the start to the end of the run.
+//! list per size class, and hands an arena back to `malloc` the moment its last block is
+//! freed. A program that makes a tool call in a loop allocates and frees the same few objects
+//! each time round (the promise, its resolving functions, the job that settles it); where such
+//! an object is the only one of its size class, every call made a new arena (4 KB from
+//! `malloc`, every block threaded onto its free list) and freed it again: two in three
+//! sub-calls did, 0.4k of a sub-call's 23k instructions. With one block of every class held,
+//! no class's last arena ever empties, so each class keeps one arena from the start to the end
+//! of the run.
 //!
 //! Guarantees: the blocks are the runtime's own allocations (`js_malloc_rt`), counted under
 //! its memory limit like any other, never read nor written, and each freed exactly once before
