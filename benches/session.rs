@@ -7,9 +7,6 @@
 //!   written between the fill and the timer, so the log is out of the caches at every size);
 //!   the 100k figure is the baseline of the 1M one: append must not slow down as the log
 //!   grows past the cache;
-//! - `durable/group` vs `durable/raw`: 10 concurrent appenders on a durable JSON Lines session
-//!   (group commit, one `fdatasync` per group) vs a plain loop of `write` + `fdatasync` over
-//!   batches of 10 of the same lines; one iteration is 10 events either way;
 //! - `derive/log` vs `derive/parse`: reading a 1M-event log (`read_log`) and deriving its
 //!   model-visible history (`derive_messages_from`) vs `serde_json` parsing every line of the
 //!   same bytes into a `Value`; both keep what they built until the timer stops.
@@ -24,14 +21,11 @@
 mod events;
 
 use std::hint::black_box;
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode};
-use dsh::session::{OpenOptions, Session, derive_messages_from, read_log};
+use dsh::session::{Session, derive_messages_from, read_log};
 
-/// Concurrent appenders of the durable benchmark, and the batch size of its baseline.
-const APPENDERS: usize = 10;
 /// Events appended, and timed, on top of a filled session.
 const APPENDED: usize = 1_000;
 /// Events in the derived log.
@@ -136,84 +130,6 @@ fn append(c: &mut Criterion) {
     g.finish();
 }
 
-fn durable(c: &mut Criterion) {
-    let mut g = c.benchmark_group("durable");
-    g.warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(4))
-        .sample_size(10)
-        .sampling_mode(SamplingMode::Flat);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    g.bench_function("group", |b| {
-        b.iter_custom(|iters| {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let path = dir.path().join("log.jsonl");
-            let per_appender = iters as usize;
-            let batch = events::events(per_appender * APPENDERS);
-            rt.block_on(async {
-                let (session, _) = Session::open_jsonl(&path, OpenOptions::new())
-                    .await
-                    .expect("open the log");
-                let mut lanes: Vec<Vec<_>> = (0..APPENDERS)
-                    .map(|_| Vec::with_capacity(per_appender))
-                    .collect();
-                for (i, e) in batch.into_iter().enumerate() {
-                    lanes[i % APPENDERS].push(e);
-                }
-                let start = Instant::now();
-                let tasks: Vec<_> = lanes
-                    .into_iter()
-                    .map(|lane| {
-                        let session = session.clone();
-                        tokio::spawn(async move {
-                            for e in lane {
-                                session.append(e).await.expect("durable append");
-                            }
-                        })
-                    })
-                    .collect();
-                for t in tasks {
-                    t.await.expect("appender");
-                }
-                let took = start.elapsed();
-                session.close().await.expect("close");
-                took
-            })
-        })
-    });
-    g.bench_function("raw", |b| {
-        b.iter_custom(|iters| {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let path = dir.path().join("log.jsonl");
-            let batch = events::events(iters as usize * APPENDERS);
-            let groups: Vec<Vec<u8>> = batch
-                .chunks(APPENDERS)
-                .map(|chunk| {
-                    let mut bytes = Vec::new();
-                    for e in chunk {
-                        bytes.extend_from_slice(e.to_json_line().as_bytes());
-                        bytes.push(b'\n');
-                    }
-                    bytes
-                })
-                .collect();
-            let mut file = std::fs::File::create(&path).expect("create");
-            file.write_all(b"{\"type\":\"session\",\"version\":0,\"id\":\"bench\"}\n")
-                .expect("header");
-            file.sync_all().expect("sync");
-            let start = Instant::now();
-            for bytes in &groups {
-                file.write_all(bytes).expect("write");
-                file.sync_data().expect("fdatasync");
-            }
-            start.elapsed()
-        })
-    });
-    g.finish();
-}
-
 fn derive(c: &mut Criterion) {
     let mut g = c.benchmark_group("derive");
     g.warm_up_time(Duration::from_millis(100))
@@ -257,7 +173,6 @@ fn derive(c: &mut Criterion) {
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     append(&mut c);
-    durable(&mut c);
     derive(&mut c);
     c.final_summary();
 }

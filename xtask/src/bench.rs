@@ -17,6 +17,7 @@ use crate::results::{self, Results};
 const TARGETS: &[&str] = &[
     "pipeline",
     "session",
+    "durable",
     "session_memory",
     "code_mode",
     "cli_run",
