@@ -6,7 +6,6 @@
 //!   await of the same no-op body, both issued from inside a task on the same runtime;
 //! - `scheduler/step` vs `scheduler/staged`: 10,000 parallel-safe no-op calls in one step (pool
 //!   10) vs the same calls and log events through the staged runtime without the scheduler;
-//! - `registry/1` vs `registry/1000`: the full pipeline with 1 and with 1,000 tools registered;
 //! - `payload/call` vs `payload/serialize`: one call with a 1 MB argument and a 1 MB string
 //!   result vs one `serde_json` serialization of the payload;
 //! - `overlap/beside` vs `overlap/alone`: when a 100 ms body ends, counted from the step's start,
@@ -22,6 +21,7 @@
 #![allow(clippy::expect_used)]
 
 #[path = "fixtures/pipeline.rs"]
+#[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
 mod fixtures;
 
 use std::hint::black_box;
@@ -34,9 +34,7 @@ use dsh::core::{Failure, Json, PreExecuteHook, PreNext, PreToolDecision, ToolExe
 use dsh::guard::Scope;
 use parking_lot::Mutex;
 
-use fixtures::{
-    NOOP, blocks, in_task, noop_body, registry, runtime, step, time_one_call_steps, tokio_runtime,
-};
+use fixtures::{NOOP, blocks, in_task, noop_body, registry, runtime, step, tokio_runtime};
 
 /// Calls in the step-scheduler benchmark.
 const STEP_CALLS: usize = 10_000;
@@ -84,22 +82,6 @@ fn full_pipeline(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
             })
         })
     });
-    g.finish();
-}
-
-fn registry_size(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
-    let mut g = c.benchmark_group("registry");
-    g.warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3))
-        .sample_size(30);
-    let value = Json::string("ok");
-    let calls = Arc::new(blocks(1024, NOOP, "{}"));
-    for tools in [1usize, 1000] {
-        let runtime = runtime(registry(tools, &value, false));
-        g.bench_function(tools.to_string(), |b| {
-            b.iter_custom(|iters| time_one_call_steps(rt, &runtime, &calls, POOL, iters))
-        });
-    }
     g.finish();
 }
 
@@ -341,7 +323,6 @@ fn main() {
     let rt = tokio_runtime();
     let mut c = Criterion::default().configure_from_args();
     full_pipeline(&mut c, &rt);
-    registry_size(&mut c, &rt);
     step_scheduler(&mut c, &rt);
     payload(&mut c, &rt);
     overlap(&mut c, &rt);

@@ -4,9 +4,9 @@
 //!
 //! `pipeline_diag <full|timed|spawn> [calls]` runs `calls` sequential calls (default 20,000) the
 //! way the benchmark does, inside one task on the same runtime (`timed`: the same steps with
-//! stage timing on, as `timing/on-1` of benches/step_timing.rs runs them). Instructions per call are the
-//! difference of two counts over the difference of their call numbers, e.g.
-//! `valgrind --tool=callgrind pipeline_diag full 0` and `... full 20000`.
+//! stage timing on, as the `on` side of row 25 in benches/step_timing.rs runs them).
+//! Instructions per call are the difference of two counts over the difference of their call
+//! numbers, e.g. `valgrind --tool=callgrind pipeline_diag full 0` and `... full 20000`.
 
 // A diagnostic whose setup fails must stop loudly.
 #![allow(clippy::expect_used)]

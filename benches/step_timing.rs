@@ -1,18 +1,28 @@
-//! What stage timing (`RuntimeConfig::step_timing`, the `dsh/step-timing` event `dsh view`
-//! draws) costs per call: the same steps through the same runtime with it on and off, both
-//! measured in this run (`cargo xtask bench` turns them into the ratios of BENCHMARKS.md):
+//! Rows 25-26 of BENCHMARKS.md: what stage timing (`RuntimeConfig::step_timing`, the
+//! `dsh/step-timing` event `dsh view` draws) costs per call: the same steps through two
+//! runtimes alike but for it, on and off, alternated in rounds (`fixtures/alternate.rs`) so
+//! that whatever else the machine does falls on both sides alike. Prints two `DSH-BENCH {json}`
+//! records (`cargo xtask bench` turns them into the rows' ratios):
 //!
-//! - `timing/on-1` vs `timing/off-1`: one step of one no-op call, sequential (the marks, the
-//!   call's entry and one more event per step, in an in-memory session);
-//! - `timing/on-10k` vs `timing/off-10k`: one step of 10,000 parallel-safe no-op calls, pool 10
-//!   (the marks and entries, one event of 10,000 entries).
+//! - `timing-1` (`on` vs `off`): 1,000 steps of one no-op call, sequential, sharing one fresh
+//!   in-memory session (with timing on: the marks, the call's entry and one more event per
+//!   step);
+//! - `timing-10k` (`on` vs `off`): one step of 10,000 parallel-safe no-op calls, pool 10, in a
+//!   fresh in-memory session (the marks and entries, one event of 10,000 entries).
 //!
-//! Timing is wall time measured inside the benchmark (criterion's `iter_custom`); no assertion
-//! is made about it.
+//! Each figure is per call. Measured one side after the other instead (criterion's way, 3-4 s
+//! each), row 25 read from 1.05× to 1.46× between runs of the same code; alternated, two
+//! runtimes with timing on read 0.99-1.01× against each other, and two with it off
+//! 0.99-1.00×. Timing is wall time measured inside a task on the multi-thread runtime; no
+//! assertion is made about it.
+//!
+//! Run: `cargo bench -p dsh --bench step_timing`.
 
 // A benchmark whose setup fails must stop loudly.
 #![allow(clippy::expect_used)]
 
+#[path = "fixtures/alternate.rs"]
+mod alternate;
 #[path = "fixtures/pipeline.rs"]
 #[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
 mod fixtures;
@@ -20,7 +30,7 @@ mod fixtures;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, SamplingMode};
+use alternate::{Rounds, alternate, record};
 use dsh::core::Json;
 use dsh::scheduler::{Runtime, RuntimeConfig};
 
@@ -28,10 +38,24 @@ use fixtures::{
     NOOP, blocks, in_task, pass_through_hooks, registry, step, time_one_call_steps, tokio_runtime,
 };
 
-/// Calls in the large step.
-const STEP_CALLS: usize = 10_000;
+/// One-call steps in one unit of row 25.
+const STEPS: u32 = 1_000;
+/// Calls in the large step (one unit of row 26).
+const STEP_CALLS: u32 = 10_000;
 /// The pool size.
 const POOL: usize = 10;
+/// Row 25: 40 rounds of 10 units of each side, after 4 not counted.
+const ONE_CALL_ROUNDS: Rounds = Rounds {
+    warm_up: 4,
+    rounds: 40,
+    per_round: 10,
+};
+/// Row 26: 20 rounds of 2 steps of each side, after 2 not counted.
+const LARGE_ROUNDS: Rounds = Rounds {
+    warm_up: 2,
+    rounds: 20,
+    per_round: 2,
+};
 
 fn runtime(parallel: bool, timing: bool) -> Arc<Runtime> {
     let value = Json::string("ok");
@@ -45,54 +69,48 @@ fn runtime(parallel: bool, timing: bool) -> Arc<Runtime> {
     )
 }
 
-fn one_call_steps(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
-    let mut g = c.benchmark_group("timing");
-    g.warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3))
-        .sample_size(30);
+/// Row 25: the time per call of 1,000 one-call steps.
+fn one_call_steps(rt: &tokio::runtime::Runtime) {
     let calls = Arc::new(blocks(1024, NOOP, "{}"));
-    for (id, timing) in [("off-1", false), ("on-1", true)] {
-        let runtime = runtime(false, timing);
-        g.bench_function(id, |b| {
-            b.iter_custom(|iters| time_one_call_steps(rt, &runtime, &calls, POOL, iters))
-        });
-    }
-    g.finish();
+    let (on, off) = (runtime(false, true), runtime(false, false));
+    let per_call = |runtime: &Arc<Runtime>| {
+        time_one_call_steps(rt, runtime, &calls, POOL, STEPS.into()) / STEPS
+    };
+    let (on, off) = alternate(ONE_CALL_ROUNDS, || per_call(&on), || per_call(&off));
+    record(
+        "step_timing",
+        "timing-1",
+        ONE_CALL_ROUNDS,
+        [("on", &on), ("off", &off)],
+    );
 }
 
-fn large_steps(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
-    let mut g = c.benchmark_group("timing");
-    g.warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(4))
-        .sample_size(10)
-        .sampling_mode(SamplingMode::Flat);
-    let calls = Arc::new(blocks(STEP_CALLS, NOOP, "{}"));
-    for (id, timing) in [("off-10k", false), ("on-10k", true)] {
-        let runtime = runtime(true, timing);
-        g.bench_function(id, |b| {
-            b.iter_custom(|iters| {
-                let (runtime, calls) = (runtime.clone(), calls.clone());
-                in_task(rt, move || async move {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let cx = step(POOL);
-                        let start = Instant::now();
-                        let out = runtime.run_step(&cx, &calls).await.expect("step");
-                        total += start.elapsed();
-                        assert_eq!(out.results.len(), STEP_CALLS);
-                    }
-                    total
-                })
-            })
-        });
-    }
-    g.finish();
+/// Row 26: the time per call of one step of 10,000 calls.
+fn large_steps(rt: &tokio::runtime::Runtime) {
+    let calls = Arc::new(blocks(STEP_CALLS as usize, NOOP, "{}"));
+    let per_call = |runtime: &Arc<Runtime>| -> Duration {
+        let (runtime, calls) = (runtime.clone(), calls.clone());
+        in_task(rt, move || async move {
+            let cx = step(POOL);
+            let start = Instant::now();
+            let out = runtime.run_step(&cx, &calls).await.expect("step");
+            let took = start.elapsed();
+            assert_eq!(out.results.len(), calls.len());
+            took / STEP_CALLS
+        })
+    };
+    let (on, off) = (runtime(true, true), runtime(true, false));
+    let (on, off) = alternate(LARGE_ROUNDS, || per_call(&on), || per_call(&off));
+    record(
+        "step_timing",
+        "timing-10k",
+        LARGE_ROUNDS,
+        [("on", &on), ("off", &off)],
+    );
 }
 
 fn main() {
     let rt = tokio_runtime();
-    let mut c = Criterion::default().configure_from_args();
-    one_call_steps(&mut c, &rt);
-    large_steps(&mut c, &rt);
-    c.final_summary();
+    one_call_steps(&rt);
+    large_steps(&rt);
 }

@@ -16,6 +16,7 @@ use crate::results::{self, Results};
 /// The bench targets of the root package, in the order they run.
 const TARGETS: &[&str] = &[
     "pipeline",
+    "registry",
     "session",
     "durable",
     "session_memory",
