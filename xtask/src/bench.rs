@@ -17,6 +17,7 @@ use crate::results::{self, Results};
 const TARGETS: &[&str] = &[
     "pipeline",
     "registry",
+    "append",
     "session",
     "durable",
     "session_memory",

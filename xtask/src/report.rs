@@ -133,26 +133,26 @@ pub const ROWS: &[Row] = &[
         command: "cargo bench -p dsh --bench pipeline -- payload/",
     },
     Row {
-        name: "session append at 100k events (1,000 appends onto an in-memory log holding 100k, the caches flushed after the fill)",
-        figure: timed("append/100000", 1_000.0, "event"),
-        baseline_name: "the same onto a log holding 1k",
-        baseline: timed("append/1000", 1_000.0, "event"),
+        name: "session append at 100k events (1,000 appends onto an in-memory log holding 100k, the caches flushed after the fill; 20 rounds of 2 fills alternated with the baseline, medians)",
+        figure: field("append", "append-100k", "big_ns", "event"),
+        baseline_name: "the same onto a log holding 1k, same rounds",
+        baseline: field("append", "append-100k", "small_ns", "event"),
         target: Target::Info,
-        bench: "session",
-        command: "cargo bench -p dsh --bench session -- append/",
+        bench: "append",
+        command: "cargo bench -p dsh --bench append",
     },
     Row {
-        name: "session append at 1M events (1,000 appends onto an in-memory log holding 1M, the caches flushed after the fill: twice the largest CPU cache written)",
-        figure: timed("append/1000000", 1_000.0, "event"),
+        name: "session append at 1M events (1,000 appends onto an in-memory log holding 1M, the caches flushed after the fill: twice the largest CPU cache written; 15 rounds of 1 fill alternated with the baseline, medians)",
+        figure: field("append", "append-1m", "big_ns", "event"),
         // Against 100k, not 1k: a 1k log fits the CPU caches, so the 1k ratio measured the
         // cache, not the append; past the cache the append must stay flat. A 100k log (about
         // 45 MB) still fits a large cache (260 MiB on one of our machines), so the bench
         // flushes the caches after each fill: both logs are past the cache on any machine.
-        baseline_name: "the same onto a log holding 100k",
-        baseline: timed("append/100000", 1_000.0, "event"),
+        baseline_name: "the same onto a log holding 100k, same rounds",
+        baseline: field("append", "append-1m", "small_ns", "event"),
         target: Target::ThroughputAtLeast(0.9),
-        bench: "session",
-        command: "cargo bench -p dsh --bench session -- append/",
+        bench: "append",
+        command: "cargo bench -p dsh --bench append",
     },
     Row {
         name: "session resident memory after 1M appended events (growth of the process's RSS, /proc/self/statm)",
@@ -862,17 +862,18 @@ mod tests {
 
     #[test]
     fn per_unit_figures_divide_by_the_iteration_size() {
+        // Row 2: one iteration is a step of 10,000 calls.
         let res = results(&[
-            ("append/100000", 1_000_000.0),
-            ("append/1000000", 2_000_000.0),
+            ("scheduler/step", 40_000_000.0),
+            ("scheduler/staged", 20_000_000.0),
         ]);
-        let targets = [target("session", 1.0, Some(0.02))];
+        let targets = [target("pipeline", 1.0, Some(0.02))];
         let (f, b, r, v) = with_run(&res, &targets, |run| {
-            verdict(row_named("session append at 1M"), run)
+            verdict(row_named("step scheduler"), run)
         });
-        assert_eq!(f, "2.00 µs / event (±0 %)");
-        assert_eq!(b, "1.00 µs / event (±0 %)");
-        assert_eq!(r, "0.50× throughput");
+        assert_eq!(f, "4.00 µs / call (±0 %)");
+        assert_eq!(b, "2.00 µs / call (±0 %)");
+        assert_eq!(r, "2.00×");
         assert_eq!(v, "**MISS**");
     }
 
