@@ -1,18 +1,18 @@
-//! Rows 5-6 of BENCHMARKS.md: appending 1,000 realistic events to an in-memory session that
-//! already holds 1k, 100k or 1M events, two sizes at a time alternated in rounds
+//! Rows 5-6 of BENCHMARKS.md: appending realistic events to an in-memory session that already
+//! holds 1k, 100k or 1M events, two sizes at a time alternated in rounds
 //! (`fixtures/alternate.rs`) so that whatever else the machine does falls on both sides alike.
 //! Prints two `DSH-BENCH {json}` records (`cargo xtask bench` turns them into the rows'
 //! ratios):
 //!
-//! - `append-100k` (`big` vs `small`): onto 100k events against onto 1k (row 5, for
-//!   information);
-//! - `append-1m` (`big` vs `small`): onto 1M events against onto 100k (row 6): append must not
-//!   slow down as the log grows past the cache.
+//! - `append-100k` (`big` vs `small`): 1,000 appends onto 100k events against onto 1k (row 5,
+//!   for information);
+//! - `append-1m` (`big` vs `small`): 10,000 appends onto 1M events against onto 100k (row 6):
+//!   append must not slow down as the log grows past the cache.
 //!
 //! A unit fills a fresh session to its size (not timed), writes twice the largest CPU cache
-//! (not timed, so the log is out of every cache at each size), times the next 1,000 appends,
-//! and drops the session (not timed); figures are per event. Measured one size after the
-//! other instead (criterion's way), row 6 read 0.84-1.17× between runs of the same code.
+//! (not timed, so the log is out of every cache at each size), times the appends, and drops
+//! the session (not timed); figures are per event. Measured one size after the other instead
+//! (criterion's way, 1,000 appends), row 6 read 0.84-1.17× between runs of the same code.
 //! Timing is wall time; no assertion is made about it.
 //!
 //! Run: `cargo bench -p dsh --bench append`.
@@ -33,8 +33,12 @@ use std::time::{Duration, Instant};
 use alternate::{Rounds, alternate, record};
 use dsh::session::{Event, Session};
 
-/// Events appended, and timed, on top of a filled session.
-const APPENDED: u32 = 1_000;
+/// Events appended, and timed, on top of a session filled to 1k or 100k (row 5).
+const APPENDED: usize = 1_000;
+/// Events appended, and timed, on top of a session filled to 100k or 1M (row 6): ten times
+/// row 5's, so that one unit's appends take milliseconds, not the tenths of one that a single
+/// interruption of this shared machine doubles.
+const APPENDED_LARGE: usize = 10_000;
 
 /// Row 5 (1k and 100k fills): 20 rounds of 2 units of each side, after 2 not counted.
 const SMALL_ROUNDS: Rounds = Rounds {
@@ -95,7 +99,7 @@ impl Flush {
 }
 
 /// One unit: `fill` into a fresh session (not timed), the caches flushed (not timed), then the
-/// time per event of appending `next`.
+/// time per event of appending `next` (not empty).
 fn unit(
     rt: &tokio::runtime::Runtime,
     fill: &[Event],
@@ -121,7 +125,7 @@ fn unit(
         start.elapsed()
     });
     drop(session);
-    took / APPENDED
+    took / u32::try_from(next.len()).unwrap_or(u32::MAX)
 }
 
 fn main() {
@@ -130,7 +134,7 @@ fn main() {
         .build()
         .expect("tokio runtime");
     let flush = RefCell::new(Flush::new());
-    let next = events::events(APPENDED as usize);
+    let next = events::events(APPENDED);
     // Built once; every fill appends clones (an event's fields are shared, so a clone is a
     // handful of reference counts).
     let (k1, k100) = (events::events(1_000), events::events(100_000));
@@ -145,8 +149,9 @@ fn main() {
         SMALL_ROUNDS,
         [("big", &big), ("small", &small)],
     );
-    drop(k1);
+    drop((k1, next));
     let m1 = events::events(1_000_000);
+    let next = events::events(APPENDED_LARGE);
     let (big, small) = alternate(
         LARGE_ROUNDS,
         || unit(&rt, &m1, &next, &flush),

@@ -142,7 +142,7 @@ pub const ROWS: &[Row] = &[
         command: "cargo bench -p dsh --bench append",
     },
     Row {
-        name: "session append at 1M events (1,000 appends onto an in-memory log holding 1M, the caches flushed after the fill: twice the largest CPU cache written; 15 rounds of 1 fill alternated with the baseline, medians)",
+        name: "session append at 1M events (10,000 appends onto an in-memory log holding 1M, the caches flushed after the fill: twice the largest CPU cache written; 15 rounds of 1 fill alternated with the baseline, medians)",
         figure: field("append", "append-1m", "big_ns", "event"),
         // Against 100k, not 1k: a 1k log fits the CPU caches, so the 1k ratio measured the
         // cache, not the append; past the cache the append must stay flat. A 100k log (about
