@@ -21,6 +21,7 @@
 #![allow(clippy::expect_used)]
 
 #[path = "fixtures/alternate.rs"]
+#[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
 mod alternate;
 #[path = "fixtures/events.rs"]
 #[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
@@ -30,7 +31,7 @@ use std::cell::RefCell;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use alternate::{Rounds, alternate, record};
+use alternate::{Rounds, compare};
 use dsh::session::{Event, Session};
 
 /// Events appended, and timed, on top of a session filled to 1k or 100k (row 5).
@@ -138,29 +139,23 @@ fn main() {
     // Built once; every fill appends clones (an event's fields are shared, so a clone is a
     // handful of reference counts).
     let (k1, k100) = (events::events(1_000), events::events(100_000));
-    let (big, small) = alternate(
-        SMALL_ROUNDS,
-        || unit(&rt, &k100, &next, &flush),
-        || unit(&rt, &k1, &next, &flush),
-    );
-    record(
-        "append",
-        "append-100k",
-        SMALL_ROUNDS,
-        [("big", &big), ("small", &small)],
-    );
+    let pair = |figure: &str, r: Rounds, big: &[Event], small: &[Event], next: &[Event]| {
+        compare(
+            "append",
+            figure,
+            r,
+            ("big", || unit(&rt, big, next, &flush)),
+            ("small", || unit(&rt, small, next, &flush)),
+        );
+    };
+    pair("append-100k", SMALL_ROUNDS, &k100, &k1, &next);
     drop((k1, next));
     let m1 = events::events(1_000_000);
-    let next = events::events(APPENDED_LARGE);
-    let (big, small) = alternate(
-        LARGE_ROUNDS,
-        || unit(&rt, &m1, &next, &flush),
-        || unit(&rt, &k100, &next, &flush),
-    );
-    record(
-        "append",
+    pair(
         "append-1m",
         LARGE_ROUNDS,
-        [("big", &big), ("small", &small)],
+        &m1,
+        &k100,
+        &events::events(APPENDED_LARGE),
     );
 }

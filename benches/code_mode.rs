@@ -29,46 +29,36 @@ mod fixtures;
 
 use std::sync::Arc;
 
-use alternate::{Rounds, alternate, record};
+use alternate::{FEW_MS, compare};
 use code_mode_fixture::code_mode_bench;
 use fixtures::{in_task, tokio_runtime};
 
 /// Sub-calls made by the program, and direct calls of the baseline (one unit of each side).
 const CALLS: usize = 1_000;
 
-/// 40 rounds of 10 programs and 10 batches of direct calls.
-const ROUNDS: Rounds = Rounds {
-    warm_up: 4,
-    rounds: 40,
-    per_round: 10,
-};
-
 fn main() {
     let rt = tokio_runtime();
     let bench = Arc::new(code_mode_bench(CALLS));
-    let (program, direct) = alternate(
-        ROUNDS,
-        || {
+    // 40 rounds of 10 programs and 10 batches of direct calls.
+    compare(
+        "code_mode",
+        "code-mode",
+        FEW_MS,
+        ("program", || {
             let bench = bench.clone();
             in_task(&rt, move || async move {
                 let (took, cx) = bench.program_once().await;
                 drop(cx);
                 took
             })
-        },
-        || {
+        }),
+        ("direct", || {
             let bench = bench.clone();
             in_task(&rt, move || async move {
                 let (took, cx) = bench.direct_once().await;
                 drop(cx);
                 took
             })
-        },
-    );
-    record(
-        "code_mode",
-        "code-mode",
-        ROUNDS,
-        [("program", &program), ("direct", &direct)],
+        }),
     );
 }

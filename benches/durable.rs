@@ -20,6 +20,7 @@
 #![allow(clippy::expect_used)]
 
 #[path = "fixtures/alternate.rs"]
+#[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
 mod alternate;
 #[path = "fixtures/events.rs"]
 #[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
@@ -28,7 +29,7 @@ mod events;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use alternate::{Rounds, alternate, record};
+use alternate::{Rounds, compare};
 use dsh::session::{OpenOptions, Session};
 
 /// Concurrent appenders, and the batch size of the raw loop.
@@ -110,11 +111,11 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let (group, raw) = alternate(ROUNDS, || group(&rt), raw);
-    record(
+    compare(
         "durable",
         "durable",
         ROUNDS,
-        [("group", &group), ("raw", &raw)],
+        ("group", || group(&rt)),
+        ("raw", raw),
     );
 }

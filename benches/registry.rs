@@ -27,7 +27,7 @@ mod fixtures;
 
 use std::sync::Arc;
 
-use alternate::{Rounds, alternate, record};
+use alternate::{FEW_MS, compare};
 use dsh::core::Json;
 use fixtures::{NOOP, blocks, registry, runtime, time_one_call_steps, tokio_runtime};
 
@@ -35,12 +35,6 @@ use fixtures::{NOOP, blocks, registry, runtime, time_one_call_steps, tokio_runti
 const STEPS: u32 = 1_000;
 /// The pool size of each step (one call runs alone whatever it is).
 const POOL: usize = 10;
-/// 40 rounds of 10 units of each side, after 4 not counted.
-const ROUNDS: Rounds = Rounds {
-    warm_up: 4,
-    rounds: 40,
-    per_round: 10,
-};
 
 fn main() {
     let rt = tokio_runtime();
@@ -51,11 +45,11 @@ fn main() {
     let per_call = |runtime: &Arc<dsh::scheduler::Runtime>| {
         time_one_call_steps(&rt, runtime, &calls, POOL, STEPS.into()) / STEPS
     };
-    let (many, one) = alternate(ROUNDS, || per_call(&many), || per_call(&one));
-    record(
+    compare(
         "registry",
         "registry",
-        ROUNDS,
-        [("many", &many), ("one", &one)],
+        FEW_MS,
+        ("many", || per_call(&many)),
+        ("one", || per_call(&one)),
     );
 }

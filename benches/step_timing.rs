@@ -30,7 +30,7 @@ mod fixtures;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use alternate::{Rounds, alternate, record};
+use alternate::{FEW_MS, Rounds, compare};
 use dsh::core::Json;
 use dsh::scheduler::{Runtime, RuntimeConfig};
 
@@ -44,12 +44,6 @@ const STEPS: u32 = 1_000;
 const STEP_CALLS: u32 = 10_000;
 /// The pool size.
 const POOL: usize = 10;
-/// Row 25: 40 rounds of 10 units of each side, after 4 not counted.
-const ONE_CALL_ROUNDS: Rounds = Rounds {
-    warm_up: 4,
-    rounds: 40,
-    per_round: 10,
-};
 /// Row 26: 20 rounds of 2 steps of each side, after 2 not counted.
 const LARGE_ROUNDS: Rounds = Rounds {
     warm_up: 2,
@@ -76,12 +70,12 @@ fn one_call_steps(rt: &tokio::runtime::Runtime) {
     let per_call = |runtime: &Arc<Runtime>| {
         time_one_call_steps(rt, runtime, &calls, POOL, STEPS.into()) / STEPS
     };
-    let (on, off) = alternate(ONE_CALL_ROUNDS, || per_call(&on), || per_call(&off));
-    record(
+    compare(
         "step_timing",
         "timing-1",
-        ONE_CALL_ROUNDS,
-        [("on", &on), ("off", &off)],
+        FEW_MS,
+        ("on", || per_call(&on)),
+        ("off", || per_call(&off)),
     );
 }
 
@@ -100,12 +94,12 @@ fn large_steps(rt: &tokio::runtime::Runtime) {
         })
     };
     let (on, off) = (runtime(true, true), runtime(true, false));
-    let (on, off) = alternate(LARGE_ROUNDS, || per_call(&on), || per_call(&off));
-    record(
+    compare(
         "step_timing",
         "timing-10k",
         LARGE_ROUNDS,
-        [("on", &on), ("off", &off)],
+        ("on", || per_call(&on)),
+        ("off", || per_call(&off)),
     );
 }
 
