@@ -5,7 +5,9 @@
 //! limits; after a group is acknowledged with n of its appenders waiting for it (the writer
 //! counts them, `crate::ack::Acked`), the next waits until n appends are queued, at most
 //! [`Rules::gather`] after its first one arrived, and not at all if that one arrived more than
-//! [`Rules::idle`] after the acknowledgement or n is 1; appends nobody waits for yet (an appender
+//! [`Rules::idle`] after the acknowledgement or n is 1; if m appends were queued when that group
+//! became durable, it waits for n + m for up to [`Rules::merge`] after the acknowledgement, so
+//! that appenders split across two syncs come together again; appends nobody waits for yet (an appender
 //! that queues several events, then waits for the last) do not start a group: the first wait on
 //! a queued append does ([`WriteQueue::nudge`]), or [`Rules::unawaited`] after the first of them
 //! arrived, so a caller's events before the one it waits for share that one's sync; the writer
@@ -46,6 +48,12 @@ pub(crate) struct Rules {
     /// How long queued appends nobody waits for are kept before they are written anyway (their
     /// callers may never look: a turn's end, a step's timing).
     pub unawaited: Duration,
+    /// How long after an acknowledgement a group already holding as many appends as the
+    /// acknowledged group's waiting appenders (appends queued while that group was written)
+    /// also waits for those appenders: when they come straight back, the two halves of the same
+    /// appenders go with one sync instead of splitting every sync in two for good; when they do
+    /// not (a call's body runs after its append), the queued appends wait no longer than this.
+    pub merge: Duration,
 }
 
 impl Default for Rules {
@@ -56,8 +64,21 @@ impl Default for Rules {
             gather: Duration::from_micros(200),
             idle: Duration::from_millis(1),
             unawaited: Duration::from_millis(2),
+            merge: SPIN,
         }
     }
+}
+
+/// What the next group waits for, as the last acknowledgement left it
+/// ([`WriteQueue::next_after`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Target {
+    /// How many of the last group's appenders were waiting for it (they come back with their
+    /// next append), at least 1.
+    pub appends: usize,
+    /// How many appends were queued once the last group was durable, before its members were
+    /// answered (0 when none of them was waiting: nobody comes back to join them).
+    pub queued: usize,
 }
 
 /// What the writer is given next.
@@ -137,6 +158,11 @@ impl WriteQueue {
         Ok(())
     }
 
+    /// How many appends are queued.
+    pub(crate) fn queued(&self) -> usize {
+        self.pending.lock().reqs.len()
+    }
+
     /// An appender now waits for its append's acknowledgement: what is queued goes as soon as
     /// the group rules allow, instead of after [`Rules::unawaited`].
     pub(crate) fn nudge(&self) {
@@ -172,18 +198,39 @@ impl WriteQueue {
         self.wake.notify_one();
     }
 
-    /// Waits for the next group, the last one (of `target` appends) having been acknowledged at
-    /// `acked`. It goes once `target` appends are queued; or [`Rules::gather`] after its first
-    /// append arrived (or after `acked`, if that append was queued before); at once if `target` is 1, if that append arrived [`Rules::idle`] after
-    /// `acked`, or if a close or hang-up is pending. `None` once [`Rules::idle`] has passed with
-    /// nothing queued: then [`wait`] for the first append, which goes without waiting for others.
+    /// [`WriteQueue::next_after`] a group of `target` waiting appenders, none queued behind it.
+    #[cfg(test)]
+    pub(crate) fn next(&self, target: usize, acked: Instant) -> Option<Next> {
+        self.next_after(
+            Target {
+                appends: target,
+                queued: 0,
+            },
+            acked,
+        )
+    }
+
+    /// Waits for the next group, the last one having been acknowledged at `acked` as `target`
+    /// says. It goes once `target.appends` appends are queued, and, for [`Rules::merge`] after
+    /// `acked`, only once [`Target::queued`] more are; or [`Rules::gather`] after its first
+    /// append arrived (or after `acked`, if that append was queued before); at once if the
+    /// count it waits for is 1, if that append arrived [`Rules::idle`] after `acked`, or if a
+    /// close or hang-up is pending. `None` once [`Rules::idle`] has passed with nothing queued:
+    /// then [`wait`] for the first append, which goes without waiting for others.
     ///
     /// [`wait`]: WriteQueue::wait
-    pub(crate) fn next(&self, target: usize, acked: Instant) -> Option<Next> {
+    pub(crate) fn next_after(&self, target: Target, acked: Instant) -> Option<Next> {
         let rules = self.rules;
+        let merge_until = acked + rules.merge;
         let mut spin_until: Option<Instant> = None;
         let mut p = self.pending.lock();
         loop {
+            let merging = target.queued > 0 && Instant::now() < merge_until;
+            let target = if merging {
+                target.appends + target.queued
+            } else {
+                target.appends
+            };
             let queued = !p.reqs.is_empty();
             if queued && (self.ready(&p, target) || p.close.is_some() || p.hung_up) {
                 return Some(self.take(&mut p));
@@ -235,6 +282,11 @@ impl WriteQueue {
                 parking_lot::MutexGuard::unlocked(&mut p, std::thread::yield_now);
                 continue;
             }
+            let wake_at = if merging {
+                wake_at.min(merge_until)
+            } else {
+                wake_at
+            };
             p.want = target;
             let _ = self.wake.wait_until(&mut p, wake_at);
             p.want = 0;
@@ -426,6 +478,78 @@ mod tests {
         let start = Instant::now();
         assert_eq!(group(q.next(10, acked)), [0]);
         assert!(start.elapsed() < LATER / 2);
+    }
+
+    /// After a group of `appends` waiting appenders whose write saw `queued` more queued.
+    fn after(appends: usize, queued: usize) -> Target {
+        Target { appends, queued }
+    }
+
+    #[test]
+    fn appends_queued_during_a_write_wait_for_the_appenders_that_write_answered() {
+        // Two of four appenders were answered; the other two queued while their group was
+        // written. The next group waits for all four, not for the first two to arrive.
+        let q = Arc::new(WriteQueue::with_rules(Rules {
+            merge: LATER,
+            ..patient().rules
+        }));
+        let acked = Instant::now();
+        let _early = [push(&q, 0, 1), push(&q, 1, 1)];
+        let back = {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(5));
+                // Not polled here: the group may be taken (and its answers dropped) at once.
+                // The earlier appends' waits already count for these.
+                [push_unawaited(&q, 2, 1), push_unawaited(&q, 3, 1)]
+            })
+        };
+        let start = Instant::now();
+        assert_eq!(group(q.next_after(after(2, 2), acked)), [0, 1, 2, 3]);
+        assert!(start.elapsed() < LATER / 2);
+        drop(back.join());
+    }
+
+    #[test]
+    fn appends_queued_during_a_write_wait_no_longer_than_the_merge_time_for_the_rest() {
+        // The answered appenders do not come back (their calls' bodies run): the two queued
+        // appends go once the merge time has passed, not after the gather time.
+        let q = Arc::new(WriteQueue::with_rules(Rules {
+            merge: Duration::from_millis(20),
+            ..patient().rules
+        }));
+        let acked = Instant::now();
+        let _early = [push(&q, 0, 1), push(&q, 1, 1)];
+        assert_eq!(group(q.next_after(after(2, 2), acked)), [0, 1]);
+        let waited = acked.elapsed();
+        assert!(waited >= Duration::from_millis(20) && waited < LATER / 2);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever the split, with the answered appenders coming back the next group holds
+        /// them and the ones queued behind the write, in queue order.
+        #[test]
+        fn a_split_group_comes_together_again(answered in 1usize..6, queued in 1usize..6) {
+            let q = Arc::new(WriteQueue::with_rules(Rules {
+                merge: LATER,
+                ..patient().rules
+            }));
+            let acked = Instant::now();
+            let mut rxs: Vec<AckRx> = (0..queued as u64).map(|seq| push(&q, seq, 1)).collect();
+            let back = {
+                let q = q.clone();
+                std::thread::spawn(move || {
+                    (queued..queued + answered)
+                        .map(|seq| push_unawaited(&q, seq as u64, 1))
+                        .collect::<Vec<_>>()
+                })
+            };
+            let taken = group(q.next_after(after(answered, queued), acked));
+            rxs.extend(back.join().expect("appenders"));
+            prop_assert_eq!(taken, (0..(queued + answered) as u64).collect::<Vec<_>>());
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! last durable length, every member of the group gets the error, and every later append is
 //! refused, so the file holds exactly the acknowledged events. After a group of n appends is
 //! acknowledged, the next group waits until n appends are queued (concurrent appenders just
-//! woken by that acknowledgement), at most 200 µs after its first append arrived; a lone
+//! woken by that acknowledgement), at most 200 µs after its first append arrived, and for
+//! n + m during the first 40 µs when m appends were queued while the group was written; a lone
 //! appender never waits, and neither does an append arriving after the appenders went idle
 //! ([`crate::queue::Rules`]). A group's answers cost the writer one cross-thread wake-up: it
 //! wakes one member, which wakes the others from the runtime's thread ([`crate::ack`]).
@@ -19,7 +20,7 @@ use std::time::Instant;
 use crate::ack::{self, AckTx, Leader};
 use crate::error::SessionError;
 use crate::event::Event;
-use crate::queue::{Next, WriteQueue};
+use crate::queue::{Next, Target, WriteQueue};
 use crate::session::Shared;
 use crate::sink::{Lines, LogSink};
 
@@ -97,16 +98,20 @@ struct Writer {
 
 impl Writer {
     fn run(mut self, queue: &WriteQueue) {
-        let mut target = 1;
+        let alone = Target {
+            appends: 1,
+            queued: 0,
+        };
+        let mut target = alone;
         let mut acked = Instant::now();
         // The appender the last acknowledgement woke; dropping it wakes any of that group it has
         // not woken yet, so it is dropped once the next group is taken or none came.
         let mut leader: Option<Leader> = None;
         loop {
-            let Some(next) = queue.next(target, acked) else {
+            let Some(next) = queue.next_after(target, acked) else {
                 drop(leader.take());
                 queue.wait();
-                target = 1;
+                target = alone;
                 continue;
             };
             drop(leader.take());
@@ -117,8 +122,13 @@ impl Writer {
                     // waiting yet (a caller that appends several events, then waits for the
                     // last) bring nobody back, and a group that waited for them would only
                     // sit out the gathering time.
-                    let answered = self.write_group(group, bytes);
-                    target = answered.waiting.max(1);
+                    // Appends queued while this group was written go with the next group: it
+                    // waits a little for both ([`crate::queue::Rules::merge`]).
+                    let (answered, queued) = self.write_group(group, bytes, queue);
+                    target = Target {
+                        appends: answered.waiting.max(1),
+                        queued: if answered.waiting == 0 { 0 } else { queued },
+                    };
                     leader = answered.leader;
                     acked = Instant::now();
                 }
@@ -156,11 +166,19 @@ impl Writer {
         self.poisoned = Some(reason);
     }
 
-    /// Writes and syncs one group, then answers its members.
-    fn write_group(&mut self, group: Vec<WriteReq>, bytes: usize) -> ack::Acked {
+    /// Writes and syncs one group, then answers its members. Also returns how many appends
+    /// were queued once the group was durable, before any member was answered (so none of
+    /// them is counted).
+    fn write_group(
+        &mut self,
+        group: Vec<WriteReq>,
+        bytes: usize,
+        queue: &WriteQueue,
+    ) -> (ack::Acked, usize) {
         if let Some(reason) = &self.poisoned {
             let error = SessionError::Poisoned(reason.clone());
-            return ack::acknowledge(group.into_iter().map(|r| (r.ack, Err(error.clone()))));
+            let acked = ack::acknowledge(group.into_iter().map(|r| (r.ack, Err(error.clone()))));
+            return (acked, 0);
         }
         let mut buf = Vec::with_capacity(bytes);
         for req in &group {
@@ -171,16 +189,19 @@ impl Writer {
                 self.len += buf.len() as u64;
                 self.shared
                     .commit(group.iter().map(|r| (r.seq, r.event.clone())));
-                ack::acknowledge(group.into_iter().map(|r| (r.ack, Ok(r.seq))))
+                let queued = queue.queued();
+                let acked = ack::acknowledge(group.into_iter().map(|r| (r.ack, Ok(r.seq))));
+                (acked, queued)
             }
             Err(e) => {
                 let error = Arc::new(e);
                 self.fail(&error);
-                ack::acknowledge(
+                let acked = ack::acknowledge(
                     group
                         .into_iter()
                         .map(|r| (r.ack, Err(SessionError::Write(error.clone())))),
-                )
+                );
+                (acked, 0)
             }
         }
     }
