@@ -6,7 +6,14 @@
 //! - `group`: 10 concurrent appenders on a freshly opened durable session (group commit, one
 //!   `fdatasync` per group), 100 appends each;
 //! - `raw`: a plain loop of `write` + `fdatasync` over the same 1,000 lines in batches of 10,
-//!   onto a freshly created file.
+//!   onto a freshly created file;
+//! - `plain`: the textbook group commit of the same appenders, written here in a few lines and
+//!   nothing else: 10 tasks on the same runtime hand their line (serialized beforehand) to a
+//!   writer thread under a mutex and await a `oneshot`; the writer sleeps on a condition
+//!   variable until all 10 lines are queued (it knows how many to wait for, which no real
+//!   writer does), writes and `fdatasync`s them, and answers each. It keeps no log, builds no
+//!   line, forms groups by no rule: what any group commit of appenders that each wait for their
+//!   append costs here, the hand-offs between the runtime's threads and the writer's.
 //!
 //! A unit is those 1,000 events either way; each side's figure is per 10 events (one batch).
 //! Opening the session, creating the file and building the events are not timed. Measured one
@@ -29,7 +36,9 @@ mod events;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use alternate::{Rounds, compare};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use alternate::{Rounds, alternate_all, record};
 use dsh::session::{OpenOptions, Session};
 
 /// Concurrent appenders, and the batch size of the raw loop.
@@ -106,16 +115,98 @@ fn raw() -> Duration {
     start.elapsed() / BATCHES as u32
 }
 
+/// The lines waiting for the plain writer, each with its answer.
+type Waiting = Mutex<Vec<(Vec<u8>, tokio::sync::oneshot::Sender<()>)>>;
+
+/// One unit of the plain side: the same appenders and lines through the textbook group commit.
+fn plain(rt: &tokio::runtime::Runtime) -> Duration {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("log.jsonl");
+    let mut lanes: Vec<Vec<Vec<u8>>> = (0..APPENDERS)
+        .map(|_| Vec::with_capacity(BATCHES))
+        .collect();
+    for (i, e) in events::events(BATCHES * APPENDERS).into_iter().enumerate() {
+        let mut line = e.to_json_line().into_bytes();
+        line.push(b'\n');
+        lanes[i % APPENDERS].push(line);
+    }
+    let mut file = std::fs::File::create(&path).expect("create");
+    file.write_all(b"{\"type\":\"session\",\"version\":0,\"id\":\"bench\"}\n")
+        .expect("header");
+    file.sync_all().expect("sync");
+    let queue: Arc<(Waiting, Condvar)> = Arc::default();
+    let writer = {
+        let queue = queue.clone();
+        std::thread::spawn(move || {
+            let (waiting, ready) = &*queue;
+            for _ in 0..BATCHES {
+                let group = {
+                    let mut w = waiting.lock().unwrap_or_else(PoisonError::into_inner);
+                    while w.len() < APPENDERS {
+                        w = ready.wait(w).unwrap_or_else(PoisonError::into_inner);
+                    }
+                    std::mem::take(&mut *w)
+                };
+                let mut bytes = Vec::new();
+                for (line, _) in &group {
+                    bytes.extend_from_slice(line);
+                }
+                file.write_all(&bytes).expect("write");
+                file.sync_data().expect("fdatasync");
+                for (_, answer) in group {
+                    let _ = answer.send(());
+                }
+            }
+        })
+    };
+    let took = rt.block_on(async {
+        let start = Instant::now();
+        let tasks: Vec<_> = lanes
+            .into_iter()
+            .map(|lane| {
+                let queue = queue.clone();
+                tokio::spawn(async move {
+                    for line in lane {
+                        let (answer, answered) = tokio::sync::oneshot::channel();
+                        {
+                            let (waiting, ready) = &*queue;
+                            let mut w = waiting.lock().unwrap_or_else(PoisonError::into_inner);
+                            w.push((line, answer));
+                            if w.len() == APPENDERS {
+                                ready.notify_one();
+                            }
+                        }
+                        answered.await.expect("written");
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.expect("appender");
+        }
+        start.elapsed()
+    });
+    writer.join().expect("plain writer");
+    took / BATCHES as u32
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    compare(
+    let sides = alternate_all(
+        ROUNDS,
+        &mut [&mut || group(&rt), &mut raw, &mut || plain(&rt)],
+    );
+    record(
         "durable",
         "durable",
         ROUNDS,
-        ("group", || group(&rt)),
-        ("raw", raw),
+        &[
+            ("group", &sides[0]),
+            ("raw", &sides[1]),
+            ("plain", &sides[2]),
+        ],
     );
 }

@@ -453,6 +453,24 @@ pub const ROWS: &[Row] = &[
         bench: "store",
         command: "cargo bench -p dsh --bench store",
     },
+    Row {
+        name: "the textbook group commit of row 8's appenders, in a few lines: the same 10 tasks hand their lines (serialized beforehand) to a writer thread under a mutex and await a `oneshot`; the writer sleeps until all 10 are queued (it knows how many to wait for), writes, `fdatasync`s and answers each (per 10 events; the same rounds as row 8, alternated with it)",
+        figure: field("durable", "durable", "plain_ns", "10 events"),
+        baseline_name: "row 8's raw `write` + `fdatasync` loop, same rounds",
+        baseline: field("durable", "durable", "raw_ns", "batch"),
+        target: Target::Throughput,
+        bench: "durable",
+        command: "cargo bench -p dsh --bench durable",
+    },
+    Row {
+        name: "row 8's durable session against that textbook group commit: what the session adds (its log, each line built, seqs, the rules that form groups without knowing how many appenders there are)",
+        figure: field("durable", "durable", "group_ns", "10 events"),
+        baseline_name: "the textbook group commit of the row above, same rounds",
+        baseline: field("durable", "durable", "plain_ns", "10 events"),
+        target: Target::Throughput,
+        bench: "durable",
+        command: "cargo bench -p dsh --bench durable",
+    },
 ];
 
 /// Parses a selection of rows, `12-15` or `1,4,12-15` (numbers as in the table, from 1).
