@@ -9,12 +9,22 @@
 //! - `bash/mb-full-access` and `bash/mb-workspace-write` vs `bash/mb-bare`: the same for a
 //!   command that prints 1 MB, vs its bare spawn reading stdout to the end.
 //!
-//! Timing is wall time measured inside the benchmark (criterion's `iter_custom`); no assertion
-//! is made about it.
+//! The four ways of running a command (bare, full access, workspace-write, and full access
+//! without the helper) are measured in alternating rounds (`fixtures/alternate.rs`), each unit
+//! 10 commands, so that a change of the machine's load falls on every side alike: one side
+//! after the other (criterion's way, 4 s each), the ratios moved by up to 0.3× between runs of
+//! the same code. Prints one `DSH-BENCH {json}` record per command (`true`, `mb`), each side's
+//! median time per command in nanoseconds (`bare_ns`, `full_ns`, `contained_ns`, `direct_ns`).
+//! Timing is wall time; no assertion is made about it.
+//!
+//! Run: `cargo bench -p dsh --bench bash`.
 
 // A benchmark whose setup fails must stop loudly.
 #![allow(clippy::expect_used)]
 
+#[path = "fixtures/alternate.rs"]
+#[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
+mod alternate;
 #[path = "fixtures/pipeline.rs"]
 #[allow(dead_code)] // The fixtures serve several benchmarks; this one uses part of them.
 mod fixtures;
@@ -24,7 +34,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, SamplingMode};
+use alternate::{Rounds, alternate_all, record};
 use dsh::bash::{BashConfig, BashTool, SandboxHelper, SandboxMode, SandboxSettings, Unavailable};
 use dsh::core::ToolRegistry;
 use dsh::fs::Workspace;
@@ -130,7 +140,17 @@ fn bare(rt: &tokio::runtime::Runtime, command: &'static str, iters: u64) -> Dura
     })
 }
 
-fn bash_calls(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
+/// Commands in one unit; each side's figure is per command.
+const PER_UNIT: u32 = 10;
+
+/// 20 rounds of 2 units of each side, after 2 not counted.
+const ROUNDS: Rounds = Rounds {
+    warm_up: 2,
+    rounds: 20,
+    per_round: 2,
+};
+
+fn bash_calls(rt: &tokio::runtime::Runtime) {
     let dir = tempfile::tempdir().expect("temp dir");
     let full = pipeline(
         &dir.path().join("full"),
@@ -148,31 +168,32 @@ fn bash_calls(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
         SandboxMode::DangerFullAccess,
         None,
     );
-    let mut g = c.benchmark_group("bash");
-    g.warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(4))
-        .sample_size(20)
-        .sampling_mode(SamplingMode::Flat);
+    let n = u64::from(PER_UNIT);
     for (name, command) in [("true", "true"), ("mb", MB_COMMAND)] {
-        g.bench_function(format!("{name}-bare"), |b| {
-            b.iter_custom(|iters| bare(rt, command, iters))
-        });
-        g.bench_function(format!("{name}-full-access"), |b| {
-            b.iter_custom(|iters| calls(rt, &full, command, iters))
-        });
-        g.bench_function(format!("{name}-workspace-write"), |b| {
-            b.iter_custom(|iters| calls(rt, &contained, command, iters))
-        });
-        g.bench_function(format!("{name}-no-helper"), |b| {
-            b.iter_custom(|iters| calls(rt, &direct, command, iters))
-        });
+        let sides = alternate_all(
+            ROUNDS,
+            &mut [
+                &mut || bare(rt, command, n) / PER_UNIT,
+                &mut || calls(rt, &full, command, n) / PER_UNIT,
+                &mut || calls(rt, &contained, command, n) / PER_UNIT,
+                &mut || calls(rt, &direct, command, n) / PER_UNIT,
+            ],
+        );
+        record(
+            "bash",
+            name,
+            ROUNDS,
+            &[
+                ("full", &sides[1]),
+                ("bare", &sides[0]),
+                ("contained", &sides[2]),
+                ("direct", &sides[3]),
+            ],
+        );
     }
-    g.finish();
 }
 
 fn main() {
     let rt = tokio_runtime();
-    let mut c = Criterion::default().configure_from_args();
-    bash_calls(&mut c, &rt);
-    c.final_summary();
+    bash_calls(&rt);
 }

@@ -237,40 +237,40 @@ pub const ROWS: &[Row] = &[
         command: "cargo bench -p dsh --bench session -- derive/",
     },
     Row {
-        name: "`bash` call of `true` through the full pipeline, `danger-full-access` (started by the session's sandbox supervisor, which watches every command in every mode)",
-        figure: timed("bash/true-full-access", 1.0, "call"),
-        baseline_name: "bare `tokio::process::Command` spawn + wait of `bash -c true`",
-        baseline: timed("bash/true-bare", 1.0, "spawn"),
+        name: "`bash` call of `true` through the full pipeline, `danger-full-access` (started by the session's sandbox supervisor, which watches every command in every mode; 20 rounds of 2 × 10 calls, alternated with the baseline and the other modes, medians)",
+        figure: field("bash", "true", "full_ns", "call"),
+        baseline_name: "bare `tokio::process::Command` spawn + wait of `bash -c true`, same rounds",
+        baseline: field("bash", "true", "bare_ns", "spawn"),
         target: Target::AtMost(1.5),
         bench: "bash",
-        command: "cargo bench -p dsh --bench bash -- bash/true-",
+        command: "cargo bench -p dsh --bench bash",
     },
     Row {
-        name: "`bash` call of `true` through the full pipeline, `workspace-write` (supervisor under Landlock; each command's child installs the seccomp filter, then `exec`s the shell)",
-        figure: timed("bash/true-workspace-write", 1.0, "call"),
-        baseline_name: "bare `tokio::process::Command` spawn + wait of `bash -c true`",
-        baseline: timed("bash/true-bare", 1.0, "spawn"),
+        name: "`bash` call of `true` through the full pipeline, `workspace-write` (supervisor under Landlock; each command's child installs the seccomp filter, then `exec`s the shell; same rounds)",
+        figure: field("bash", "true", "contained_ns", "call"),
+        baseline_name: "bare `tokio::process::Command` spawn + wait of `bash -c true`, same rounds",
+        baseline: field("bash", "true", "bare_ns", "spawn"),
         target: Target::AtMost(2.0),
         bench: "bash",
-        command: "cargo bench -p dsh --bench bash -- bash/true-",
+        command: "cargo bench -p dsh --bench bash",
     },
     Row {
-        name: "`bash` call printing 1 MB through the full pipeline, `danger-full-access` (supervisor; tail shown, all of it saved to a file)",
-        figure: timed("bash/mb-full-access", 1.0, "call"),
-        baseline_name: "bare spawn of the same `bash -c`, reading stdout to its end, + wait",
-        baseline: timed("bash/mb-bare", 1.0, "spawn"),
+        name: "`bash` call printing 1 MB through the full pipeline, `danger-full-access` (supervisor; tail shown, all of it saved to a file; rounds as row 15)",
+        figure: field("bash", "mb", "full_ns", "call"),
+        baseline_name: "bare spawn of the same `bash -c`, reading stdout to its end, + wait, same rounds",
+        baseline: field("bash", "mb", "bare_ns", "spawn"),
         target: Target::AtMost(1.5),
         bench: "bash",
-        command: "cargo bench -p dsh --bench bash -- bash/mb-",
+        command: "cargo bench -p dsh --bench bash",
     },
     Row {
-        name: "`bash` call printing 1 MB through the full pipeline, `workspace-write` (supervisor under Landlock, the filter installed in each command's child; tail shown, all of it saved to a file)",
-        figure: timed("bash/mb-workspace-write", 1.0, "call"),
-        baseline_name: "bare spawn of the same `bash -c`, reading stdout to its end, + wait",
-        baseline: timed("bash/mb-bare", 1.0, "spawn"),
+        name: "`bash` call printing 1 MB through the full pipeline, `workspace-write` (supervisor under Landlock, the filter installed in each command's child; tail shown, all of it saved to a file; rounds as row 15)",
+        figure: field("bash", "mb", "contained_ns", "call"),
+        baseline_name: "bare spawn of the same `bash -c`, reading stdout to its end, + wait, same rounds",
+        baseline: field("bash", "mb", "bare_ns", "spawn"),
         target: Target::AtMost(2.0),
         bench: "bash",
-        command: "cargo bench -p dsh --bench bash -- bash/mb-",
+        command: "cargo bench -p dsh --bench bash",
     },
     Row {
         name: "agent loop: one turn streaming 10,000 text chunks from the mock provider on 127.0.0.1 (HTTP, SSE, the OpenAI-compatible adapter, assembly, chunk events in an in-memory session, the message)",
@@ -937,7 +937,11 @@ mod tests {
 
     #[test]
     fn updating_rows_keeps_every_other_line() {
-        let res = results(&[("bash/true-bare", 1e6), ("bash/true-full-access", 2e6)]);
+        let mut res = Results::default();
+        res.records.push(serde_json::json!({
+            "bench": "bash", "figure": "true", "full_ns": 2e6, "bare_ns": 1e6,
+            "full_spread": 0.0, "bare_spread": 0.0,
+        }));
         let targets = [target("bash", 1.0, Some(0.02))];
         let n = 1 + ROWS
             .iter()
@@ -957,10 +961,7 @@ mod tests {
             lines[6]
         );
         assert_eq!(lines[10], "1. `a`");
-        assert_eq!(
-            lines[11],
-            format!("{n}. `cargo bench -p dsh --bench bash -- bash/true-`")
-        );
+        assert_eq!(lines[11], format!("{n}. `cargo bench -p dsh --bench bash`"));
         assert!(once.ends_with("\nnotes\n"));
         // A second update replaces the lines it added.
         let twice = with_run(&res, &targets, |run| update_rows(&once, &[n], run));
