@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use alternate::{Rounds, alternate_all, record};
-use dsh::session::{OpenOptions, Session};
+use dsh::session::{Event, OpenOptions, Session};
 
 /// Concurrent appenders, and the batch size of the raw loop.
 const APPENDERS: usize = 10;
@@ -53,16 +53,22 @@ const ROUNDS: Rounds = Rounds {
     per_round: 3,
 };
 
+/// The unit's events dealt round-robin to the appenders, each made into what it appends.
+fn lanes<T>(make: impl Fn(Event) -> T) -> Vec<Vec<T>> {
+    let mut lanes: Vec<Vec<T>> = (0..APPENDERS)
+        .map(|_| Vec::with_capacity(BATCHES))
+        .collect();
+    for (i, e) in events::events(BATCHES * APPENDERS).into_iter().enumerate() {
+        lanes[i % APPENDERS].push(make(e));
+    }
+    lanes
+}
+
 /// One unit of the group side: 10 appenders, `BATCHES` appends each, on a fresh session.
 fn group(rt: &tokio::runtime::Runtime) -> Duration {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("log.jsonl");
-    let mut lanes: Vec<Vec<_>> = (0..APPENDERS)
-        .map(|_| Vec::with_capacity(BATCHES))
-        .collect();
-    for (i, e) in events::events(BATCHES * APPENDERS).into_iter().enumerate() {
-        lanes[i % APPENDERS].push(e);
-    }
+    let lanes = lanes(|e| e);
     rt.block_on(async {
         let (session, _) = Session::open_jsonl(&path, OpenOptions::new())
             .await
@@ -122,14 +128,11 @@ type Waiting = Mutex<Vec<(Vec<u8>, tokio::sync::oneshot::Sender<()>)>>;
 fn plain(rt: &tokio::runtime::Runtime) -> Duration {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("log.jsonl");
-    let mut lanes: Vec<Vec<Vec<u8>>> = (0..APPENDERS)
-        .map(|_| Vec::with_capacity(BATCHES))
-        .collect();
-    for (i, e) in events::events(BATCHES * APPENDERS).into_iter().enumerate() {
+    let lanes = lanes(|e| {
         let mut line = e.to_json_line().into_bytes();
         line.push(b'\n');
-        lanes[i % APPENDERS].push(line);
-    }
+        line
+    });
     let mut file = std::fs::File::create(&path).expect("create");
     file.write_all(b"{\"type\":\"session\",\"version\":0,\"id\":\"bench\"}\n")
         .expect("header");
