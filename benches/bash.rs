@@ -1,13 +1,12 @@
-//! `bash` call benchmarks, each beside its baseline measured in the same run (`cargo xtask
-//! bench` turns them into the ratios of BENCHMARKS.md):
+//! `bash` call benchmarks, rows 15-18 of BENCHMARKS.md, each beside its baseline measured in
+//! the same rounds (`cargo xtask bench` turns them into the ratios):
 //!
-//! - `bash/true-full-access` and `bash/true-workspace-write` vs `bash/true-bare`: one `bash`
-//!   call of `true` through the whole pipeline (step scheduler, pass-through hooks, a guard, the
-//!   sandbox policy, in-memory session) under `danger-full-access` and under `workspace-write`,
-//!   both through the sandbox helper the `dsh` program uses, vs a bare
-//!   `tokio::process::Command` spawn + wait of `bash -c true`;
-//! - `bash/mb-full-access` and `bash/mb-workspace-write` vs `bash/mb-bare`: the same for a
-//!   command that prints 1 MB, vs its bare spawn reading stdout to the end.
+//! - `full` and `contained` vs `bare`: one `bash` call of `true` through the whole pipeline
+//!   (step scheduler, pass-through hooks, a guard, the sandbox policy, in-memory session) under
+//!   `danger-full-access` and under `workspace-write`, both through the sandbox helper the `dsh`
+//!   program uses, vs a bare `tokio::process::Command` spawn + wait of `bash -c true`; `direct`
+//!   is full access without the helper (no row);
+//! - the same four for a command that prints 1 MB (the bare spawn reads stdout to its end).
 //!
 //! The four ways of running a command (bare, full access, workspace-write, and full access
 //! without the helper) are measured in alternating rounds (`fixtures/alternate.rs`), each unit

@@ -1,7 +1,8 @@
-//! Row 8 of BENCHMARKS.md: a durable JSON Lines session's group commit beside a raw loop of the
-//! same writes and syncs, the two alternated in rounds (`fixtures/alternate.rs`) so that the
-//! disk's drift falls on both sides alike. Prints one `DSH-BENCH {json}` record (`cargo xtask
-//! bench` turns it into the row's ratio):
+//! Rows 8, 38 and 39 of BENCHMARKS.md: a durable JSON Lines session's group commit beside a raw
+//! loop of the same writes and syncs and beside the textbook group commit, the three
+//! alternated in rounds (`fixtures/alternate.rs`) so that the disk's drift falls on every side
+//! alike. Prints one `DSH-BENCH {json}` record (`cargo xtask bench` turns it into the rows'
+//! ratios):
 //!
 //! - `group`: 10 concurrent appenders on a freshly opened durable session (group commit, one
 //!   `fdatasync` per group), 100 appends each;
@@ -15,7 +16,7 @@
 //!   line, forms groups by no rule: what any group commit of appenders that each wait for their
 //!   append costs here, the hand-offs between the runtime's threads and the writer's.
 //!
-//! A unit is those 1,000 events either way; each side's figure is per 10 events (one batch).
+//! A unit is those 1,000 events on every side; each side's figure is per 10 events (one batch).
 //! Opening the session, creating the file and building the events are not timed. Measured one
 //! side after the other instead (criterion's way, 4 s each), the ratio read anywhere from 0.16×
 //! to 2.32× within a day: the shared disk's sync time moved by 4× between the two sides.
@@ -34,9 +35,8 @@ mod alternate;
 mod events;
 
 use std::io::Write;
-use std::time::{Duration, Instant};
-
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use alternate::{Rounds, alternate_all, record};
 use dsh::session::{Event, OpenOptions, Session};
